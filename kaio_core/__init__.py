@@ -1,0 +1,41 @@
+"""kaio: write GPU kernels once in Python; run them race-free on NVIDIA and AMD GPUs.
+
+    import numpy as np, kaio
+    from kaio import f32
+
+    @kaio.kernel
+    def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+        for i in y.owned():
+            y[i] = a * x[i] + y[i]
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import math  # noqa: E402  (kaio.math inside kernels)
+from .dtypes import (  # noqa: E402
+    DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64,
+)
+from .errors import (  # noqa: E402
+    BackendUnavailable, CompileError, CudaError, HipError, KaioError, LaunchError, RaceError,
+)
+from .kernel import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
+from .lang import (  # noqa: E402
+    Atomic, Const, In, Out, Raw, Region, atomic_add, atomic_and, atomic_cas, atomic_exchange,
+    atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, ballot, block_dim, block_idx,
+    block_max, block_min, block_sum, dynamic_shared, global_id, grid_dim, lane_id, local_array,
+    shared_array, shuffle, shuffle_down, shuffle_up, shuffle_xor, static_range, sync, thread_idx,
+    vote_all, vote_any, warp_max, warp_min, warp_size, warp_sum,
+)
+
+
+def set_backend(name: str) -> None:
+    """Select the backend for launches: 'reference', 'cuda' or 'hip' (env: KAIO_BACKEND)."""
+    from .backends import set_backend as _set
+    _set(name)
+
+
+def get_backend(name: str | None = None):
+    """The current backend object (or the named one)."""
+    from .backends import get_backend as _get
+    return _get(name)

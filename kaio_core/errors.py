@@ -1,0 +1,84 @@
+"""Exception classes. Each carries structured fields besides its message."""
+from __future__ import annotations
+
+import linecache
+
+
+class KaioError(Exception):
+    """Base class of kaio's own errors."""
+
+
+def source_excerpt(file: str, line: int, col: int = 0, end_col: int | None = None) -> str:
+    """`  12 |     y[i] = x[i + 1]` followed by a caret line under columns [col, end_col)."""
+    text = linecache.getline(file, line).rstrip("\n") if file else ""
+    if not text:
+        return ""
+    width = max(1, (end_col if end_col and end_col > col else len(text)) - col)
+    gutter = f"{line:>5} | "
+    return f"{gutter}{text}\n{' ' * len(gutter)}{' ' * col}{'^' * width}"
+
+
+class CompileError(KaioError):
+    """A kernel cannot be compiled: carries kernel, file, line, col and hint."""
+
+    def __init__(self, message: str, *, kernel: str | None = None, file: str | None = None,
+                 line: int | None = None, col: int = 0, end_col: int | None = None,
+                 hint: str | None = None):
+        self.kernel, self.file, self.line, self.col, self.end_col = kernel, file, line, col, end_col
+        self.hint = hint
+        self.bare_message = message
+        super().__init__(self._format())
+
+    @classmethod
+    def at(cls, loc, message: str, *, kernel=None, hint=None) -> "CompileError":
+        if loc is None:
+            return cls(message, kernel=kernel, hint=hint)
+        return cls(message, kernel=kernel, file=loc.file, line=loc.line, col=loc.col,
+                   end_col=loc.end_col, hint=hint)
+
+    def _format(self) -> str:
+        where = f"{self.file}:{self.line}:{self.col + 1}: " if self.file and self.line else ""
+        head = f"{where}in kernel '{self.kernel}': {self.bare_message}" if self.kernel else \
+            f"{where}{self.bare_message}"
+        parts = [head]
+        if self.file and self.line:
+            ex = source_excerpt(self.file, self.line, self.col, self.end_col)
+            if ex:
+                parts.append(ex)
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class RaceError(KaioError):
+    """The race sanitizer saw two threads conflict on one element within a barrier interval."""
+
+    def __init__(self, message: str, *, kernel=None, buffer=None, index=None, threads=None,
+                 lines=None, kind=None):
+        self.kernel, self.buffer, self.index, self.threads = kernel, buffer, index, threads
+        self.lines, self.kind = lines, kind
+        super().__init__(message)
+
+
+class LaunchError(KaioError, ValueError):
+    """A launch configuration or argument is invalid (raised before anything runs)."""
+
+
+class BackendUnavailable(KaioError):
+    """A backend was requested that cannot run here; the message says why."""
+
+
+class CudaError(KaioError):
+    """A CUDA driver call failed: carries the call, the driver's error name and the kernel."""
+
+    def __init__(self, message: str, *, call=None, code=None, kernel=None):
+        self.call, self.code, self.kernel = call, code, kernel
+        super().__init__(message)
+
+
+class HipError(KaioError):
+    """A HIP runtime call failed: carries the call, the error name and the kernel."""
+
+    def __init__(self, message: str, *, call=None, code=None, kernel=None):
+        self.call, self.code, self.kernel = call, code, kernel
+        super().__init__(message)

@@ -1,0 +1,1 @@
+"""Python frontend: ast -> kaio IR."""

@@ -1,0 +1,88 @@
+"""The op set of kaio's IR: one table, used by the verifier, the passes and the backends.
+
+Each entry says how many operands and regions an op has, whether it is *pure* (no memory or
+synchronisation effect, so dead-code elimination may drop it), and its category. Semantics are
+documented in docs/ir.md; the ones every backend must honour exactly:
+
+- integer arithmetic wraps (two's complement); ``div``/``rem`` truncate toward zero (C rules);
+  an integer division by zero gives an unspecified value (never a trap);
+- ``shl``/``shr`` with a shift amount >= the bit width (as unsigned) give 0 (``shr`` of a
+  negative signed value: -1); ``shr`` is arithmetic for signed, logical for unsigned dtypes;
+- float ops are IEEE-754 round-to-nearest-even; ``mul`` followed by ``add`` is never fused;
+  only ``fma`` fuses; ``div`` and ``math sqrt`` are correctly rounded unless ``fast`` is set;
+- ``min``/``max`` on floats return the non-NaN operand when one is NaN (IEEE minNum/maxNum);
+- ``cmp`` on floats is ordered (false on NaN) except ``ne`` (true on NaN), as in Python;
+- ``cast`` float->int truncates toward zero and saturates at the target range; NaN gives 0;
+  int->float and float->float round to nearest even; to bool means ``!= 0``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    category: str          # 'const' | 'binary' | 'unary' | 'ternary' | 'math' | 'cmp' | 'select' |
+    #                        'cast' | 'special' | 'memory' | 'alloc' | 'sync' | 'warp' |
+    #                        'reduce' | 'control' | 'terminator'
+    pure: bool             # droppable when its results are unused
+    n_regions: int = 0
+
+
+def _specs(category, names, pure, n_regions=0):
+    return {n: OpSpec(n, category, pure, n_regions) for n in names}
+
+
+BINARY = ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr")
+UNARY = ("neg", "not", "abs")
+CMP_PREDS = ("eq", "ne", "lt", "le", "gt", "ge")
+SPECIAL = ("thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id", "warp_size")
+ATOMIC_OPS = ("add", "sub", "min", "max", "exch", "cas", "and", "or", "xor")
+REDUCE_OPS = ("sum", "max", "min")
+SHUFFLE_MODES = ("idx", "up", "down", "xor")
+
+#: math functions: name -> arity. ``isnan``/``isinf``/``isfinite`` return bool.
+MATH_FNS = {
+    "sqrt": 1, "rsqrt": 1, "exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1,
+    "sin": 1, "cos": 1, "tan": 1, "tanh": 1, "erf": 1, "atan": 1, "asin": 1, "acos": 1,
+    "sinh": 1, "cosh": 1, "expm1": 1, "log1p": 1,
+    "floor": 1, "ceil": 1, "trunc": 1, "rint": 1,
+    "isnan": 1, "isinf": 1, "isfinite": 1,
+    "pow": 2, "atan2": 2, "copysign": 2, "fmod": 2,
+}
+MATH_PREDICATES = ("isnan", "isinf", "isfinite")
+#: math functions that are exact or correctly rounded in IEEE-754 (computed natively everywhere)
+MATH_EXACT = ("sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite", "copysign")
+
+SPECS: dict[str, OpSpec] = {}
+SPECS.update(_specs("const", ["const"], True))
+SPECS.update(_specs("binary", BINARY, True))
+SPECS.update(_specs("unary", UNARY, True))
+SPECS.update(_specs("ternary", ["fma"], True))
+SPECS.update(_specs("math", ["math"], True))
+SPECS.update(_specs("cmp", ["cmp"], True))
+SPECS.update(_specs("select", ["select"], True))
+SPECS.update(_specs("cast", ["cast", "bitcast"], True))
+SPECS.update(_specs("special", SPECIAL + ("shape",), True))
+SPECS.update(_specs("memory", ["load"], True))
+SPECS.update(_specs("memory", ["store", "atomic"], False))
+SPECS.update(_specs("alloc", ["shared_array", "dyn_shared", "local_array"], True))
+SPECS.update(_specs("sync", ["barrier"], False))
+SPECS.update(_specs("warp", ["shuffle", "vote", "ballot"], False))
+SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False))
+SPECS["if"] = OpSpec("if", "control", False, 2)
+SPECS["for"] = OpSpec("for", "control", False, 1)
+SPECS["while"] = OpSpec("while", "control", False, 2)
+SPECS.update(_specs("terminator", ["yield", "condition"], False))
+
+
+def spec(opcode: str) -> OpSpec:
+    try:
+        return SPECS[opcode]
+    except KeyError:
+        raise KeyError(f"unknown IR opcode {opcode!r}") from None
+
+
+def is_pure(op) -> bool:
+    return SPECS[op.opcode].pure

@@ -1,0 +1,277 @@
+"""``@kaio.kernel``: the user-facing kernel object -- specialise, check arguments, launch.
+
+Pipeline per call::
+
+    arguments --check--> specialisation key --(cached) frontend + passes--> checked IR
+              --(cached per backend) backend.compile--> Compiled --launch shape--> backend.launch
+
+Everything that can be wrong with the arguments or the launch is reported before any copy or
+launch happens, so the user's arrays are untouched on error.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import LaunchError
+from .signature import ParamInfo, bind, parse_signature
+
+MAX_BLOCK_THREADS = 1024
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+INDEX_LIMIT = 2**31 - 1  # shapes and ids are i32 in kernels
+
+
+def _dim3(v, what: str, kernel: str) -> tuple[int, int, int]:
+    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+    if not 1 <= len(t) <= 3 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                       for x in t):
+        raise LaunchError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
+    t = tuple(int(x) for x in t) + (1,) * (3 - len(t))
+    if any(x < 1 for x in t):
+        raise LaunchError(f"kernel '{kernel}': {what} dimensions must be >= 1, got {t}")
+    return t
+
+
+def normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
+    grid, block = _dim3(grid, "grid", kernel), _dim3(block, "block", kernel)
+    if math.prod(block) > MAX_BLOCK_THREADS:
+        raise LaunchError(f"kernel '{kernel}': block {block} has {math.prod(block)} threads; "
+                          f"the limit is {MAX_BLOCK_THREADS}")
+    for g, lim, ax in zip(grid, GRID_LIMITS, "xyz"):
+        if g > lim:
+            raise LaunchError(f"kernel '{kernel}': grid.{ax} = {g} exceeds the limit {lim}")
+    return grid, block
+
+
+def _is_device_array(obj) -> bool:
+    return hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__kaio_device__")
+
+
+def check_scalar(kernel: str, p: ParamInfo, value):
+    """Return the Python value for a scalar parameter, or raise TypeError/ValueError."""
+    t: dt.DType = p.spec
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
+        ok = True
+    elif isinstance(value, int):
+        ok = not t.is_bool
+    elif isinstance(value, float):
+        ok = t.is_float
+    else:
+        ok = False
+    if not ok:
+        raise TypeError(f"kernel '{kernel}': parameter '{p.name}' expects a {t.name} scalar, "
+                        f"got {type(value).__name__} {value!r}")
+    if t.is_int and not (t.min_value() <= int(value) <= t.max_value()):
+        raise ValueError(f"kernel '{kernel}': parameter '{p.name}' is {t.name} "
+                         f"(range {t.min_value()}..{t.max_value()}) but got {value}")
+    if t.is_float and np.isfinite(value) and abs(value) > t.max_value():
+        raise ValueError(f"kernel '{kernel}': parameter '{p.name}' is {t.name} but {value!r} "
+                         f"overflows it (max {t.max_value()})")
+    return value
+
+
+def check_buffer(kernel: str, p: ParamInfo, arr):
+    """Check one buffer argument's dtype, ndim, contiguity, writability and extents."""
+    spec = p.spec
+    what = f"kernel '{kernel}': parameter '{p.name}' ({spec!r})"
+    if not isinstance(arr, np.ndarray) and not _is_device_array(arr):
+        raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
+    adt = getattr(arr, "dtype", None)
+    if adt is None or np.dtype(adt) != spec.dtype.storage_np:
+        raise TypeError(f"{what} expects dtype {spec.dtype.name} ({spec.dtype.storage_np}), got {adt}; "
+                        "kaio never casts arrays silently: convert with .astype()")
+    shape = tuple(arr.shape)
+    if len(shape) != spec.ndim:
+        raise ValueError(f"{what} expects a {spec.ndim}-d array, got shape {shape}")
+    if any(s > INDEX_LIMIT for s in shape):
+        raise ValueError(f"{what}: extent {max(shape)} exceeds the i32 index range of kernels")
+    if isinstance(arr, np.ndarray):
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{what} expects a C-contiguous array, got strides {arr.strides}; "
+                             "pass np.ascontiguousarray(x)")
+        if spec.intent != "in" and not arr.flags.writeable:
+            raise ValueError(f"{what} is written by the kernel but the array is read-only")
+    return arr
+
+
+def check_aliasing(kernel: str, params: list[ParamInfo], values: list) -> None:
+    """A writable buffer must not overlap any other buffer argument (that would be a race)."""
+    bufs = [(p, v) for p, v in zip(params, values) if p.kind == "buffer" and isinstance(v, np.ndarray)]
+    for i, (p, a) in enumerate(bufs):
+        for q, b in bufs[i + 1:]:
+            if (p.spec.intent != "in" or q.spec.intent != "in") and np.shares_memory(a, b):
+                raise ValueError(f"kernel '{kernel}': parameters '{p.name}' and '{q.name}' share "
+                                 "memory but one of them is written; pass separate arrays")
+
+
+class KernelFunction:
+    """A Python function compiled by kaio. Call it, or index it with a launch configuration:
+    ``k(args...)``, ``k[grid, block](args...)``, ``k[grid, block, shared_bytes](...)``,
+    ``k[grid, block, shared_bytes, stream](...)``."""
+
+    def __init__(self, fn, *, fast_math: bool = False):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self.fast_math = fast_math
+        self.params = parse_signature(fn)
+        self._ir_cache: dict = {}
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+
+    # --- specialisation ---------------------------------------------------------------
+    def _const_values(self, values: list) -> dict:
+        consts = {}
+        for p, v in zip(self.params, values):
+            if p.kind != "const":
+                continue
+            ty = p.spec.pytype
+            if isinstance(v, np.generic):
+                v = v.item()
+            ok = (isinstance(v, bool) if ty is bool else
+                  isinstance(v, int) and not isinstance(v, bool) if ty is int else
+                  isinstance(v, (int, float)) and not isinstance(v, bool))
+            if not ok:
+                raise TypeError(f"kernel '{self.name}': constant parameter '{p.name}' expects "
+                                f"{ty.__name__}, got {type(v).__name__} {v!r}")
+            consts[p.name] = ty(v)
+        return consts
+
+    def specialize_ir(self, consts: dict | None = None):
+        """The checked IR kernel for these constant values (cached)."""
+        consts = dict(consts or {})
+        missing = [p.name for p in self.params if p.kind == "const" and p.name not in consts]
+        if missing:
+            raise TypeError(f"kernel '{self.name}': give values for constant parameters {missing}")
+        key = tuple(sorted(consts.items()))
+        with self._lock:
+            k = self._ir_cache.get(key)
+            if k is None:
+                from .frontend import lower_kernel
+                from .passes import frontend_pipeline
+                k = frontend_pipeline(lower_kernel(self.fn, self.params, consts, fast_math=self.fast_math))
+                self._ir_cache[key] = k
+        return k
+
+    @property
+    def ir(self) -> str:
+        """The kernel's IR as text (kernels with Const parameters: use ``ir_for(**consts)``)."""
+        return self.ir_for()
+
+    def ir_for(self, **consts) -> str:
+        from .ir import print_kernel
+        return print_kernel(self.specialize_ir(consts))
+
+    def compile(self, backend=None, **consts):
+        """Compile for a backend (default: the current one); returns ``Compiled``."""
+        from .backends import get_backend  # noqa: F401
+        be = backend if hasattr(backend, "compile") else _get_backend(backend)
+        key = (be.name, getattr(be, "target", None), tuple(sorted(consts.items())))
+        c = self._compiled.get(key)
+        if c is None:
+            c = be.compile(self.specialize_ir(consts), {"fast_math": self.fast_math})
+            self._compiled[key] = c
+        return c
+
+    def emit(self, stage: str, target: str | None = None, **consts) -> str:
+        """Text of one compilation stage ('ir', 'ptx', 'llvm', 'asm', ...) for a target, with
+        no GPU needed (see ``kaio compile``)."""
+        from .targets import emit_stage
+        return emit_stage(self.specialize_ir(consts), stage, target, fast_math=self.fast_math)
+
+    # --- launching --------------------------------------------------------------------
+    def __getitem__(self, config) -> "_BoundLaunch":
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise LaunchError(f"kernel '{self.name}': use kernel[grid, block], kernel[grid, block, "
+                              f"shared_bytes] or kernel[grid, block, shared_bytes, stream]")
+        grid, block = normalize_launch(self.name, config[0], config[1])
+        shared = int(config[2]) if len(config) > 2 else 0
+        if shared < 0:
+            raise LaunchError(f"kernel '{self.name}': shared_bytes must be >= 0, got {shared}")
+        stream = config[3] if len(config) > 3 else None
+        return _BoundLaunch(self, grid, block, shared, stream)
+
+    def __call__(self, *args, **kwargs):
+        return self._launch(None, None, 0, None, args, kwargs)
+
+    def _launch(self, grid, block, shared_bytes, stream, args, kwargs):
+        values = bind(self.name, self.params, args, kwargs)
+        consts = self._const_values(values)
+        runtime = []
+        for p, v in zip(self.params, values):
+            if p.kind == "scalar":
+                runtime.append(check_scalar(self.name, p, v))
+            elif p.kind == "buffer":
+                runtime.append(check_buffer(self.name, p, v))
+        check_aliasing(self.name, self.params, values)
+        grid, block = self._launch_shape(grid, block, values)
+        backend = _get_backend(None)
+        compiled = self.compile(backend, **consts)
+        backend.launch(compiled, grid, block, runtime, shared_bytes, stream)
+
+    def _launch_shape(self, grid, block, values):
+        owners = [(p, v) for p, v in zip(self.params, values)
+                  if p.kind == "buffer" and p.spec.intent in ("region", "out")]
+        if grid is None:
+            if not owners:
+                raise LaunchError(
+                    f"kernel '{self.name}' has no Region/Out parameter to derive its launch shape "
+                    f"from; launch it explicitly: {self.name}[grid, block](...)")
+            p, v = owners[0]
+            grid, block = _partition(p).launch_shape(tuple(v.shape))
+            grid, block = normalize_launch(self.name, grid, block)
+        for p, v in owners:
+            _partition(p).check_launch(tuple(v.shape), grid, block, buffer=p.name, kernel=self.name)
+        return grid, block
+
+    def __repr__(self):
+        return f"<kaio.kernel {self.name}({', '.join(p.name for p in self.params)})>"
+
+
+def _partition(p: ParamInfo):
+    from .regions import Elementwise
+    return p.spec.partition or Elementwise()
+
+
+def _get_backend(name):
+    from .backends import get_backend
+    return get_backend(name)
+
+
+class _BoundLaunch:
+    def __init__(self, kernel, grid, block, shared, stream):
+        self.kernel, self.grid, self.block, self.shared, self.stream = kernel, grid, block, shared, stream
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel._launch(self.grid, self.block, self.shared, self.stream, args, kwargs)
+
+
+def kernel(fn=None, *, fast_math: bool = False):
+    """Decorator: compile a Python function into a kaio kernel (see README for the language)."""
+    if fn is None:
+        return lambda f: KernelFunction(f, fast_math=fast_math)
+    return KernelFunction(fn, fast_math=fast_math)
+
+
+class DeviceFunction:
+    """``@kaio.func``: a device function, inlined at each call site and typed from it."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"@kaio.func '{self.name}' can only be called from a kernel")
+
+
+def func(fn):
+    """Decorator for device functions callable from kernels (inlined)."""
+    return DeviceFunction(fn)
