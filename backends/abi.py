@@ -88,8 +88,9 @@ _DRIVER_MAX_PTX = [((11, 0), (7, 0)), ((11, 1), (7, 1)), ((11, 2), (7, 2)), ((11
                    ((11, 8), (7, 8)), ((12, 0), (8, 0)), ((12, 1), (8, 1)), ((12, 2), (8, 2)),
                    ((12, 3), (8, 3)), ((12, 4), (8, 4)), ((12, 5), (8, 5)), ((12, 6), (8, 5)),
                    ((12, 7), (8, 6)), ((12, 8), (8, 7)), ((12, 9), (8, 8)), ((13, 0), (9, 0))]
-#: what kaio's PTX needs beyond the arch minimum: atom.add.noftz.bf16 and min/max.bf16 need 7.8
-FEATURE_MIN_PTX = (7, 8)
+#: what kaio's PTX needs at least on any arch (bf16 fma/min/max/cvt, tanh.approx: ISA 7.0);
+#: bf16 add/mul, cvt.f32.bf16 and atom.add.bf16 (ISA 7.8) are only emitted for sm_90
+FEATURE_MIN_PTX = (7, 0)
 
 SUPPORTED_ARCHS = tuple(_ARCH_MIN_PTX)
 
@@ -124,6 +125,6 @@ def ptx_version_for(arch: str, driver_version=None) -> str:
         if cap < want:
             raise ValueError(f"CUDA driver {drv[0]}.{drv[1]} accepts PTX ISA up to "
                              f"{cap[0]}.{cap[1]} but kaio's PTX needs {want[0]}.{want[1]} "
-                             "(CUDA 11.8 or newer)")
+                             "for this arch")
         want = min(want, cap)
     return f"{want[0]}.{want[1]}"

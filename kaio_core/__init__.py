@@ -20,6 +20,10 @@ from .errors import (  # noqa: E402
     BackendUnavailable, CompileError, CudaError, HipError, KaioError, LaunchError, RaceError,
 )
 from .kernel import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
+from .device import (  # noqa: E402
+    DeviceArray, Event, Stream, device_array, pinned_array, synchronize, to_device,
+)
+from .graphs import Graph, graph  # noqa: E402
 from .lang import (  # noqa: E402
     Atomic, Const, In, Out, Raw, Region, atomic_add, atomic_and, atomic_cas, atomic_exchange,
     atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, ballot, block_dim, block_idx,

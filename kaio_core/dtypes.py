@@ -16,6 +16,11 @@ except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency, kept s
     _BF16_NP = None
 
 
+def _finfo(np_dtype):
+    """np.finfo, or ml_dtypes.finfo for bf16 (np.finfo rejects it)."""
+    return _ml_dtypes.finfo(np_dtype) if _BF16_NP is not None else np.finfo(np_dtype)
+
+
 class DType:
     """A scalar type: its name, bit width, kind ('bool' | 'int' | 'uint' | 'float')."""
 
@@ -51,14 +56,14 @@ class DType:
 
     def min_value(self):
         if self.is_float:
-            return -float(np.finfo(self.storage_np).max) if self.np is not None else -np.inf
+            return -float(_finfo(self.storage_np).max) if self.np is not None else -np.inf
         if self.is_bool:
             return 0
         return -(1 << (self.bits - 1)) if self.is_signed else 0
 
     def max_value(self):
         if self.is_float:
-            return float(np.finfo(self.storage_np).max) if self.np is not None else np.inf
+            return float(_finfo(self.storage_np).max) if self.np is not None else np.inf
         if self.is_bool:
             return 1
         return (1 << (self.bits - 1)) - 1 if self.is_signed else (1 << self.bits) - 1

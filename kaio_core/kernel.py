@@ -81,11 +81,15 @@ def check_buffer(kernel: str, p: ParamInfo, arr):
     what = f"kernel '{kernel}': parameter '{p.name}' ({spec!r})"
     if not isinstance(arr, np.ndarray) and not _is_device_array(arr):
         raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
-    adt = getattr(arr, "dtype", None)
+    if not isinstance(arr, np.ndarray) and not hasattr(arr, "__kaio_device__"):
+        # torch / CuPy arrays: dtype, shape and strides come from __cuda_array_interface__
+        from .device import check_cuda_array_interface
+        adt, shape = check_cuda_array_interface(arr.__cuda_array_interface__, what)
+    else:
+        adt, shape = getattr(arr, "dtype", None), tuple(getattr(arr, "shape", ()))
     if adt is None or np.dtype(adt) != spec.dtype.storage_np:
         raise TypeError(f"{what} expects dtype {spec.dtype.name} ({spec.dtype.storage_np}), got {adt}; "
                         "kaio never casts arrays silently: convert with .astype()")
-    shape = tuple(arr.shape)
     if len(shape) != spec.ndim:
         raise ValueError(f"{what} expects a {spec.ndim}-d array, got shape {shape}")
     if any(s > INDEX_LIMIT for s in shape):
@@ -213,6 +217,8 @@ class KernelFunction:
         grid, block = self._launch_shape(grid, block, values)
         backend = _get_backend(None)
         compiled = self.compile(backend, **consts)
+        from .regions.checker import check_launch_attrs  # launch assumptions of the race proof
+        check_launch_attrs(compiled.kernel, grid, block)
         backend.launch(compiled, grid, block, runtime, shared_bytes, stream)
 
     def _launch_shape(self, grid, block, values):

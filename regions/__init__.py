@@ -1,100 +1,28 @@
-"""Partitions of a writable buffer's index space among the threads of a launch.
+"""Partitions of a writable buffer's index space among the threads of a launch, and the static
+race-freedom checker (:mod:`kaio.regions.checker`).
 
-A partition answers three questions:
+A partition answers four questions (see :class:`Partition`):
 
-- ``owned_spec(ctx, buf)``: which indices does the current thread own? Returned as an
-  :class:`OwnedSpec` built from IR values -- a guard, nested ranges and the index tuple as a
-  function of the range variables -- so the frontend can emit ``for i in y.owned()`` as ordinary
-  structured loops (loop-carried variables and all) and the checker can reason about it;
+- ``owned_spec(ctx, buf)``: which indices does the current thread own, as loops, so the frontend
+  can emit ``for i in y.owned()``;
+- ``owned_affine(ctx, buf, index)``: is an arbitrary index owned, as proof obligations for the
+  checker's affine prover;
 - ``launch_shape(shape)``: the default (grid, block) for a buffer of this shape;
-- ``check_launch(shape, grid, block)``: raise unless the launch gives every index exactly one owner.
+- ``check_launch(shape, grid, block)``: raise unless the launch gives every index one owner.
 
-The Regions issue adds partitions and the static ownership checker (regions/checker.py).
+Users write ``kaio.Region[kaio.f32, kaio.regions.blocked(4)]``; docs/regions.md has the rules.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Callable
-
 from ..errors import LaunchError  # noqa: F401  (re-exported for partitions' messages)
+from .base import DEFAULT_BLOCK, OwnedSpec, Partition
+from .partitions import (
+    PARTITIONS, Blocked, Elementwise, GridStride, Rows, RowsPerBlock, Tiles, owned_indices, owner_map,
+)
 
-DEFAULT_BLOCK = 256
-
-
-@dataclass
-class OwnedSpec:
-    """What one thread owns, as IR: ``if guard: for r in ranges: index(rs)``.
-
-    ``ranges`` are (lb, ub, step) triples of i32 IR values, outermost first; ``index`` maps the
-    range variables to the index tuple (one i32 value per buffer dimension).
-    """
-
-    guard: object | None
-    ranges: list = field(default_factory=list)
-    index: Callable = None
-
-
-class Partition:
-    """Base class. Subclasses set ``name`` and implement the three methods."""
-
-    name = "partition"
-    ndim: int | None = None  # dimensions the partition requires (None: any)
-
-    def spec(self) -> str:
-        """Text form used by the IR printer; ``partition_from_spec`` parses it back."""
-        return f"{self.name}()"
-
-    def owned_spec(self, ctx, buf) -> OwnedSpec:
-        raise NotImplementedError
-
-    def launch_shape(self, shape: tuple[int, ...]):
-        raise NotImplementedError
-
-    def check_launch(self, shape, grid, block, *, buffer: str, kernel: str) -> None:
-        raise NotImplementedError
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.spec() == other.spec()
-
-    def __hash__(self):
-        return hash(self.spec())
-
-
-class Elementwise(Partition):
-    """One element per thread: thread with global linear id g owns element g (row-major for N-d).
-
-    Global linear id: ``((bz*gy + by)*gx + bx) * (tx*ty*tz) + (tz*ty + ty)*tx + tx`` with the
-    block's threads linearised x fastest. Valid launches have at least ``size`` threads; threads
-    past the end own nothing.
-    """
-
-    name = "elementwise"
-
-    def owned_spec(self, ctx, buf) -> OwnedSpec:
-        gid = ctx.global_linear_id()
-        shape = [ctx.shape(buf, a) for a in range(buf.type.ndim)]
-        size = ctx.product(shape)
-        guard = ctx.lt(gid, size)
-        return OwnedSpec(guard, [], lambda: ctx.unravel(gid, shape))
-
-    def launch_shape(self, shape):
-        size = math.prod(shape)
-        return (max(1, -(-size // DEFAULT_BLOCK)), 1, 1), (DEFAULT_BLOCK, 1, 1)
-
-    def check_launch(self, shape, grid, block, *, buffer, kernel):
-        size = math.prod(shape)
-        threads = math.prod(grid) * math.prod(block)
-        if threads < size:
-            raise LaunchError(
-                f"kernel '{kernel}': Region '{buffer}' has {size} elements (shape {tuple(shape)}) "
-                f"but the launch grid={tuple(grid)} block={tuple(block)} has only {threads} threads; "
-                f"under the elementwise partition each thread owns one element, so "
-                f"{size - threads} elements would be left unwritten. Launch at least {size} threads "
-                f"or use a blocked or grid-stride partition.")
-
-
-PARTITIONS: dict[str, type] = {"elementwise": Elementwise}
+__all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Elementwise", "GridStride", "OwnedSpec",
+           "Partition", "Rows", "RowsPerBlock", "Tiles", "blocked", "elementwise", "grid_stride",
+           "owned_indices", "owner_map", "partition_from_spec", "rows", "rows_per_block", "tiles"]
 
 
 def elementwise() -> Elementwise:
@@ -102,12 +30,37 @@ def elementwise() -> Elementwise:
     return Elementwise()
 
 
+def blocked(k: int) -> Blocked:
+    """Contiguous blocks of ``k`` elements per thread (1-D buffers, 1-D launches)."""
+    return Blocked(k)
+
+
+def grid_stride() -> GridStride:
+    """Thread g of G owns g, g+G, g+2G, ... (1-D buffers, any 1-D launch)."""
+    return GridStride()
+
+
+def rows() -> Rows:
+    """One row of a 2-D buffer per thread."""
+    return Rows()
+
+
+def rows_per_block(block: int = DEFAULT_BLOCK) -> RowsPerBlock:
+    """One row per block, the block's threads striding the columns (softmax / norm pattern)."""
+    return RowsPerBlock(block)
+
+
+def tiles(th: int = 16, tw: int = 16) -> Tiles:
+    """``th`` x ``tw`` tiles of a 2-D buffer per block, split among the block's threads."""
+    return Tiles(th, tw)
+
+
 def partition_from_spec(text: str) -> Partition:
     """Inverse of ``Partition.spec()``: ``"blocked(k=4)"`` -> Blocked(k=4)."""
     name, _, rest = text.partition("(")
     cls = PARTITIONS.get(name)
     if cls is None:
-        raise ValueError(f"unknown partition {text!r}")
+        raise ValueError(f"unknown partition {text!r}; known: {', '.join(PARTITIONS)}")
     kwargs = {}
     for item in filter(None, (s.strip() for s in rest.rstrip(")").split(","))):
         k, _, v = item.partition("=")

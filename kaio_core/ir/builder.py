@@ -64,13 +64,9 @@ class Builder:
 
     # --- scalars ------------------------------------------------------------------------
     def const(self, value, dtype: dt.DType) -> Value:
-        if dtype.is_float:
-            value = float(value)
-        elif dtype.is_bool:
-            value = bool(value)
-        else:
-            value = int(value)
-        return self._one("const", [], dtype, {"value": value})
+        """A constant in canonical form: ints wrap to the dtype, floats round to it (RNE)."""
+        from .scalars import canonical
+        return self._one("const", [], dtype, {"value": canonical(value, dtype)})
 
     def binary(self, opcode: str, a: Value, b: Value) -> Value:
         assert a.type is b.type, (opcode, a, b)

@@ -11,6 +11,8 @@ documented in docs/ir.md; the ones every backend must honour exactly:
 - float ops are IEEE-754 round-to-nearest-even; ``mul`` followed by ``add`` is never fused;
   only ``fma`` fuses; ``div`` and ``math sqrt`` are correctly rounded unless ``fast`` is set;
 - ``min``/``max`` on floats return the non-NaN operand when one is NaN (IEEE minNum/maxNum);
+  of -0.0 and +0.0, ``min`` gives -0.0 and ``max`` +0.0; on bool they are and/or;
+- float ``rem`` is C ``fmod`` (exact, the sign of the dividend);
 - ``cmp`` on floats is ordered (false on NaN) except ``ne`` (true on NaN), as in Python;
 - ``cast`` float->int truncates toward zero and saturates at the target range; NaN gives 0;
   int->float and float->float round to nearest even; to bool means ``!= 0``.

@@ -51,6 +51,8 @@ class _Parser:
 
     def next(self):
         t = self.toks[self.i]
+        if t[0] == "eof":
+            raise ParseError(f"line {t[2]}: unexpected end of text")
         self.i += 1
         return t
 
@@ -159,9 +161,14 @@ class _Parser:
         if kind != "word":
             raise ParseError(f"line {line}: expected an opcode, got {opcode!r}")
         operands = []
-        while self.peek()[0] == "val":
+        # operands sit on the opcode's line: a '%v' on the next line starts the next op
+        if self.peek()[0] == "val" and self.peek()[2] == line:
             operands.append(self.lookup(self.next()[1], line))
-            self.accept(",")
+            while self.accept(","):
+                t = self.next()
+                if t[0] != "val":
+                    raise ParseError(f"line {t[2]}: expected an operand after ',', got {t[1]!r}")
+                operands.append(self.lookup(t[1], t[2]))
         attrs = self.attr() if self.peek()[1] == "{" else {}
         types = []
         if self.accept(":"):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 
 def frontend_pipeline(kernel):
+    """Verify, check Regions ownership, fold and clean a kernel fresh from the frontend (in
+    place); returns the kernel."""
     from . import constfold, dce, verify
     verify.run(kernel)
     try:
@@ -22,10 +24,15 @@ def frontend_pipeline(kernel):
 
 
 def target_pipeline(kernel, warp_size: int):
-    """Lower block and warp reductions for a target's warp width, then clean up."""
-    from . import constfold, dce, lower_reductions, verify
-    kernel = lower_reductions.run(kernel, warp_size=warp_size)
+    """Lower block and warp reductions for a target's warp width, then clean up.
+
+    Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
+    """
+    from ..ir.rewrite import clone_kernel
+    from . import constfold, cse, dce, lower_reductions, verify
+    kernel = lower_reductions.run(clone_kernel(kernel), warp_size=warp_size)
     kernel = constfold.run(kernel)
+    kernel = cse.run(kernel)
     kernel = dce.run(kernel)
     verify.run(kernel)
     return kernel

@@ -1,6 +1,382 @@
-"""IR verifier (minimal placeholder; being completed)."""
+"""IR verifier: checks that a kernel obeys the IR contract of :mod:`kaio.ir.ops`.
+
+It checks opcodes, operand counts and types, attributes, region shapes and terminators, SSA
+dominance (an operand is defined earlier in its block or an enclosing one, block arguments
+included) and single definition. The first problem found raises :class:`IRVerifyError` at the
+op's source location; the message names the op, the operand and what was expected.
+
+The verifier runs after the frontend and after every pass pipeline, so a pass bug shows up as
+a precise error here rather than as wrong code in a backend.
+"""
 from __future__ import annotations
 
+from .. import dtypes as dt
+from ..errors import CompileError
+from ..ir import ops as O
+from ..ir.core import Block, Kernel, Op, Value
+from ..ir.scalars import representable
+from ..ir.types import SPACES, BufType, type_str
 
-def run(kernel) -> None:
-    return None
+_INDEXED = ("thread_idx", "block_idx", "block_dim", "grid_dim")
+_VOTE_MODES = ("any", "all")
+_ARITH = ("add", "sub", "mul", "div", "rem", "min", "max")
+_BITWISE = ("and", "or", "xor")
+
+
+class IRVerifyError(CompileError):
+    """The IR breaks the contract (a frontend or pass bug, or hand-written bad IR)."""
+
+
+def run(kernel: Kernel) -> None:
+    """Raise :class:`IRVerifyError` unless ``kernel`` is well-formed IR."""
+    _Verifier(kernel).check()
+
+
+def _tn(t) -> str:
+    return type_str(t)
+
+
+class _Verifier:
+    def __init__(self, kernel: Kernel):
+        self.k = kernel
+        self.defined: set[int] = set()     # every value id defined so far (single definition)
+        self.scopes: list[set[int]] = []   # value ids visible at the current point
+        self.loc_stack = [kernel.loc]
+
+    # --- errors -------------------------------------------------------------------------
+    def fail(self, op: Op | None, msg: str):
+        loc = op.loc if op is not None and op.loc is not None else next(
+            (l for l in reversed(self.loc_stack) if l is not None), None)
+        where = f"'{op.opcode}': " if op is not None else ""
+        raise IRVerifyError.at(loc, f"invalid IR: {where}{msg}", kernel=self.k.name)
+
+    # --- structure ----------------------------------------------------------------------
+    def check(self) -> None:
+        k = self.k
+        if len(k.params) != len(k.body.args):
+            self.fail(None, f"kernel has {len(k.params)} parameter records but "
+                            f"{len(k.body.args)} body arguments")
+        for p, a in zip(k.params, k.body.args):
+            if p.kind not in ("scalar", "buffer"):
+                self.fail(None, f"parameter '{p.name}' has kind {p.kind!r}; expected 'scalar' or 'buffer'")
+            if (p.kind == "buffer") != isinstance(a.type, BufType):
+                self.fail(None, f"parameter '{p.name}' is declared {p.kind} but has type {_tn(a.type)}")
+        self.block(k.body, parent=None)
+
+    def define(self, op: Op | None, v: Value, what: str) -> None:
+        if v.id in self.defined:
+            self.fail(op, f"{what} {v!r} is defined more than once")
+        if not isinstance(v.type, (dt.DType, BufType)):
+            self.fail(op, f"{what} {v!r} has no valid type ({v.type!r})")
+        self.defined.add(v.id)
+        self.scopes[-1].add(v.id)
+
+    def visible(self, v: Value) -> bool:
+        return any(v.id in s for s in self.scopes)
+
+    def block(self, b: Block, parent: Op | None) -> None:
+        self.scopes.append(set())
+        for a in b.args:
+            self.define(parent, a, "block argument")
+        for i, op in enumerate(b.ops):
+            if op.parent is not b:
+                self.fail(op, "op's parent link does not point at the block that holds it")
+            if op.opcode in ("yield", "condition") and i != len(b.ops) - 1:
+                self.fail(op, "a terminator must be the last op of its region")
+            self.op(op, parent)
+        self.scopes.pop()
+
+    def op(self, op: Op, parent: Op | None) -> None:
+        if op.opcode not in O.SPECS:
+            self.fail(op, f"unknown opcode (known: {', '.join(sorted(O.SPECS))})")
+        for i, v in enumerate(op.operands):
+            if not isinstance(v, Value):
+                self.fail(op, f"operand {i} is not an IR value: {v!r}")
+            if not self.visible(v):
+                self.fail(op, f"operand {i} {v!r} is not defined before this use (or is "
+                              "defined inside a region that does not enclose it)")
+        s = O.spec(op.opcode)
+        if len(op.regions) != s.n_regions:
+            self.fail(op, f"expected {s.n_regions} regions, got {len(op.regions)}")
+        for r in op.regions:
+            if r.parent is not op:
+                self.fail(op, "region's parent link does not point at this op")
+        getattr(self, "op_" + s.category)(op, parent)
+        for r in op.results:
+            self.define(op, r, "result")
+
+    # --- helpers ------------------------------------------------------------------------
+    def counts(self, op, n_operands, n_results=1):
+        if n_operands is not None and len(op.operands) != n_operands:
+            self.fail(op, f"expected {n_operands} operands, got {len(op.operands)}")
+        if len(op.results) != n_results:
+            self.fail(op, f"expected {n_results} results, got {len(op.results)}")
+
+    def scalar(self, op, v: Value, what: str, kinds=None):
+        t = v.type
+        if not isinstance(t, dt.DType):
+            self.fail(op, f"{what} must be a scalar, got {_tn(t)}")
+        if kinds is not None and t.kind not in kinds:
+            self.fail(op, f"{what} must be {'/'.join(kinds)}, got {t.name}")
+        return t
+
+    def result_is(self, op, t, what="result"):
+        if op.results[0].type != t:
+            self.fail(op, f"{what} type must be {_tn(t)}, got {_tn(op.results[0].type)}")
+
+    def attr(self, op, key, allowed=None):
+        if key not in op.attrs:
+            self.fail(op, f"missing attribute '{key}'")
+        v = op.attrs[key]
+        if allowed is not None and v not in allowed:
+            self.fail(op, f"attribute {key}={v!r} is not one of {', '.join(map(str, allowed))}")
+        return v
+
+    def buffer(self, op, v: Value) -> BufType:
+        if not isinstance(v.type, BufType):
+            self.fail(op, f"operand 0 must be a buffer, got {_tn(v.type)}")
+        return v.type
+
+    def indices(self, op, bt: BufType, idx):
+        if len(idx) != bt.ndim:
+            self.fail(op, f"buffer {op.operands[0]!r} has {bt.ndim} dimensions but "
+                          f"{len(idx)} indices were given")
+        for k, v in enumerate(idx):
+            self.scalar(op, v, f"index {k}", ("int", "uint"))
+
+    # --- per category -------------------------------------------------------------------
+    def op_const(self, op, parent):
+        self.counts(op, 0)
+        t = self.scalar(op, op.results[0], "result")
+        v = self.attr(op, "value")
+        if not representable(v, t):
+            self.fail(op, f"value {v!r} is not a canonical {t.name} constant (in range, exactly "
+                          "representable; build constants with Builder.const)")
+
+    def op_binary(self, op, parent):
+        self.counts(op, 2)
+        a, b = op.operands
+        ta = self.scalar(op, a, "operand 0")
+        if b.type != ta:
+            self.fail(op, f"operands must have one dtype, got {ta.name} and {_tn(b.type)}")
+        self.result_is(op, ta)
+        name = op.opcode
+        kinds = (("int", "uint", "float", "bool") if name in ("min", "max") else
+                 ("int", "uint", "float") if name in _ARITH else
+                 ("int", "uint", "bool") if name in _BITWISE else ("int", "uint"))
+        self.scalar(op, a, "operands", kinds)
+
+    def op_unary(self, op, parent):
+        self.counts(op, 1)
+        t = self.scalar(op, op.operands[0], "operand 0",
+                        ("int", "uint", "bool") if op.opcode == "not" else ("int", "uint", "float"))
+        self.result_is(op, t)
+
+    def op_ternary(self, op, parent):
+        self.counts(op, 3)
+        t = self.scalar(op, op.operands[0], "operand 0", ("float",))
+        for i, v in enumerate(op.operands[1:], 1):
+            if v.type != t:
+                self.fail(op, f"operand {i} must be {t.name}, got {_tn(v.type)}")
+        self.result_is(op, t)
+
+    def op_math(self, op, parent):
+        fn = self.attr(op, "fn", O.MATH_FNS)
+        self.counts(op, O.MATH_FNS[fn])
+        t = self.scalar(op, op.operands[0], f"operand 0 of math {fn}", ("float",))
+        for i, v in enumerate(op.operands[1:], 1):
+            if v.type != t:
+                self.fail(op, f"operand {i} of math {fn} must be {t.name}, got {_tn(v.type)}")
+        self.result_is(op, dt.bool_ if fn in O.MATH_PREDICATES else t)
+
+    def op_cmp(self, op, parent):
+        self.counts(op, 2)
+        self.attr(op, "pred", O.CMP_PREDS)
+        t = self.scalar(op, op.operands[0], "operand 0")
+        if op.operands[1].type != t:
+            self.fail(op, f"operands must have one dtype, got {t.name} and {_tn(op.operands[1].type)}")
+        self.result_is(op, dt.bool_)
+
+    def op_select(self, op, parent):
+        self.counts(op, 3)
+        self.scalar(op, op.operands[0], "condition (operand 0)", ("bool",))
+        t = self.scalar(op, op.operands[1], "operand 1")
+        if op.operands[2].type != t:
+            self.fail(op, f"operands 1 and 2 must have one dtype, got {t.name} and "
+                          f"{_tn(op.operands[2].type)}")
+        self.result_is(op, t)
+
+    def op_cast(self, op, parent):
+        self.counts(op, 1)
+        src = self.scalar(op, op.operands[0], "operand 0")
+        dst = self.scalar(op, op.results[0], "result")
+        if op.opcode == "bitcast" and (src.bits != dst.bits or src.is_bool or dst.is_bool):
+            self.fail(op, f"bitcast needs two non-bool dtypes of one bit width, got "
+                          f"{src.name} -> {dst.name}")
+
+    def op_special(self, op, parent):
+        if op.opcode == "shape":
+            self.counts(op, 1)
+            bt = self.buffer(op, op.operands[0])
+            axis = self.attr(op, "axis")
+            if not (isinstance(axis, int) and 0 <= axis < bt.ndim):
+                self.fail(op, f"axis {axis!r} is out of range for a {bt.ndim}-d buffer")
+        else:
+            self.counts(op, 0)
+            if op.opcode in _INDEXED:
+                self.attr(op, "axis", (0, 1, 2))
+            elif "axis" in op.attrs:
+                self.fail(op, "takes no axis attribute")
+        self.result_is(op, dt.INDEX)
+
+    def op_memory(self, op, parent):
+        if not op.operands:
+            self.fail(op, "expected a buffer operand")
+        bt = self.buffer(op, op.operands[0])
+        if op.opcode == "load":
+            self.indices(op, bt, op.operands[1:])
+            self.counts(op, 1 + bt.ndim)
+            self.result_is(op, bt.dtype)
+            return
+        if bt.intent == "in":
+            self.fail(op, f"buffer {op.operands[0]!r} is read-only (intent 'in')")
+        if op.opcode == "store":
+            self.counts(op, 2 + bt.ndim, 0)
+            values = op.operands[1 + bt.ndim:]
+        else:
+            kind = self.attr(op, "op", O.ATOMIC_OPS)
+            nv = 2 if kind == "cas" else 1
+            self.counts(op, 1 + bt.ndim + nv)
+            self.result_is(op, bt.dtype)
+            if bt.dtype.is_bool or (kind in _BITWISE and not bt.dtype.is_int):
+                self.fail(op, f"atomic {kind} is not defined on {bt.dtype.name}")
+            values = op.operands[1 + bt.ndim:]
+        self.indices(op, bt, op.operands[1:1 + bt.ndim])
+        for v in values:
+            if v.type != bt.dtype:
+                self.fail(op, f"value {v!r} must have the element dtype {bt.dtype.name}, got "
+                              f"{_tn(v.type)}")
+
+    def op_alloc(self, op, parent):
+        self.counts(op, 0)
+        bt = op.results[0].type
+        if not isinstance(bt, BufType):
+            self.fail(op, f"result must be a buffer, got {_tn(bt)}")
+        space = "local" if op.opcode == "local_array" else "shared"
+        if bt.space != space or bt.space not in SPACES or bt.intent != "scratch":
+            self.fail(op, f"result must be a {space} scratch buffer, got {bt}")
+        if self.attr(op, "dtype") != bt.dtype.name:
+            self.fail(op, f"dtype attribute {op.attrs['dtype']!r} does not match {bt}")
+        if op.opcode == "dyn_shared":
+            if bt.ndim != 1 or bt.static_shape is not None:
+                self.fail(op, f"dynamic shared memory is 1-d with no static shape, got {bt}")
+            return
+        shape = self.attr(op, "shape")
+        if (not isinstance(shape, (list, tuple)) or not shape
+                or any(not isinstance(x, int) or x < 1 for x in shape)):
+            self.fail(op, f"shape must be a non-empty list of positive ints, got {shape!r}")
+        if bt.static_shape is None or tuple(bt.static_shape) != tuple(shape) or bt.ndim != len(shape):
+            self.fail(op, f"shape attribute {list(shape)} does not match {bt}")
+
+    def op_sync(self, op, parent):
+        self.counts(op, 0, 0)
+
+    def op_warp(self, op, parent):
+        if op.opcode == "shuffle":
+            self.counts(op, 2)
+            self.attr(op, "mode", O.SHUFFLE_MODES)
+            t = self.scalar(op, op.operands[0], "value (operand 0)")
+            self.scalar(op, op.operands[1], "lane (operand 1)", ("int", "uint"))
+            self.result_is(op, t)
+        else:
+            self.counts(op, 1)
+            self.scalar(op, op.operands[0], "predicate (operand 0)", ("bool",))
+            if op.opcode == "vote":
+                self.attr(op, "mode", _VOTE_MODES)
+                self.result_is(op, dt.bool_)
+            else:
+                self.result_is(op, dt.u64)
+
+    def op_reduce(self, op, parent):
+        self.counts(op, 1)
+        self.attr(op, "op", O.REDUCE_OPS)
+        t = self.scalar(op, op.operands[0], "operand 0", ("int", "uint", "float"))
+        self.result_is(op, t)
+
+    def op_terminator(self, op, parent):
+        self.counts(op, None, 0)
+        allowed = ("while",) if op.opcode == "condition" else ("if", "for", "while")
+        ok = parent is not None and parent.opcode in allowed
+        if ok and parent.opcode == "while":
+            ok = op.parent is parent.regions[0 if op.opcode == "condition" else 1]
+        if not ok:
+            where = f"a '{parent.opcode}' region" if parent is not None else "the kernel body"
+            self.fail(op, f"not allowed in {where}")
+
+    # --- control flow -------------------------------------------------------------------
+    def regions(self, op):
+        self.loc_stack.append(op.loc)
+        for r in op.regions:
+            self.block(r, op)
+        self.loc_stack.pop()
+
+    def yielded(self, op, block: Block, types, what: str, required: bool):
+        term = block.terminator
+        if term is None or term.opcode != "yield":
+            if required or types:
+                self.fail(op, f"{what} must end in 'yield' of ({', '.join(map(_tn, types))})")
+            return
+        got = [v.type for v in term.operands]
+        if got != list(types):
+            self.fail(term, f"{what} yields ({', '.join(map(_tn, got))}) but "
+                            f"({', '.join(map(_tn, types))}) is expected")
+
+    def op_control(self, op, parent):
+        types = [r.type for r in op.results]
+        if op.opcode == "if":
+            self.counts(op, 1, len(op.results))
+            self.scalar(op, op.operands[0], "condition", ("bool",))
+            for r in op.regions:
+                if r.args:
+                    self.fail(op, "'if' regions take no block arguments")
+            self.regions(op)
+            self.yielded(op, op.regions[0], types, "then-region", False)
+            self.yielded(op, op.regions[1], types, "else-region", False)
+        elif op.opcode == "for":
+            if len(op.operands) < 3:
+                self.fail(op, f"expected operands (lb, ub, step, *inits), got {len(op.operands)}")
+            lb, ub, step, *inits = op.operands
+            t = self.scalar(op, lb, "lower bound", ("int", "uint"))
+            for name, v in (("upper bound", ub), ("step", step)):
+                if v.type != t:
+                    self.fail(op, f"{name} must be {t.name} like the lower bound, got {_tn(v.type)}")
+            want = [t] + [v.type for v in inits]
+            body = op.regions[0]
+            if [a.type for a in body.args] != want:
+                self.fail(op, f"body arguments must be (iv, *carried) of types "
+                              f"({', '.join(map(_tn, want))}), got "
+                              f"({', '.join(_tn(a.type) for a in body.args)})")
+            if types != want[1:]:
+                self.fail(op, "result types must match the carried init values")
+            owned = op.attrs.get("owned")
+            if owned is not None and owned not in {p.name for p in self.k.params if p.kind == "buffer"}:
+                self.fail(op, f"owned={owned!r} does not name a buffer parameter")
+            self.regions(op)
+            self.yielded(op, body, types, "loop body", False)
+        else:
+            inits = [v.type for v in op.operands]
+            before, after = op.regions
+            if [a.type for a in before.args] != inits:
+                self.fail(op, "before-region arguments must match the init value types")
+            self.regions(op)
+            cond = before.terminator
+            if cond is None or cond.opcode != "condition":
+                self.fail(op, "before-region must end in 'condition'")
+            if not cond.operands or cond.operands[0].type != dt.bool_:
+                self.fail(cond, "first operand must be a bool")
+            passed = [v.type for v in cond.operands[1:]]
+            if [a.type for a in after.args] != passed:
+                self.fail(cond, "passed values must match the after-region arguments")
+            if types != passed:
+                self.fail(op, "result types must match the values passed by 'condition'")
+            self.yielded(op, after, inits, "after-region", True)

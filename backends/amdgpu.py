@@ -1,0 +1,139 @@
+"""Compile stages of the LLVM path: IR -> LLVM IR -> (AMDGPU asm | code object) or PTX.
+
+Stages (each a function from one artifact to the next; ``emit`` runs them up to one):
+
+- ``llvm``: :func:`kaio.backends.llvm.emit_llvm` after ``kaio.passes.target_pipeline``;
+- ``asm`` (amdgcn) / ``ptx`` (nvptx64): llvmlite parses, verifies and optimises the module
+  (new pass manager, O2 by default) and the target machine prints assembly;
+- ``hsaco`` (amdgcn): the target machine emits an ELF object and ``ld.lld -shared`` links it
+  into a code object that HIP's ``hipModuleLoadData`` accepts.
+
+ld.lld is looked up in this order: ``$KAIO_LLD``, ``/opt/rocm/llvm/bin/ld.lld``, ``ld.lld`` on
+PATH, then ``ld.lld-22`` .. ``ld.lld-17`` on PATH.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+
+from ..errors import CompileError
+from .llvm import emit_llvm
+from .llvm_targets import LlvmTarget, get_target
+
+OPT_LEVEL = 2
+LLD_HINT = ("install LLVM's linker (Debian/Ubuntu: `apt-get install lld-19`; ROCm ships it as "
+            "/opt/rocm/llvm/bin/ld.lld) or point KAIO_LLD at an ld.lld binary")
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm():
+    import llvmlite.binding as llvm
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(target: str):
+    """The llvmlite TargetMachine for a kaio LLVM target name (cached)."""
+    t = get_target(target)
+    llvm = _llvm()
+    return llvm.Target.from_triple(t.triple).create_target_machine(
+        cpu=t.cpu, features=t.features, opt=3, reloc="pic", codemodel="default")
+
+
+def find_lld() -> str:
+    """Path of an ld.lld that can link AMDGPU objects; CompileError saying how to get one."""
+    env = os.environ.get("KAIO_LLD")
+    if env:
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return env
+        raise CompileError(f"KAIO_LLD={env!r} is not an executable file; {LLD_HINT}")
+    rocm = "/opt/rocm/llvm/bin/ld.lld"
+    if os.path.isfile(rocm) and os.access(rocm, os.X_OK):
+        return rocm
+    for name in ["ld.lld"] + [f"ld.lld-{v}" for v in range(22, 16, -1)]:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise CompileError(f"no ld.lld found to link the AMDGPU code object; {LLD_HINT}")
+
+
+def lower(kernel, target: LlvmTarget):
+    """The target pipeline (reductions lowered for the target's warp width) on a copy of the
+    kernel: passes may rewrite in place and the caller's IR must stay valid for other targets."""
+    from ..ir import parse_kernel, print_kernel
+    from ..passes import target_pipeline
+    return target_pipeline(parse_kernel(print_kernel(kernel)), warp_size=target.warp_size)
+
+
+def optimized_module(llvm_text: str, target: str, opt_level: int = OPT_LEVEL, name: str = "kernel"):
+    """Parse, verify and optimise LLVM IR text; returns the llvmlite module."""
+    llvm = _llvm()
+    try:
+        mod = llvm.parse_assembly(llvm_text)
+        mod.verify()
+    except RuntimeError as e:
+        raise CompileError(f"internal error: the LLVM IR for {target} does not verify: {e}",
+                           kernel=name) from e
+    tm = target_machine(target)
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def llvm_to_asm(llvm_text: str, target: str, name: str = "kernel") -> str:
+    """AMDGPU assembly (amdgcn targets) or PTX (nvptx64 targets)."""
+    return target_machine(target).emit_assembly(optimized_module(llvm_text, target, name=name))
+
+
+def llvm_to_object(llvm_text: str, target: str, name: str = "kernel") -> bytes:
+    return target_machine(target).emit_object(optimized_module(llvm_text, target, name=name))
+
+
+def link_code_object(obj: bytes, name: str = "kernel") -> bytes:
+    """``ld.lld -shared`` an AMDGPU ELF object into a code object (HSACO)."""
+    lld = find_lld()
+    with tempfile.TemporaryDirectory(prefix="kaio-lld-") as d:
+        src, dst = os.path.join(d, "k.o"), os.path.join(d, "k.hsaco")
+        with open(src, "wb") as f:
+            f.write(obj)
+        p = subprocess.run([lld, "-shared", "--no-undefined", src, "-o", dst],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise CompileError(f"{lld} failed linking the code object: {p.stderr.strip()}", kernel=name)
+        with open(dst, "rb") as f:
+            return f.read()
+
+
+def stages(target: str, fast_math: bool = False) -> list[tuple[str, object]]:
+    """The stage chain for ``target``: [(name, function(artifact) -> artifact)], from IR:
+    llvm -> hsaco (amdgcn) or llvm -> ptx (nvptx64)."""
+    t = get_target(target)
+    out = [("llvm", lambda k: emit_llvm(lower(k, t), t, fast_math=fast_math))]
+    if t.is_amdgpu:   # 'asm' is a side view (emit(..., 'asm')); the chain goes llvm -> hsaco
+        out.append(("hsaco", lambda text: link_code_object(llvm_to_object(text, target))))
+    else:
+        out.append(("ptx", lambda text: llvm_to_asm(text, target)))
+    return out
+
+
+def emit(kernel_ir, stage: str, target: str, fast_math: bool = False):
+    """One stage's artifact for an IR kernel: 'llvm' -> str, 'asm' -> str (AMDGPU assembly, or
+    PTX on nvptx64 where 'ptx' is the same), 'hsaco' -> bytes. Targets: gfx90a, gfx942, gfx1100, nvptx64-sm_80, nvptx64-sm_90."""
+    t = get_target(target)
+    if stage not in t.stages:
+        raise ValueError(f"stage {stage!r} is not available for target {target!r}; "
+                         f"choose one of {', '.join(t.stages)}")
+    text = emit_llvm(lower(kernel_ir, t), t, fast_math=fast_math)
+    if stage == "llvm":
+        return text
+    name = kernel_ir.name
+    if stage in ("asm", "ptx"):
+        return llvm_to_asm(text, target, name)
+    return link_code_object(llvm_to_object(text, target, name), name)

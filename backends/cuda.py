@@ -1,0 +1,308 @@
+"""The runtime side of the NVIDIA backend: compile to PTX (cached), load through the CUDA
+driver, pack arguments and launch.
+
+Stages: ``ir`` (``target_pipeline`` at warp width 32) -> ``ptx`` (:func:`kaio.backends.ptx.emit_ptx`
+for the device's arch and the PTX ISA version its driver accepts). The PTX text and the argument
+layout are kept in the on-disk compile cache; the loaded module is kept in memory per PTX text,
+so a kernel is JIT-compiled by the driver once per process, never per launch.
+
+Launch: arguments are flattened per :class:`kaio.backends.abi.KernelABI` into one fixed parameter
+buffer per kernel (built once: the *launch plan*), so a launch costs one ``struct.pack_into`` and
+one ``cuLaunchKernel``. Numpy arguments are transferred by intent (``in``: copy in only; ``out``:
+copy out only; ``region``/``atomic``/``raw``: both) through pooled temporaries, and the launch is
+synchronized before copying back; device arrays (kaio's, or anything with
+``__cuda_array_interface__``) pass through with no copy and the launch stays asynchronous.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import struct
+import threading
+from dataclasses import asdict
+
+import numpy as np
+
+from ..device import DeviceArray, _stream_arg, copy_dtoh, copy_htod, cuda_array_view, temp_pool
+from ..errors import CudaError, LaunchError
+from ..graphs import capturing
+from ..ir.types import BufType
+from . import Backend, Compiled
+from . import cuda_driver as drv
+from .abi import AbiParam, KernelABI, ptx_version_for
+
+#: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
+_STRUCT = {"u8": "B", "i8": "b", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
+           "u64": "Q", "f16": "e", "bf16": "H", "f32": "f", "f64": "d"}
+_DEFAULT_DYN_SHARED = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
+_LOG_BYTES = 64 * 1024
+
+
+def _bf16_bits(v) -> int:
+    import ml_dtypes
+    return int(np.array(v, dtype=ml_dtypes.bfloat16).view(np.uint16))
+
+
+class ArgPacker:
+    """The launch plan of one kernel: a parameter buffer laid out once, with the array of
+    pointers to each argument that ``cuLaunchKernel`` reads. ``pack(values)`` fills it."""
+
+    def __init__(self, abi: KernelABI):
+        fmt, offsets, off = "=", [], 0
+        self.convert: list[tuple[int, object]] = []
+        for i, p in enumerate(abi.params):
+            code = _STRUCT.get(p.dtype)
+            if code is None:
+                raise TypeError(f"kernel '{abi.entry}': no packing for argument {p.name} of dtype {p.dtype}")
+            pad = (-off) % p.align
+            fmt += "x" * pad
+            off += pad
+            offsets.append(off)
+            fmt += code
+            off += struct.calcsize("=" + code)
+            if p.dtype == "bf16":
+                self.convert.append((i, _bf16_bits))
+            elif p.dtype == "u8" and p.kind == "scalar":
+                self.convert.append((i, int))  # bool -> 0 / 1
+        self.struct = struct.Struct(fmt)
+        self.offsets = offsets
+        self.buffer = ctypes.create_string_buffer(max(off, 8))
+        base = ctypes.addressof(self.buffer)
+        self.pointers = (ctypes.c_void_p * max(len(offsets), 1))(*[base + o for o in offsets])
+        self.address = ctypes.addressof(self.pointers) if offsets else 0
+        self.lock = threading.Lock()  # the buffer is shared: pack + launch under it
+
+    def pack(self, values: list) -> int:
+        """Write ``values`` (flat, in ABI order) and return the kernelParams address."""
+        for i, fn in self.convert:
+            values[i] = fn(values[i])
+        self.struct.pack_into(self.buffer, 0, *values)
+        return self.address
+
+
+def load_module(ptx: str, kernel_name: str | None = None):
+    """``cuModuleLoadDataEx`` on PTX text with JIT log buffers; a failure raises CudaError whose
+    message includes the driver's JIT error log."""
+    d = drv.driver()
+    err_log, info_log = bytearray(_LOG_BYTES), bytearray(_LOG_BYTES)
+    J = d.CUjit_option
+    opts = [J.CU_JIT_ERROR_LOG_BUFFER, J.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            J.CU_JIT_INFO_LOG_BUFFER, J.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES]
+    vals = [err_log, _LOG_BYTES, info_log, _LOG_BYTES]
+    r = d.cuModuleLoadDataEx(ptx.encode() + b"\0", len(opts), opts, vals)
+    err = r[0] if isinstance(r, tuple) else r
+    if int(err) != 0:
+        log = bytes(err_log).split(b"\0", 1)[0].decode(errors="replace").strip()
+        detail = f"JIT error log:\n{log}" if log else "the driver gave no JIT log"
+        raise drv.make_error("cuModuleLoadDataEx", err, kernel_name, detail)
+    return r[1]
+
+
+class LoadedKernel:
+    """A loaded module, its entry function, the ABI and the launch plan."""
+
+    def __init__(self, ptx: str, abi: KernelABI, kernel_name: str):
+        self.name, self.abi = kernel_name, abi
+        self.module = load_module(ptx, kernel_name)
+        self.function = drv.call("cuModuleGetFunction", self.module, abi.entry.encode(), kernel=kernel_name)
+        self.packer = ArgPacker(abi)
+        self._cuLaunchKernel = drv.driver().cuLaunchKernel  # bound once: the hot path
+        self.dyn_shared_optin = _DEFAULT_DYN_SHARED
+
+    def allow_dynamic_shared(self, nbytes: int, props) -> None:
+        """Opt the function in to ``nbytes`` of dynamic shared memory when above 48 KiB."""
+        if nbytes <= self.dyn_shared_optin:
+            return
+        if nbytes > props.shared_per_block_optin:
+            raise LaunchError(f"kernel '{self.name}': {nbytes} bytes of dynamic shared memory requested; "
+                              f"{props.name} allows at most {props.shared_per_block_optin} per block")
+        d = drv.driver()
+        attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        drv.call("cuFuncSetAttribute", self.function, attr, int(nbytes), kernel=self.name)
+        self.dyn_shared_optin = nbytes
+
+    def launch(self, grid, block, shared_bytes: int, stream: int, values: list) -> None:
+        with self.packer.lock:
+            params = self.packer.pack(values)
+            r = self._cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], block[1],
+                                     block[2], shared_bytes, stream, params, 0)
+        drv.last_launched = self.name
+        if r[0]:  # CUresult is an int enum: nonzero is an error
+            drv.check("cuLaunchKernel", r, self.name)
+
+
+def _encode_entry(ptx: str, abi: KernelABI) -> str:
+    return json.dumps({"ptx": ptx, "entry": abi.entry, "params": [asdict(p) for p in abi.params]})
+
+
+def _decode_entry(payload) -> tuple[str, KernelABI] | None:
+    try:
+        d = json.loads(payload)
+        return d["ptx"], KernelABI(d["entry"], [AbiParam(**p) for p in d["params"]])
+    except (ValueError, KeyError, TypeError):
+        return None  # written by an incompatible kaio: rebuild
+
+
+class CudaBackend(Backend):
+    """NVIDIA GPUs through the CUDA driver API (cuda-python). Device: ``KAIO_CUDA_DEVICE``
+    (default 0). ``KAIO_CUDA_SYNC=1`` synchronizes after every launch (to pin a fault on its
+    kernel)."""
+
+    name = "cuda"
+    warp_size = 32
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        ok, why = drv.probe()
+        if ok:  # read the compute capability without creating a context
+            try:
+                d = drv.driver()
+                dev = drv.call("cuDeviceGet", drv.default_ordinal())
+                names = ("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR",
+                         "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+                cc = [int(drv.call("cuDeviceGetAttribute", getattr(d.CUdevice_attribute, n), dev))
+                      for n in names]
+                drv.arch_for_cc(*cc)
+            except (ValueError, CudaError) as e:
+                return False, str(e)
+        return ok, why
+
+    def __init__(self, device: int | None = None):
+        self.ctx = drv.context(device)
+        self.props = self.ctx.props
+        self.arch = self.target = self.props.arch
+        self.ptx_version = ptx_version_for(self.arch, self.ctx.driver_version)
+        self.sync_every_launch = os.environ.get("KAIO_CUDA_SYNC", "") in ("1", "true", "yes")
+        self._modules: dict[str, LoadedKernel] = {}
+        self._lock = threading.Lock()
+
+    # --- compiling ------------------------------------------------------------------------
+    def stages(self):
+        from ..targets import lower_for
+        return [("ir", lambda k, o: lower_for(k, self.warp_size)),
+                ("ptx", lambda k, o: self._emit(k, o)[0])]
+
+    def _emit(self, lowered, options) -> tuple[str, KernelABI]:
+        from .ptx import emit_ptx
+        return emit_ptx(lowered, self.arch, fast_math=bool(options.get("fast_math", False)),
+                        ptx_version=self.ptx_version)
+
+    def compile(self, kernel, options=None) -> Compiled:
+        from ..cache import cache_key, default_cache
+        from ..ir import print_kernel
+        from ..targets import lower_for
+        options = dict(options or {})
+        key = cache_key(print_kernel(kernel), self.arch,
+                        {"stage": "ptx", "fast_math": bool(options.get("fast_math", False)),
+                         "ptx_version": self.ptx_version})
+        cache = default_cache()
+        hit = cache.get(key)
+        entry = _decode_entry(hit) if hit is not None else None
+        artifacts = {"ir": kernel}
+        if entry is None:
+            lowered = lower_for(kernel, self.warp_size)
+            entry = self._emit(lowered, options)
+            artifacts["ir"] = lowered
+            cache.put(key, _encode_entry(*entry))
+        ptx, abi = entry
+        artifacts.update(ptx=ptx, abi=abi)
+        return Compiled(kernel, artifacts, self.load_ptx(ptx, abi, kernel.name))
+
+    def load_ptx(self, ptx: str, abi: KernelABI, kernel_name: str | None = None) -> LoadedKernel:
+        """Load PTX (once per distinct text and entry in this process)."""
+        key = hashlib.sha256(ptx.encode()).hexdigest() + ":" + abi.entry
+        lk = self._modules.get(key)
+        if lk is None:
+            with self._lock:
+                lk = self._modules.get(key)
+                if lk is None:
+                    self.ctx.make_current()
+                    lk = self._modules[key] = LoadedKernel(ptx, abi, kernel_name or abi.entry)
+        return lk
+
+    # --- launching ------------------------------------------------------------------------
+    def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
+        lk: LoadedKernel = compiled.handle
+        params = compiled.kernel.args
+        name = compiled.kernel.name
+        if len(args) != len(params):
+            raise LaunchError(f"kernel '{name}': {len(args)} arguments given, the kernel takes {len(params)}")
+        self.ctx.make_current()
+        graph = capturing()
+        if graph is not None:
+            graph.launches += 1
+            if stream is None:  # inside `with kaio.graph()`: record onto the capture stream
+                stream = graph.stream
+        hstream = _stream_arg(stream)
+        values, temps, copy_back = [], [], []
+        try:
+            for i, (a, v) in enumerate(zip(args, params)):
+                if isinstance(v.type, BufType):
+                    ptr, shape = self._buffer(a, v.type, compiled.kernel, i, temps, copy_back, hstream)
+                    values.append(ptr)
+                    values.extend(shape)
+                else:
+                    values.append(a)
+            if shared_bytes > _DEFAULT_DYN_SHARED:
+                lk.allow_dynamic_shared(shared_bytes, self.props)
+            lk.launch(grid, block, int(shared_bytes), hstream, values)
+            if temps or self.sync_every_launch:
+                # wait here so a fault is reported against this kernel, then copy back
+                drv.call("cuStreamSynchronize", hstream, kernel=name)
+                for host, ptr in copy_back:
+                    copy_dtoh(host, ptr)
+        finally:
+            for ptr, size in temps:
+                temp_pool.release(ptr, size)
+
+    def _buffer(self, a, t: BufType, kernel, i: int, temps: list, copy_back: list, hstream: int):
+        pname = kernel.params[i].name
+        what = f"kernel '{kernel.name}': parameter '{pname}'"
+        want = t.dtype.storage_np
+        if isinstance(a, np.ndarray):
+            if capturing() is not None:
+                raise LaunchError(f"{what}: a numpy array cannot be used inside kaio.graph() (its copies "
+                                  "and synchronization cannot be captured); pass kaio.to_device(array)")
+            if a.dtype != want or a.ndim != t.ndim or not a.flags.c_contiguous:
+                raise LaunchError(f"{what} expects a C-contiguous {t.ndim}-d {t.dtype.name} array, "
+                                  f"got {a.dtype} shape {a.shape}")
+            if a.nbytes == 0:
+                return 0, a.shape
+            ptr, size = temp_pool.alloc(a.nbytes)
+            temps.append((ptr, size))
+            if t.intent != "out":  # out: old contents are never read, so never copied in
+                copy_htod(ptr, a, hstream or None)
+            if t.intent != "in":
+                copy_back.append((a, ptr))
+            return ptr, a.shape
+        if isinstance(a, DeviceArray):
+            ptr, shape, dtype = a.ptr, a.shape, a.dtype
+        elif hasattr(a, "__cuda_array_interface__"):
+            ptr, shape, dtype = cuda_array_view(a, what)
+        else:
+            raise LaunchError(f"{what} expects a numpy array or a device array, got {type(a).__name__}")
+        if dtype != want or len(shape) != t.ndim:
+            raise LaunchError(f"{what} expects a {t.ndim}-d {t.dtype.name} array, got {dtype} shape {shape}")
+        return ptr, shape
+
+    # --- information ----------------------------------------------------------------------
+    def devices(self) -> list[str]:
+        return [_describe(p) for p in drv.all_device_props()]
+
+    @staticmethod
+    def device_info() -> list[dict]:
+        """One dict per device: name, cc, arch, SMs, memory (empty without CUDA)."""
+        if not drv.probe()[0]:
+            return []
+        return [{"index": p.ordinal, "name": p.name, "cc": f"{p.cc[0]}.{p.cc[1]}", "arch": p.arch,
+                 "sms": p.sm_count, "memory_gib": round(p.total_memory / 2**30, 1),
+                 "max_threads_per_block": p.max_threads_per_block,
+                 "shared_per_block_optin": p.shared_per_block_optin, "warp_size": p.warp_size}
+                for p in drv.all_device_props()]
+
+
+def _describe(p) -> str:
+    return f"{p.name} (cc {p.cc[0]}.{p.cc[1]}, {p.arch}, {p.sm_count} SMs, {p.total_memory / 2**30:.1f} GiB)"

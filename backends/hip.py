@@ -1,0 +1,473 @@
+"""The runtime side of the AMD backend: HIP through hip-python.
+
+Compile: IR -> LLVM IR -> code object (:mod:`kaio.backends.amdgpu`) for the device's
+``gcnArchName``; the code object's metadata is validated against kaio's ABI before loading
+(:func:`kaio.backends.codeobject.validate_code_object`) and kept in the compile cache; the loaded
+module is kept per code object, so a kernel is loaded once per process.
+
+Launch: ``hipModuleLaunchKernel`` with the ``extra`` form (HIP_LAUNCH_PARAM_BUFFER_POINTER /
+_SIZE / _END): one kernarg buffer per kernel, laid out by
+:func:`kaio.backends.codeobject.kernarg_layout` and checked against the metadata's explicit
+arguments when the module is loaded; HIP appends the hidden (code object v5) arguments itself.
+Numpy arguments are copied by intent (``in``: copy in; ``out``: copy out only;
+``region``/``atomic``/``raw``: both); device arrays pass through.
+
+Nothing here touches HIP at import time: without hip-python, ``libamdhip64`` or an AMD GPU,
+:meth:`HipBackend.available` returns ``(False, reason)``.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import struct
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import HipError, LaunchError
+from ..ir.types import BufType
+from . import Backend, Compiled
+from .abi import KernelABI, kernel_abi
+from .codeobject import kernarg_layout
+
+#: struct codes of flat argument dtypes (bf16 travels as its 16-bit pattern, bool as u8)
+_STRUCT = {"u8": "B", "i8": "b", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
+           "u64": "Q", "f16": "e", "bf16": "H", "f32": "f", "f64": "d"}
+#: architectures kaio's LLVM path builds code objects for
+SUPPORTED_ARCHS = ("gfx90a", "gfx942", "gfx1100")
+_hip_module = None
+
+
+def hip_api():
+    """The hip-python ``hip`` module (imported on first use; tests may substitute a fake)."""
+    global _hip_module
+    if _hip_module is None:
+        from hip import hip as _h  # raises ImportError without hip-python
+        _hip_module = _h
+    return _hip_module
+
+
+def _error_name(h, err) -> str:
+    try:
+        name = h.hipGetErrorName(err)
+        name = name[-1] if isinstance(name, tuple) else name
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # the name lookup must never hide the original failure
+        return str(err)
+
+
+def call(fn: str, *args, kernel: str | None = None):
+    """Call ``hip.<fn>(*args)``; raise :class:`kaio.HipError` unless it returns hipSuccess.
+    Returns the remaining results (None, one value, or a tuple)."""
+    h = hip_api()
+    out = getattr(h, fn)(*args)
+    err, rest = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
+    if int(err) != 0:
+        name = _error_name(h, err)
+        where = f" (kernel '{kernel}')" if kernel else ""
+        raise HipError(f"{fn} failed{where}: {name}", call=fn, code=name, kernel=kernel)
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+# --- devices ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HipDeviceProps:
+    """What kaio uses from ``hipDeviceProp_t`` (read by field name, never by offset)."""
+
+    ordinal: int
+    name: str
+    arch: str               # gcnArchName without feature suffixes: 'gfx90a'
+    arch_full: str          # 'gfx90a:sramecc+:xnack-'
+    warp_size: int
+    cu_count: int
+    total_memory: int
+    max_threads_per_block: int
+    shared_per_block: int
+
+
+def _text(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).split(b"\0", 1)[0].decode(errors="replace")
+    return str(v)
+
+
+def _prop(p, *names, default=0):
+    """First present field: ROCm 5 and 6 bindings differ in a few names (gcnArch is gone in 6)."""
+    for n in names:
+        v = getattr(p, n, None)
+        if v is not None:
+            return v
+    return default
+
+
+def props_from(p, ordinal: int) -> HipDeviceProps:
+    """:class:`HipDeviceProps` from a hip-python ``hipDeviceProp_t`` (or any object with its fields)."""
+    arch_full = _text(_prop(p, "gcnArchName", default=""))
+    if not arch_full:   # ROCm 5 before gcnArchName was filled: gcnArch is 906, 908, 910 ...
+        num = int(_prop(p, "gcnArch", default=0))
+        arch_full = {910: "gfx90a", 942: "gfx942"}.get(num, f"gfx{num}")
+    return HipDeviceProps(
+        ordinal=ordinal, name=_text(_prop(p, "name", default="AMD GPU")),
+        arch=arch_full.split(":", 1)[0], arch_full=arch_full,
+        warp_size=int(_prop(p, "warpSize", default=64)),
+        cu_count=int(_prop(p, "multiProcessorCount")),
+        total_memory=int(_prop(p, "totalGlobalMem")),
+        max_threads_per_block=int(_prop(p, "maxThreadsPerBlock", default=1024)),
+        shared_per_block=int(_prop(p, "sharedMemPerBlock", default=65536)))
+
+
+def device_props(ordinal: int) -> HipDeviceProps:
+    return props_from(call("hipGetDeviceProperties", ordinal), ordinal)
+
+
+def device_count() -> int:
+    return int(call("hipGetDeviceCount"))
+
+
+# --- kernel arguments -----------------------------------------------------------------------------
+class KernargPacker:
+    """One kernel's kernarg buffer and the ``extra`` array pointing at it.
+
+    ``metadata_args``: the code object's explicit ``.args`` (from
+    :func:`kaio.backends.codeobject.kernels`); when given, the layout must match it exactly."""
+
+    def __init__(self, abi: KernelABI, metadata_args: list[dict] | None = None):
+        self.abi = abi
+        self.slots, self.size = kernarg_layout(abi)
+        if metadata_args is not None:
+            self.check(metadata_args)
+        self.codes = []
+        for p in abi.params:
+            if p.dtype not in _STRUCT:
+                raise HipError(f"kernel '{abi.entry}': no packing for argument {p.name} ({p.dtype})",
+                               call="kernarg", kernel=abi.entry)
+            self.codes.append("<" + _STRUCT[p.dtype])
+        self.buffer = ctypes.create_string_buffer(max(self.size, 8))
+        self.size_t = ctypes.c_size_t(self.size)
+        # HIP_LAUNCH_PARAM_BUFFER_POINTER=1, _BUFFER_SIZE=2, _END=3 (void* sentinels)
+        self.extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(self.buffer), 2,
+                                           ctypes.addressof(self.size_t), 3)
+        self.lock = threading.Lock()
+
+    def check(self, metadata_args: list[dict]) -> None:
+        want = [(s.offset, s.size) for s in self.slots]
+        have = [(a.get(".offset"), a.get(".size")) for a in metadata_args]
+        if want != have:
+            raise HipError(f"kernel '{self.abi.entry}': code object expects kernel arguments at "
+                           f"(offset, size) {have} but kaio packs {want}", call="kernarg",
+                           kernel=self.abi.entry)
+
+    def pack(self, values: list) -> int:
+        """Write flat ``values`` (ABI order) into the buffer; returns the ``extra`` address."""
+        if len(values) != len(self.slots):
+            raise LaunchError(f"kernel '{self.abi.entry}': {len(values)} flat arguments, "
+                              f"expected {len(self.slots)}")
+        for s, code, p, v in zip(self.slots, self.codes, self.abi.params, values):
+            if p.dtype == "bf16":
+                import ml_dtypes
+                v = int(np.array(v, dtype=ml_dtypes.bfloat16).view(np.uint16))
+            elif p.dtype == "u8" and p.kind == "scalar":
+                v = int(bool(v))
+            struct.pack_into(code, self.buffer, s.offset, v)
+        return ctypes.addressof(self.extra)
+
+    def bytes(self) -> bytes:
+        return self.buffer.raw[: self.size]
+
+
+# --- streams and events -------------------------------------------------------------------------
+class HipStream:
+    """A HIP stream (``hipStreamCreate``); ``handle`` is what launches take."""
+
+    def __init__(self):
+        self.handle = call("hipStreamCreate")
+
+    def synchronize(self) -> None:
+        call("hipStreamSynchronize", self.handle)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            call("hipStreamDestroy", self.handle)
+            self.handle = None
+
+
+class HipEvent:
+    """A HIP event for timing: ``record(stream)``, ``synchronize()``, ``elapsed_ms(other)``."""
+
+    def __init__(self):
+        self.handle = call("hipEventCreate")
+
+    def record(self, stream=None) -> "HipEvent":
+        call("hipEventRecord", self.handle, _stream_handle(stream))
+        return self
+
+    def synchronize(self) -> None:
+        call("hipEventSynchronize", self.handle)
+
+    def elapsed_ms(self, end: "HipEvent") -> float:
+        """Milliseconds from this event to ``end`` (both recorded and complete)."""
+        return float(call("hipEventElapsedTime", self.handle, end.handle))
+
+    def close(self) -> None:
+        if self.handle is not None:
+            call("hipEventDestroy", self.handle)
+            self.handle = None
+
+
+def _stream_handle(stream):
+    if stream is None or stream == 0:
+        return None
+    return getattr(stream, "handle", stream)
+
+
+# --- memory --------------------------------------------------------------------------------------
+class HipDeviceArray:
+    """A C-contiguous array in device memory (``hipMalloc``), freed on ``free()``/collection."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        self.ptr = int(call("hipMalloc", max(self.nbytes, 1)))
+
+    @classmethod
+    def from_host(cls, arr: np.ndarray, stream=None) -> "HipDeviceArray":
+        d = cls(arr.shape, arr.dtype)
+        d.copy_from_host(arr, stream)
+        return d
+
+    def copy_from_host(self, arr: np.ndarray, stream=None) -> "HipDeviceArray":
+        arr = np.ascontiguousarray(arr, dtype=self.dtype)
+        memcpy_htod(self.ptr, arr, stream)
+        return self
+
+    def copy_to_host(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype) if out is None else out
+        memcpy_dtoh(out, self.ptr, stream)
+        return out
+
+    def free(self) -> None:
+        if self.ptr:
+            call("hipFree", self.ptr)
+            self.ptr = 0
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown or a lost device: nothing useful to do
+            pass
+
+
+def _kind(name: str):
+    """A hipMemcpyKind member (the bindings take the enum; 1 = H2D, 2 = D2H in HIP's headers)."""
+    enum = getattr(hip_api(), "hipMemcpyKind", None)
+    return getattr(enum, name) if enum is not None else {"hipMemcpyHostToDevice": 1,
+                                                         "hipMemcpyDeviceToHost": 2}[name]
+
+
+def memcpy_htod(dst: int, src: np.ndarray, stream=None) -> None:
+    _H2D = _kind("hipMemcpyHostToDevice")
+    if src.nbytes:
+        if stream is None:
+            call("hipMemcpy", dst, src.ctypes.data, src.nbytes, _H2D)
+        else:
+            call("hipMemcpyAsync", dst, src.ctypes.data, src.nbytes, _H2D,
+                 _stream_handle(stream))
+
+
+def memcpy_dtoh(dst: np.ndarray, src: int, stream=None) -> None:
+    _D2H = _kind("hipMemcpyDeviceToHost")
+    if dst.nbytes:
+        if stream is None:
+            call("hipMemcpy", dst.ctypes.data, src, dst.nbytes, _D2H)
+        else:
+            call("hipMemcpyAsync", dst.ctypes.data, src, dst.nbytes, _D2H,
+                 _stream_handle(stream))
+
+
+# --- modules ---------------------------------------------------------------------------------------
+class LoadedKernel:
+    """A loaded code object, its kernel function and its kernarg packer."""
+
+    def __init__(self, hsaco: bytes, abi: KernelABI, kernel_name: str):
+        from .codeobject import kernels
+        self.name, self.abi, self.hsaco = kernel_name, abi, hsaco
+        meta = kernels(hsaco).get(abi.entry)
+        if meta is None:
+            raise HipError(f"code object has no kernel '{abi.entry}'", call="metadata", kernel=kernel_name)
+        self.meta = meta
+        self.packer = KernargPacker(abi, meta.explicit_args)
+        self.module = call("hipModuleLoadData", hsaco, kernel=kernel_name)
+        self.function = call("hipModuleGetFunction", self.module, abi.entry.encode(), kernel=kernel_name)
+
+    def launch(self, grid, block, shared_bytes: int, stream, values: list) -> None:
+        with self.packer.lock:
+            extra = self.packer.pack(values)
+            call("hipModuleLaunchKernel", self.function, *grid, *block, int(shared_bytes),
+                 _stream_handle(stream), None, extra, kernel=self.name)
+
+
+class HipBackend(Backend):
+    """AMD GPUs through HIP (hip-python). Device: ``KAIO_HIP_DEVICE`` (default 0);
+    ``KAIO_HIP_SYNC=1`` synchronizes after every launch."""
+
+    name = "hip"
+    warp_size = 64
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            hip_api()
+        except ImportError as e:
+            return False, f"hip-python is not installed ({e}); pip install hip-python"
+        try:
+            n = device_count()
+        except HipError as e:
+            return False, f"HIP reports no usable device: {e}"
+        except Exception as e:  # hip-python raises RuntimeError when libamdhip64 cannot be loaded
+            return False, f"ROCm's libamdhip64 cannot be loaded: {e}"
+        if n == 0:
+            return False, "no AMD GPU found"
+        try:
+            arch = device_props(_device_index()).arch
+        except HipError as e:
+            return False, str(e)
+        if arch not in SUPPORTED_ARCHS:
+            return False, f"AMD GPU arch {arch} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})"
+        return True, ""
+
+    def __init__(self, device: int | None = None):
+        self.device = _device_index() if device is None else device
+        call("hipSetDevice", self.device)
+        self.props = device_props(self.device)
+        self.arch = self.target = self.props.arch
+        self.warp_size = self.props.warp_size
+        self.sync_every_launch = os.environ.get("KAIO_HIP_SYNC", "") in ("1", "true", "yes")
+        self._modules: dict[str, LoadedKernel] = {}
+        self._lock = threading.Lock()
+
+    # --- compiling -----------------------------------------------------------------------------
+    def stages(self):
+        from .amdgpu import stages
+        return [(n, (lambda f: lambda art, o: f(art))(f)) for n, f in stages(self.arch)]
+
+    def build(self, kernel, fast_math: bool = False) -> tuple[str, bytes]:
+        """(LLVM IR text, validated code object) for this device's arch."""
+        from .amdgpu import emit_llvm, get_target, link_code_object, llvm_to_object, lower
+        from .codeobject import validate_code_object
+        t = get_target(self.arch)
+        lowered = lower(kernel, t)
+        text = emit_llvm(lowered, t, fast_math=fast_math)
+        hsaco = link_code_object(llvm_to_object(text, self.arch, kernel.name), kernel.name)
+        validate_code_object(hsaco, lowered, kernel_abi(lowered), self.arch,
+                             self.warp_size).raise_if_failed()
+        return text, hsaco
+
+    def compile(self, kernel, options=None) -> Compiled:
+        from ..cache import cache_key, default_cache
+        from ..ir import print_kernel
+        fast = bool((options or {}).get("fast_math", False))
+        key = cache_key(print_kernel(kernel), self.props.arch_full, {"stage": "hsaco", "fast_math": fast})
+        hsaco = default_cache().get_or_build(key, lambda: self.build(kernel, fast)[1])
+        abi = kernel_abi(kernel)
+        return Compiled(kernel, {"ir": kernel, "hsaco": hsaco, "abi": abi},
+                        self.load_hsaco(hsaco, abi, kernel.name))
+
+    def load_hsaco(self, hsaco: bytes, abi: KernelABI, kernel_name: str | None = None) -> LoadedKernel:
+        key = hashlib.sha256(hsaco).hexdigest() + ":" + abi.entry
+        with self._lock:
+            lk = self._modules.get(key)
+            if lk is None:
+                call("hipSetDevice", self.device)
+                lk = self._modules[key] = LoadedKernel(hsaco, abi, kernel_name or abi.entry)
+        return lk
+
+    # --- launching -----------------------------------------------------------------------------
+    def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
+        lk: LoadedKernel = compiled.handle
+        kernel = compiled.kernel
+        if len(args) != len(kernel.args):
+            raise LaunchError(f"kernel '{kernel.name}': {len(args)} arguments given, "
+                              f"the kernel takes {len(kernel.args)}")
+        for g, b, ax in zip(grid, block, "xyz"):
+            if g * b >= 2**32:   # HIP's limit on work-items per dimension
+                raise LaunchError(f"kernel '{kernel.name}': grid.{ax} * block.{ax} = {g * b} work-items; "
+                                  "HIP allows fewer than 2**32 per dimension")
+        total_lds = lk.meta.group_segment_fixed_size + int(shared_bytes)
+        if total_lds > self.props.shared_per_block:
+            raise LaunchError(f"kernel '{kernel.name}': {lk.meta.group_segment_fixed_size} B static + "
+                              f"{shared_bytes} B dynamic LDS exceeds {self.props.shared_per_block} B "
+                              f"per workgroup on {self.props.name}")
+        call("hipSetDevice", self.device)
+        values, temps, copy_back = [], [], []
+        try:
+            for i, (a, v) in enumerate(zip(args, kernel.args)):
+                if isinstance(v.type, BufType):
+                    ptr, shape = self._buffer(a, v.type, kernel, i, temps, copy_back, stream)
+                    values.append(ptr)
+                    values.extend(int(s) for s in shape)
+                else:
+                    values.append(a)
+            lk.launch(grid, block, shared_bytes, stream, values)
+            if temps or self.sync_every_launch:
+                if stream is None:
+                    call("hipDeviceSynchronize", kernel=kernel.name)
+                else:
+                    call("hipStreamSynchronize", _stream_handle(stream), kernel=kernel.name)
+                for host, dev in copy_back:
+                    dev.copy_to_host(host)
+        finally:
+            for d in temps:
+                d.free()
+
+    def _buffer(self, a, t: BufType, kernel, i, temps, copy_back, stream):
+        what = f"kernel '{kernel.name}': parameter '{kernel.params[i].name}'"
+        want = t.dtype.storage_np
+        if isinstance(a, np.ndarray):
+            if a.dtype != want or a.ndim != t.ndim or not a.flags.c_contiguous:
+                raise LaunchError(f"{what} expects a C-contiguous {t.ndim}-d {t.dtype.name} array, "
+                                  f"got {a.dtype} shape {a.shape}")
+            d = HipDeviceArray(a.shape, a.dtype)
+            temps.append(d)
+            if t.intent != "out":        # out: old contents never read, never copied in
+                d.copy_from_host(a)
+            if t.intent != "in":
+                copy_back.append((a, d))
+            return d.ptr, a.shape
+        if isinstance(a, HipDeviceArray):
+            ptr, shape, dtype = a.ptr, a.shape, a.dtype
+        elif hasattr(a, "__cuda_array_interface__"):   # hip-python and CuPy-on-ROCm use this name
+            cai = a.__cuda_array_interface__
+            ptr, shape, dtype = int(cai["data"][0]), tuple(cai["shape"]), np.dtype(cai["typestr"])
+            if cai.get("strides") not in (None, ()):
+                raise LaunchError(f"{what} expects a C-contiguous device array")
+        else:
+            raise LaunchError(f"{what} expects a numpy array or a device array, got {type(a).__name__}")
+        if dtype != want or len(shape) != t.ndim:
+            raise LaunchError(f"{what} expects a {t.ndim}-d {t.dtype.name} array, got {dtype} shape {shape}")
+        return ptr, shape
+
+    # --- information -----------------------------------------------------------------------------
+    def devices(self) -> list[str]:
+        return [f"{p.name} ({p.arch_full}, {p.cu_count} CUs, {p.total_memory / 2**30:.1f} GiB, wave{p.warp_size})"
+                for p in (device_props(i) for i in range(device_count()))]
+
+    @staticmethod
+    def device_info() -> list[dict]:
+        """One dict per AMD device (empty when HIP is unavailable)."""
+        if not HipBackend.available()[0]:
+            return []
+        return [{"index": p.ordinal, "name": p.name, "arch": p.arch_full, "cus": p.cu_count,
+                 "memory_gib": round(p.total_memory / 2**30, 1), "warp_size": p.warp_size,
+                 "max_threads_per_block": p.max_threads_per_block,
+                 "shared_per_block": p.shared_per_block}
+                for p in (device_props(i) for i in range(device_count()))]
+
+
+def _device_index() -> int:
+    return int(os.environ.get("KAIO_HIP_DEVICE", "0"))

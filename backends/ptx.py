@@ -1,0 +1,403 @@
+"""IR -> PTX text for NVIDIA sm_80 / sm_86 / sm_89 / sm_90.
+
+Entry point: :func:`emit_ptx`. The kernel must have been through
+``kaio.passes.target_pipeline(kernel, 32)`` (warp and block reductions lowered).
+
+The renderer is a table from IR opcode to a handler; scalar arithmetic lives in
+:mod:`.ptx_ops`, memory and atomics in :mod:`.ptx_mem`, math functions in :mod:`.ptx_math`,
+and the register / label / ``.loc`` machinery in :mod:`.ptx_emit`. Structured control flow
+becomes labels and predicated branches; region results and loop-carried values are registers
+written at ``yield``.
+"""
+from __future__ import annotations
+
+from .. import __version__
+from .. import dtypes as dt
+from ..ir.types import BufType
+from . import ptx_math, ptx_mem, ptx_ops
+from .abi import KernelABI, kernel_abi, ptx_version_for
+from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
+
+__all__ = ["emit_ptx", "KernelABI", "SUPPORTED"]
+
+SUPPORTED = ("sm_80", "sm_86", "sm_89", "sm_90")
+FULL_MASK = "0xffffffff"
+#: special registers per axis
+_SPECIAL = {"thread_idx": "%tid", "block_idx": "%ctaid", "block_dim": "%ntid", "grid_dim": "%nctaid"}
+#: shuffle mode -> (PTX mode, c operand: lane clamp 0x1f, or 0 for 'up' which clamps at lane 0)
+_SHFL = {"idx": ("idx", "0x1f"), "down": ("down", "0x1f"), "xor": ("bfly", "0x1f"), "up": ("up", "0")}
+#: param declaration type of a scalar dtype (bool travels as a byte)
+_PARAM_T = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "f16": "b16",
+            "bf16": "b16"}
+
+
+def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
+             ptx_version: str | None = None) -> tuple[str, KernelABI]:
+    """PTX module text for ``kernel`` and its launch ABI (see :mod:`kaio.backends.abi`).
+
+    ``fast_math`` turns float division into ``div.full.f32`` and every math function that has a
+    hardware approximation into it (as ``fast=True`` does per call). ``ptx_version`` overrides
+    the ``.version`` line (default: :func:`~kaio.backends.abi.ptx_version_for`).
+    """
+    if arch not in SUPPORTED:
+        raise ValueError(f"kernel '{kernel.name}': PTX arch {arch!r} is not supported; "
+                         f"choose one of {', '.join(SUPPORTED)}")
+    abi = kernel_abi(kernel)
+    r = _Renderer(kernel, abi, arch, fast_math)
+    body = r.run()
+    version = ptx_version or ptx_version_for(arch)
+    head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
+            f".version {version}", f".target {arch}", ".address_size 64", ""]
+    head += [f'.file {i} "{f}"' for f, i in r.em.files.items()]
+    head += r.em.module_decls
+    params = ",\n".join(f"\t.param .{_abi_param_type(p)} {p.name}" for p in abi.params)
+    out = head + ["", f".visible .entry {abi.entry}(", params, ")", "{"]
+    out += [f"\t.reg {CLASS_DECL[c]} %{c}<{n}>;" for c, n in r.em.counts.items() if n]
+    out += ["\t" + d for d in r.em.decls]
+    out += [""] + body + ["\tret;", "}", ""]
+    return "\n".join(out), abi
+
+
+def _abi_param_type(p) -> str:
+    if p.kind == "pointer":
+        return "u64"
+    if p.kind == "extent":
+        return "u32"
+    return _PARAM_T.get(p.dtype, p.dtype.replace("i", "s") if p.dtype[0] == "i" else p.dtype)
+
+
+class _Renderer:
+    def __init__(self, kernel, abi, arch, fast_math):
+        self.k = kernel
+        self.abi = abi
+        self.em = Emitter(arch, fast_math)
+        self.bufs: dict[int, ptx_mem.BufInfo] = {}
+        self.n_arrays = 0
+
+    # --- driver ------------------------------------------------------------------------
+    def run(self) -> list[str]:
+        self.em.set_loc(self.k.loc)
+        self._prologue()
+        self.block(self.k.body)
+        return self.em.lines
+
+    def _prologue(self):
+        em = self.em
+        for idx, value in enumerate(self.k.args):
+            flat = self.abi.for_param(idx)
+            t = value.type
+            if isinstance(t, BufType):
+                ptr, raw = em.tmp("rd"), em.tmp("rd")
+                em.ins(f"ld.param.u64 {raw}, [{flat[0].name}]")
+                em.ins(f"cvta.to.global.u64 {ptr}, {raw}")
+                exts, ext64 = [], []
+                for p in flat[1:]:
+                    e = em.tmp("r")
+                    em.ins(f"ld.param.u32 {e}, [{p.name}]")
+                    exts.append(e)
+                for e in exts[1:]:
+                    w = em.tmp("rd")
+                    em.ins(f"cvt.s64.s32 {w}, {e}")
+                    ext64.append(w)
+                self.bufs[value.id] = ptx_mem.BufInfo("global", ptr, exts, ext64, nc=t.intent == "in")
+                em.define(value, ptr)
+            elif t.is_bool:
+                w = em.tmp("r")
+                em.ins(f"ld.param.u8 {w}, [{flat[0].name}]")
+                em.ins(f"setp.ne.u32 {em.define(value)}, {w}, 0")
+            else:
+                em.ins(f"ld.param.{_abi_param_type(flat[0])} {em.define(value)}, [{flat[0].name}]")
+
+    def block(self, block) -> None:
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op) -> None:
+        if op.opcode in ("yield", "condition"):
+            return  # handled by the parent control-flow op
+        self.em.set_loc(op.loc)
+        handler = _HANDLERS.get(op.opcode)
+        if handler is None:
+            raise NotImplementedError(
+                f"kernel '{self.k.name}': the PTX backend has no lowering for IR op "
+                f"'{op.opcode}' (run kaio.passes.target_pipeline(kernel, 32) first)")
+        handler(self, op)
+
+    def v(self, value) -> str:
+        return self.em.val(value)
+
+    def set(self, op, reg: str) -> None:
+        self.em.define(op.result, reg)
+
+    # --- scalars -----------------------------------------------------------------------
+    def h_const(self, op):
+        self.set(op, self.em.const(op.attrs["value"], op.result.type))
+
+    def h_binary(self, op):
+        a, b = op.operands
+        self.set(op, ptx_ops.binary(self.em, op.opcode, a.type, self.v(a), self.v(b)))
+
+    def h_unary(self, op):
+        a = op.operands[0]
+        self.set(op, ptx_ops.unary(self.em, op.opcode, a.type, self.v(a)))
+
+    def h_fma(self, op):
+        a, b, c = op.operands
+        self.set(op, ptx_ops.fma(self.em, a.type, self.v(a), self.v(b), self.v(c)))
+
+    def h_cmp(self, op):
+        a, b = op.operands
+        self.set(op, ptx_ops.cmp(self.em, op.attrs["pred"], a.type, self.v(a), self.v(b)))
+
+    def h_select(self, op):
+        c, a, b = op.operands
+        self.set(op, ptx_ops.select(self.em, a.type, self.v(c), self.v(a), self.v(b)))
+
+    def h_cast(self, op):
+        a = op.operands[0]
+        self.set(op, ptx_ops.cast(self.em, a.type, op.result.type, self.v(a)))
+
+    def h_bitcast(self, op):
+        a = op.operands[0]
+        self.set(op, ptx_ops.bitcast(self.em, a.type, op.result.type, self.v(a)))
+
+    def h_math(self, op):
+        fast = bool(op.attrs.get("fast")) or self.em.fast_math
+        regs = [self.v(a) for a in op.operands]
+        self.set(op, ptx_math.emit(self.em, op.attrs["fn"], op.operands[0].type, regs, fast))
+
+    def h_special(self, op):
+        em, d = self.em, self.em.reg(dt.INDEX)
+        if op.opcode == "warp_size":
+            em.ins(f"mov.u32 {d}, 32")
+        elif op.opcode == "lane_id":
+            em.ins(f"mov.u32 {d}, %laneid")
+        else:
+            em.ins(f"mov.u32 {d}, {_SPECIAL[op.opcode]}.{'xyz'[op.attrs.get('axis', 0)]}")
+        self.set(op, d)
+
+    # --- memory ------------------------------------------------------------------------
+    def _buf(self, value) -> ptx_mem.BufInfo:
+        return self.bufs[value.id]
+
+    def _addr(self, buf_value, idx_values) -> str:
+        return ptx_mem.address(self.em, self._buf(buf_value), buf_value.type.dtype,
+                               [self.v(i) for i in idx_values])
+
+    def h_shape(self, op):
+        buf, axis = op.operands[0], op.attrs["axis"]
+        info = self._buf(buf)
+        if info.dyn:
+            em, d = self.em, self.em.reg(dt.INDEX)
+            em.ins(f"mov.u32 {d}, %dynamic_smem_size")
+            em.ins(f"div.u32 {d}, {d}, {buf.type.dtype.itemsize}")
+            self.set(op, d)
+        elif isinstance(info.extents[axis], int):
+            self.set(op, self.em.const(info.extents[axis], dt.INDEX))
+        else:
+            self.set(op, info.extents[axis])
+
+    def h_load(self, op):
+        buf, *idx = op.operands
+        addr = self._addr(buf, idx)
+        self.set(op, ptx_mem.load(self.em, self._buf(buf), buf.type.dtype, addr))
+
+    def h_store(self, op):
+        buf, *idx, val = op.operands
+        addr = self._addr(buf, idx)
+        ptx_mem.store(self.em, self._buf(buf), buf.type.dtype, addr, self.v(val))
+
+    def h_atomic(self, op):
+        kind = op.attrs["op"]
+        buf = op.operands[0]
+        nvals = 2 if kind == "cas" else 1
+        idx, vals = op.operands[1:-nvals], op.operands[-nvals:]
+        addr = self._addr(buf, idx)
+        self.set(op, ptx_mem.atomic(self.em, kind, self._buf(buf), buf.type.dtype, addr,
+                                    [self.v(v) for v in vals]))
+
+    def h_array(self, op):
+        em, t = self.em, op.result.type
+        self.n_arrays += 1
+        name = f"{'dyn_smem' if op.opcode == 'dyn_shared' else 'arr'}{self.n_arrays}"
+        space = t.space
+        if op.opcode == "dyn_shared":
+            decl = ".extern .shared .align 16 .b8 dyn_smem[];"
+            if decl not in em.module_decls:
+                em.module_decls.append(decl)
+            name = "dyn_smem"
+        else:
+            nbytes = max(1, t.dtype.itemsize)
+            for s in t.static_shape:
+                nbytes *= s
+            em.decls.append(f".{space} .align 16 .b8 {name}[{max(nbytes, 1)}];")
+        base = em.tmp("r")
+        em.ins(f"mov.u32 {base}, {name}")
+        extents = list(t.static_shape) if t.static_shape is not None else [None]
+        self.bufs[op.result.id] = ptx_mem.BufInfo(space, base, extents, [], dyn=t.static_shape is None)
+        self.set(op, base)
+
+    def h_barrier(self, op):
+        self.em.ins("bar.sync 0")
+
+    # --- warp ----------------------------------------------------------------------------
+    def h_shuffle(self, op):
+        em = self.em
+        val, lane = op.operands
+        t = val.type
+        mode, clamp = _SHFL[op.attrs["mode"]]
+
+        def shfl32(r):
+            d = em.tmp("r")
+            em.ins(f"shfl.sync.{mode}.b32 {d}, {r}, {self.v(lane)}, {clamp}, {FULL_MASK}")
+            return d
+
+        cls = reg_class(t)
+        if cls in ("r", "f"):
+            d = em.reg(t)
+            em.ins(f"shfl.sync.{mode}.b32 {d}, {self.v(val)}, {self.v(lane)}, {clamp}, {FULL_MASK}")
+        elif cls in ("rd", "fd"):
+            lo, hi, d = em.tmp("r"), em.tmp("r"), em.reg(t)
+            em.ins(f"mov.b64 {{{lo}, {hi}}}, {self.v(val)}")
+            em.ins(f"mov.b64 {d}, {{{shfl32(lo)}, {shfl32(hi)}}}")
+        elif cls == "h":
+            w, d = em.tmp("r"), em.reg(t)
+            em.ins(f"cvt.u32.u16 {w}, {self.v(val)}")
+            em.ins(f"cvt.u16.u32 {d}, {shfl32(w)}")
+        else:  # bool
+            d = em.reg(t)
+            em.ins(f"setp.ne.u32 {d}, {shfl32(em.pred_to_u32(self.v(val)))}, 0")
+        self.set(op, d)
+
+    def h_vote(self, op):
+        d = self.em.tmp("p")
+        self.em.ins(f"vote.sync.{op.attrs['mode']}.pred {d}, {self.v(op.operands[0])}, {FULL_MASK}")
+        self.set(op, d)
+
+    def h_ballot(self, op):
+        w, d = self.em.tmp("r"), self.em.tmp("rd")
+        self.em.ins(f"vote.sync.ballot.b32 {w}, {self.v(op.operands[0])}, {FULL_MASK}")
+        self.em.ins(f"cvt.u64.u32 {d}, {w}")
+        self.set(op, d)
+
+    # --- control flow ------------------------------------------------------------------
+    def _moves(self, dsts: list[str], srcs: list[str], types) -> None:
+        """Parallel move ``dsts[i] = srcs[i]`` (through temporaries when sources overlap)."""
+        pairs = [(d, s, t) for d, s, t in zip(dsts, srcs, types) if d != s]
+        if any(s in {d for d, _, _ in pairs} for _, s, _ in pairs):
+            staged = []
+            for d, s, t in pairs:
+                tmp = self.em.reg(t)
+                self._mov(tmp, s, t)
+                staged.append((d, tmp, t))
+            pairs = staged
+        for d, s, t in pairs:
+            self._mov(d, s, t)
+
+    def _mov(self, d, s, t):
+        self.em.ins(f"mov.{'pred' if t.is_bool else bits_type(t)} {d}, {s}")
+
+    def _yield_into(self, block, dsts, types):
+        term = block.terminator
+        if term is not None and dsts:
+            self._moves(dsts, [self.v(x) for x in term.operands], types)
+
+    def h_if(self, op):
+        em = self.em
+        then, other = op.regions
+        types = [r.type for r in op.results]
+        res = [em.define(r) for r in op.results]
+        l_else, l_end = em.label("else"), em.label("endif")
+        has_else = bool(other.ops) or bool(res)
+        em.bra(l_else if has_else else l_end, self.v(op.operands[0]), negate=True)
+        self.block(then)
+        self._yield_into(then, res, types)
+        if has_else:
+            em.bra(l_end)
+            em.place(l_else)
+            self.block(other)
+            self._yield_into(other, res, types)
+        em.place(l_end)
+
+    def h_for(self, op):
+        em = self.em
+        lb, ub, step, *inits = op.operands
+        body = op.regions[0]
+        iv_arg, *carried = body.args
+        t = iv_arg.type
+        iv = em.define(iv_arg)
+        regs = [em.define(a) for a in carried]
+        types = [a.type for a in carried]
+        self._mov(iv, self.v(lb), t)
+        self._moves(regs, [self.v(x) for x in inits], types)
+        head, end = em.label("for"), em.label("endfor")
+        em.place(head)
+        stop = self._loop_exit(t, iv, self.v(ub), step)
+        em.bra(end, stop)
+        self.block(body)
+        self._yield_into(body, regs, types)
+        em.ins(f"add.{bits_type(t).replace('b', 's')} {iv}, {iv}, {self.v(step)}")
+        em.normalize(iv, t)
+        em.bra(head)
+        em.place(end)
+        for r, reg in zip(op.results, regs):
+            em.define(r, reg)
+
+    def _loop_exit(self, t, iv, ub, step) -> str:
+        """Predicate that ends a for loop: iv >= ub for step > 0, iv <= ub for step < 0."""
+        em = self.em
+        a = ptx_ops.arith(t)
+        stop = em.tmp("p")
+        sop = step.owner
+        known = getattr(sop, "opcode", None) == "const"
+        if known and sop.attrs["value"] > 0:
+            em.ins(f"setp.ge.{a} {stop}, {iv}, {ub}")
+        elif known and sop.attrs["value"] < 0:
+            em.ins(f"setp.le.{a} {stop}, {iv}, {ub}")
+        else:
+            up, ge, le = em.tmp("p"), em.tmp("p"), em.tmp("p")
+            em.ins(f"setp.gt.{a} {up}, {self.v(step)}, 0")
+            em.ins(f"setp.ge.{a} {ge}, {iv}, {ub}")
+            em.ins(f"setp.le.{a} {le}, {iv}, {ub}")
+            # no selp for predicates: stop = up ? ge : le
+            x, nu, y = em.tmp("p"), em.tmp("p"), em.tmp("p")
+            em.ins(f"and.pred {x}, {up}, {ge}")
+            em.ins(f"not.pred {nu}, {up}")
+            em.ins(f"and.pred {y}, {nu}, {le}")
+            em.ins(f"or.pred {stop}, {x}, {y}")
+        return stop
+
+    def h_while(self, op):
+        em = self.em
+        before, after = op.regions
+        types = [v.type for v in op.operands]
+        cregs = [em.define(a) for a in before.args]
+        aregs = [em.define(a) for a in after.args]
+        self._moves(cregs, [self.v(x) for x in op.operands], types)
+        head, end = em.label("while"), em.label("endwhile")
+        em.place(head)
+        self.block(before)
+        cond = before.terminator
+        self._moves(aregs, [self.v(x) for x in cond.operands[1:]], types)
+        em.bra(end, self.v(cond.operands[0]), negate=True)
+        self.block(after)
+        self._yield_into(after, cregs, types)
+        em.bra(head)
+        em.place(end)
+        for r, reg in zip(op.results, aregs):
+            em.define(r, reg)
+
+
+_HANDLERS = {"const": _Renderer.h_const, "fma": _Renderer.h_fma, "cmp": _Renderer.h_cmp,
+             "select": _Renderer.h_select, "cast": _Renderer.h_cast,
+             "bitcast": _Renderer.h_bitcast, "math": _Renderer.h_math,
+             "shape": _Renderer.h_shape, "load": _Renderer.h_load, "store": _Renderer.h_store,
+             "atomic": _Renderer.h_atomic, "shared_array": _Renderer.h_array,
+             "dyn_shared": _Renderer.h_array, "local_array": _Renderer.h_array,
+             "barrier": _Renderer.h_barrier, "shuffle": _Renderer.h_shuffle,
+             "vote": _Renderer.h_vote, "ballot": _Renderer.h_ballot, "if": _Renderer.h_if,
+             "for": _Renderer.h_for, "while": _Renderer.h_while}
+_HANDLERS.update({n: _Renderer.h_binary for n in ptx_ops.INT_BINARY})
+_HANDLERS.update({n: _Renderer.h_unary for n in ("neg", "not", "abs")})
+_HANDLERS.update({n: _Renderer.h_special for n in _SPECIAL})
+_HANDLERS.update({n: _Renderer.h_special for n in ("lane_id", "warp_size")})

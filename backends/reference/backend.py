@@ -1,0 +1,144 @@
+"""ReferenceBackend: runs kaio IR on the CPU with numpy, every thread a vector lane.
+
+Launch semantics: ``in`` buffers are read in place; ``region``/``atomic``/``raw`` buffers
+are run on a working copy and ``out`` buffers on a poisoned array (NaN for floats, 0xA5 bytes
+for ints, True for bool); all of them are copied into the user's arrays only after the whole
+launch succeeded, so a kernel that raises leaves the arrays untouched.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ... import semantics
+from .. import Backend, Compiled
+from .interpreter import Interpreter
+from .lanes import Batch
+from .memory import Buf
+from .sanitizer import Sanitizer
+
+#: lanes per batch: bounds the memory of per-lane values (about 8 MiB per value)
+LANES_PER_BATCH = 1 << 20
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _ir_stage(warp_size):
+    def stage(kernel, options):
+        try:
+            from ...passes import target_pipeline
+        except ImportError:  # reductions are interpreted directly when the pass is absent
+            return kernel
+        return target_pipeline(kernel, warp_size)
+    return stage
+
+
+class Launch:
+    """The state of one launch shared by its batches."""
+
+    def __init__(self, kernel, grid, block, shared_bytes, sanitizer):
+        self.kernel, self.grid, self.block = kernel, grid, block
+        self.shared_bytes = shared_bytes
+        self.sanitizer = sanitizer
+
+
+class ReferenceBackend(Backend):
+    """The numpy SIMT interpreter (always available).
+
+    ``warp_size``: lanes per warp (default 32, env ``KAIO_REF_WARP_SIZE``), a power of two up to
+    64. ``sanitize``: run the race sanitizer (default: env ``KAIO_SANITIZE=1``).
+    """
+
+    name = "reference"
+
+    def __init__(self, warp_size: int | None = None, sanitize: bool | None = None):
+        if warp_size is None:
+            warp_size = int(os.environ.get("KAIO_REF_WARP_SIZE", "32"))
+        if warp_size not in (1, 2, 4, 8, 16, 32, 64):
+            raise ValueError(f"reference backend: warp_size must be a power of two <= 64, "
+                             f"got {warp_size}")
+        self.warp_size = warp_size
+        self.sanitize = _env_flag("KAIO_SANITIZE") if sanitize is None else bool(sanitize)
+        self.target = f"reference-w{warp_size}"
+
+    @classmethod
+    def available(cls):
+        return True, ""
+
+    def stages(self):
+        return [("ir", _ir_stage(self.warp_size))]
+
+    def devices(self):
+        return ["cpu (numpy)"]
+
+    # --- launching ----------------------------------------------------------------------
+    def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        kernel = compiled.artifacts.get("ir", compiled.kernel) if isinstance(compiled, Compiled) \
+            else compiled
+        grid, block = _dim3(grid), _dim3(block)
+        params = kernel.body.args
+        if len(args) != len(params):
+            raise TypeError(f"kernel '{kernel.name}' takes {len(params)} arguments, "
+                            f"got {len(args)}")
+        values, copies = [], []
+        for v, p, a in zip(params, kernel.params, args):
+            if v.is_buffer:
+                buf, copy_back = self._buffer(kernel, p.name, v.type, a)
+                values.append(buf)
+                if copy_back:
+                    copies.append((a, buf))
+            else:
+                values.append(_scalar(kernel, p.name, v.type, a))
+        san = Sanitizer(kernel, grid, block) if self.sanitize else None
+        launch = Launch(kernel, grid, block, int(shared_bytes), san)
+        T = math.prod(block)
+        nblocks = math.prod(grid)
+        per_batch = max(1, LANES_PER_BATCH // T)
+        with np.errstate(all="ignore"):
+            for first in range(0, nblocks, per_batch):
+                batch = Batch(grid, block, first, min(per_batch, nblocks - first), self.warp_size)
+                Interpreter(launch, batch).run(values)
+        for user, buf in copies:
+            np.copyto(user, buf.flat.reshape(user.shape))
+
+    def _buffer(self, kernel, name, btype, arr):
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"kernel '{kernel.name}': parameter '{name}': the reference backend "
+                            f"runs on numpy arrays, got {type(arr).__name__}; copy device arrays "
+                            f"to the host first")
+        if arr.dtype != btype.dtype.storage_np or arr.ndim != btype.ndim:
+            raise TypeError(f"kernel '{kernel.name}': parameter '{name}' expects a "
+                            f"{btype.ndim}-d {btype.dtype.name} array, got {arr.ndim}-d {arr.dtype}")
+        intent = btype.intent
+        if intent == "in":
+            flat = np.ascontiguousarray(arr).reshape(-1)
+            return Buf(name, btype.dtype, arr.shape, flat, "global", intent), False
+        if intent == "out":
+            flat = np.full(arr.size, semantics.poison(btype.dtype), dtype=arr.dtype)
+        else:
+            flat = np.array(arr, order="C").reshape(-1)
+        return Buf(name, btype.dtype, arr.shape, flat, "global", intent), True
+
+
+def _dim3(v):
+    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
+
+
+def _scalar(kernel, name, dtype, value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise TypeError(f"kernel '{kernel.name}': parameter '{name}' expects a {dtype.name} "
+                        f"scalar, got {type(value).__name__}")
+    if dtype.is_int and isinstance(value, float):
+        raise TypeError(f"kernel '{kernel.name}': parameter '{name}' expects {dtype.name}, "
+                        f"got float {value!r}")
+    return semantics.const(dtype, value)
+
+
+__all__ = ["ReferenceBackend"]

@@ -1,0 +1,212 @@
+"""The race sanitizer: per barrier interval, which thread read, wrote or atomically updated
+each element, and a :class:`kaio.RaceError` on the first conflict between two threads.
+
+State is per buffer, one int64 array per role over the buffer's flat storage (-1: nobody):
+the writer (two distinct writers are already a race), the first two distinct readers and the
+first two distinct atomic users. Two suffice: any third access conflicts with at least one of
+them. Intervals: shared memory is reset per block at each barrier; global memory has no grid
+barrier, so its interval is the whole launch. Local arrays are private and not tracked.
+
+Conflicts: write/write (two plain writes, or a plain write and an atomic) and read/write (a
+plain read and a plain write or atomic). Atomics among themselves never conflict. A thread
+never conflicts with itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import RaceError
+from .errors import UninitializedReadError
+from .lanes import describe_gtid
+
+
+class Tracker:
+    """Access record of one buffer's flat storage; role arrays are allocated on first use
+    (``tr[role]`` is None until then: nobody in that role yet)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, key):
+        return self.arrays.get(key)
+
+    def ensure(self, role: str):
+        if role not in self.arrays:
+            self.arrays[role] = np.full(self.n, -1, dtype=np.int64)
+            self.arrays[role + "_op"] = np.full(self.n, -1, dtype=np.int32)
+        return self.arrays[role], self.arrays[role + "_op"]
+
+    def reset(self, rows: np.ndarray, stride: int):
+        """Forget the accesses of the given instances (blocks) of shared storage."""
+        for arr in self.arrays.values():
+            view = arr[: (len(arr) // stride) * stride].reshape(-1, stride)
+            view[rows[: view.shape[0]]] = -1
+
+
+def _other(first, second, th):
+    """The recorded thread that is not ``th`` (-1 when none)."""
+    return np.where((first != -1) & (first != th), first, np.where(second != th, second, -1))
+
+
+class Sanitizer:
+    """One per launch. ``read``/``write``/``atomic`` are called before each memory op."""
+
+    def __init__(self, kernel, grid, block):
+        self.kernel, self.grid, self.block = kernel, grid, block
+        self.ops: list = []
+        self._op_index: dict[int, int] = {}
+
+    # --- bookkeeping --------------------------------------------------------------------
+    def _opid(self, op) -> int:
+        i = self._op_index.get(id(op))
+        if i is None:
+            i = self._op_index[id(op)] = len(self.ops)
+            self.ops.append(op)
+        return i
+
+    @staticmethod
+    def _tracker(buf):
+        if buf.tracker is None:
+            buf.tracker = Tracker(len(buf.flat))
+        return buf.tracker
+
+    @staticmethod
+    def _tracked(buf) -> bool:
+        return buf.space != "local" and buf.intent != "in"
+
+    def _threads(self, interp, sel):
+        g = interp.batch.gtid
+        return g if sel is None else g[sel]
+
+    # --- events -------------------------------------------------------------------------
+    def read(self, interp, op, buf, pos, sel):
+        if not self._tracked(buf):
+            return
+        tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
+        if buf.intent == "out":
+            unwritten = np.ones(len(pos), dtype=bool) if tr["w"] is None else tr["w"][pos] == -1
+            if unwritten.any():
+                k = int(np.argmax(unwritten))
+                idx = self._index(buf, int(pos[k]))
+                raise UninitializedReadError(
+                    f"{interp.where(op)}in kernel '{self.kernel.name}': read of Out buffer "
+                    f"'{buf.name}' at index {idx} before any thread wrote it "
+                    f"({describe_gtid(int(th[k]), self.grid, self.block)}); Out buffers start "
+                    f"undefined (the reference backend fills them with NaN / 0xA5 bytes)",
+                    kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
+                    line=op.loc.line if op.loc else None)
+        self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "read/write")
+        self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "read/write")
+        self._add_pair(tr, "r", pos, th, me)
+
+    def write(self, interp, op, buf, pos, sel):
+        if not self._tracked(buf):
+            return
+        tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
+        self._check_within(buf, pos, th, me)
+        self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
+        self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
+        self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "write/write")
+        w, w_op = tr.ensure("w")
+        w[pos] = th
+        w_op[pos] = me
+
+    def atomic(self, interp, op, buf, pos, sel):
+        if not self._tracked(buf):
+            return
+        tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
+        self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
+        self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
+        self._add_pair(tr, "a", pos, th, me)
+
+    def barrier(self, interp, blocks):
+        """Start a new interval for the shared memory of the blocks that passed a barrier."""
+        for buf in interp._static.values():
+            if buf.tracker is not None:
+                buf.tracker.reset(blocks, buf.inst_stride)
+
+    # --- checks -------------------------------------------------------------------------
+    def _check(self, buf, pos, th, me, first, first_op, second, second_op, kind):
+        if first is None:
+            return
+        f = first[pos]
+        if f.size == 0 or f.max() == -1:  # nobody recorded here yet: the common case
+            return
+        if second is None:
+            other = np.where(f != th, f, -1)
+        else:
+            other = _other(f, second[pos], th)
+        bad = other != -1
+        if bad.any():
+            k = int(np.argmax(bad))
+            use_first = second is None or (f[k] != -1 and f[k] != th[k])
+            other_op = (first_op if use_first else second_op)[pos[k]]
+            self._raise(buf, int(pos[k]), int(other[k]), int(th[k]), int(other_op), me, kind)
+
+    def _check_within(self, buf, pos, th, me):
+        """Two lanes of one store writing the same element."""
+        if len(pos) < 2 or (pos.strides != (0,) and np.all(pos[1:] > pos[:-1])):
+            return
+        order = np.argsort(pos, kind="stable")
+        sp = pos[order]
+        dup = np.nonzero(sp[1:] == sp[:-1])[0]
+        if len(dup):
+            k = dup[0]
+            self._raise(buf, int(sp[k]), int(th[order[k]]), int(th[order[k + 1]]), me, me,
+                        "write/write")
+
+    def _add_pair(self, tr, role, pos, th, me):
+        """Record ``th`` among the first two distinct threads of ``role`` at each position."""
+        one, one_op = tr.ensure(role + "1")
+        two, two_op = tr.ensure(role + "2")
+        if len(pos) > 1 and (pos.strides == (0,) or not np.all(pos[1:] > pos[:-1])):
+            # several lanes on one element: record its lowest and highest thread
+            u, inv = np.unique(pos, return_inverse=True)
+            lo = np.full(len(u), np.iinfo(np.int64).max)
+            hi = np.full(len(u), -1, dtype=np.int64)
+            np.minimum.at(lo, inv, th)
+            np.maximum.at(hi, inv, th)
+            pairs = [(u, lo), (u, hi)]
+        else:
+            pairs = [(pos, th)]
+        for p, t in pairs:
+            a, b = one[p], two[p]
+            set_one = a == -1
+            set_two = ~set_one & (a != t) & (b == -1)
+            one[p[set_one]] = t[set_one]
+            one_op[p[set_one]] = me
+            two[p[set_two]] = t[set_two]
+            two_op[p[set_two]] = me
+
+    # --- reporting ----------------------------------------------------------------------
+    def _index(self, buf, p: int) -> tuple:
+        local = p % buf.inst_stride if buf.instances != "one" else p
+        return tuple(int(i) for i in np.unravel_index(local, buf.shape))
+
+    def _line(self, opid: int):
+        op = self.ops[opid] if opid >= 0 else None
+        return (op.loc.line if op is not None and op.loc else None), op
+
+    def _raise(self, buf, p, t1, t2, op1, op2, kind):
+        idx = self._index(buf, p)
+        l1, o1 = self._line(op1)
+        l2, o2 = self._line(op2)
+
+        def at(o):
+            return f"{o.loc.file}:{o.loc.line}" if o is not None and o.loc else "?"
+
+        where = ""
+        if buf.instances == "block":
+            where = f" (shared memory of block {p // buf.inst_stride} of the batch, one barrier interval)"
+        first = "write" if kind == "write/write" else ("access" if o1 is None else
+                                                       _verb(o1))
+        msg = (f"in kernel '{self.kernel.name}': data race ({kind}) on '{buf.name}' at index "
+               f"{idx}{where}: {first} by {describe_gtid(t1, self.grid, self.block)} at {at(o1)} "
+               f"and {_verb(o2)} by {describe_gtid(t2, self.grid, self.block)} at {at(o2)}")
+        raise RaceError(msg, kernel=self.kernel.name, buffer=buf.name, index=idx,
+                        threads=(t1, t2), lines=(l1, l2), kind=kind)
+
+
+def _verb(op) -> str:
+    return {"load": "read", "store": "write", "atomic": "atomic"}.get(op.opcode, op.opcode)

@@ -1,0 +1,194 @@
+"""The compile cache: artifacts (PTX text, LLVM IR, HSACO bytes) kept in memory and on disk.
+
+Key: sha256 over kaio's version, the printed IR, the target and the options (:func:`cache_key`).
+On disk (``$KAIO_CACHE_DIR``, default ``~/.cache/kaio``) each entry is one file::
+
+    KAIOCACHE1 <key> <sha256 of payload> <payload length> <t|b>\\n<payload>
+
+written to a temporary file in the same directory and renamed into place (``os.replace``), so a
+reader sees either no file or a whole one, and concurrent writers of one key simply race to
+install identical content. On read the header, the key, the length and the checksum are all
+verified; an entry that fails any check is deleted and reported as a miss, so the caller
+rebuilds it. Only text and bytes are stored -- never pickles -- so a cache file can never run
+code. ``KAIO_CACHE_DISABLE=1`` turns the disk layer off; an unwritable directory does the same
+silently (the cache is an optimisation, never a reason to fail).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable
+
+MAGIC = b"KAIOCACHE1"
+_MAX_MEMORY_ENTRIES = 4096
+
+
+def cache_key(ir_text: str, target: str, options: dict | None = None, version: str | None = None) -> str:
+    """sha256 hex of (kaio version, printed IR, target, options); options must be JSON-able."""
+    if version is None:
+        from . import __version__ as version
+    blob = json.dumps({"version": version, "ir": ir_text, "target": target,
+                       "options": options or {}}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def default_dir() -> Path:
+    env = os.environ.get("KAIO_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "kaio"
+
+
+class CompileCache:
+    """Two-level cache of compile artifacts. ``stats`` counts hits (memory / disk), misses,
+    and corrupt entries found and deleted."""
+
+    def __init__(self, directory: str | os.PathLike | None = None, *, disk: bool | None = None):
+        self.directory = Path(directory) if directory is not None else default_dir()
+        if disk is None:
+            disk = os.environ.get("KAIO_CACHE_DISABLE", "") not in ("1", "true", "yes")
+        self.disk = disk
+        self._memory: dict[str, str | bytes] = {}
+        self._lock = threading.Lock()
+        self.stats = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "corrupt": 0, "writes": 0}
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.kc"
+
+    # --- reading --------------------------------------------------------------------------
+    def get(self, key: str) -> str | bytes | None:
+        """The payload stored under ``key`` or None (a corrupt disk entry is deleted)."""
+        with self._lock:
+            v = self._memory.get(key)
+        if v is not None:
+            self.stats["memory_hits"] += 1
+            return v
+        v = self._read(key) if self.disk else None
+        if v is None:
+            self.stats["misses"] += 1
+            return None
+        self.stats["disk_hits"] += 1
+        self._remember(key, v)
+        return v
+
+    def _read(self, key: str) -> str | bytes | None:
+        p = self.path(key)
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return None
+        payload = _decode(data, key)
+        if payload is None:
+            self.stats["corrupt"] += 1
+            try:
+                p.unlink()
+            except OSError:  # already replaced or removed by another process: fine
+                pass
+        return payload
+
+    # --- writing --------------------------------------------------------------------------
+    def put(self, key: str, payload: str | bytes) -> None:
+        """Store ``payload`` (str or bytes) under ``key`` in memory and, atomically, on disk."""
+        if not isinstance(payload, (str, bytes)):
+            raise TypeError(f"the compile cache stores str or bytes, not {type(payload).__name__}")
+        self._remember(key, payload)
+        if self.disk:
+            try:
+                self._write(key, payload)
+                self.stats["writes"] += 1
+            except OSError:  # read-only or full disk: keep working from memory
+                pass
+
+    def _write(self, key: str, payload: str | bytes) -> None:
+        p = self.path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_encode(key, payload))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def _remember(self, key: str, payload) -> None:
+        with self._lock:
+            if len(self._memory) >= _MAX_MEMORY_ENTRIES:
+                self._memory.pop(next(iter(self._memory)))  # oldest first
+            self._memory[key] = payload
+
+    def get_or_build(self, key: str, build: Callable[[], str | bytes]) -> str | bytes:
+        """The cached payload, or ``build()``'s result after storing it."""
+        v = self.get(key)
+        if v is None:
+            v = build()
+            self.put(key, v)
+        return v
+
+    def clear_memory(self) -> None:
+        with self._lock:
+            self._memory.clear()
+
+    def clear(self) -> int:
+        """Forget everything (memory and this cache's files on disk); returns files removed."""
+        self.clear_memory()
+        n = 0
+        if self.directory.is_dir():
+            for f in self.directory.glob("*/*.kc"):
+                try:
+                    f.unlink()
+                    n += 1
+                except OSError:
+                    pass
+        return n
+
+
+def _encode(key: str, payload: str | bytes) -> bytes:
+    kind, body = (b"t", payload.encode()) if isinstance(payload, str) else (b"b", payload)
+    digest = hashlib.sha256(body).hexdigest().encode()
+    return b" ".join([MAGIC, key.encode(), digest, str(len(body)).encode(), kind]) + b"\n" + body
+
+
+def _decode(data: bytes, key: str) -> str | bytes | None:
+    head, sep, body = data.partition(b"\n")
+    if not sep:
+        return None
+    parts = head.split(b" ")
+    if len(parts) != 5 or parts[0] != MAGIC or parts[1].decode(errors="replace") != key:
+        return None
+    try:
+        length = int(parts[3])
+    except ValueError:
+        return None
+    if len(body) != length or hashlib.sha256(body).hexdigest().encode() != parts[2]:
+        return None
+    if parts[4] == b"t":
+        try:
+            return body.decode()
+        except UnicodeDecodeError:
+            return None
+    return body if parts[4] == b"b" else None
+
+
+_default: CompileCache | None = None
+
+
+def default_cache() -> CompileCache:
+    """The process-wide cache (directory read from the environment on first use)."""
+    global _default
+    if _default is None:
+        _default = CompileCache()
+    return _default
+
+
+def set_default_cache(cache: CompileCache | None) -> None:
+    """Replace the process-wide cache (None: recreate from the environment on next use)."""
+    global _default
+    _default = cache

@@ -1,0 +1,48 @@
+"""Common-subexpression elimination of pure, memory-free ops.
+
+Two ops with the same opcode, operands, attributes and result types compute the same value when
+the first dominates the second (same block earlier, or an enclosing block). The second's uses
+move to the first and it is erased. Loads (memory may change between them) and allocations
+(each is a distinct array) are never merged. Lowering passes emit the same thread-id and
+constant arithmetic many times; this keeps the code backends see small.
+"""
+from __future__ import annotations
+
+from collections import ChainMap
+
+from ..ir import ops as O
+from ..ir.core import Block, Kernel, Op, Value
+from ..ir.rewrite import erase, resolve, substitute
+
+_NEVER = ("load", "shared_array", "dyn_shared", "local_array")
+
+
+def run(kernel: Kernel) -> Kernel:
+    """Merge duplicate pure computations in ``kernel`` (in place) and return it."""
+    mapping: dict[int, Value] = {}
+    _block(kernel.body, ChainMap(), mapping)
+    substitute(kernel, mapping)
+    return kernel
+
+
+def _key(op: Op):
+    if op.regions or len(op.results) != 1 or op.opcode in _NEVER or not O.is_pure(op):
+        return None
+    return (op.opcode, tuple(v.id for v in op.operands), repr(sorted(op.attrs.items())),
+            str(op.results[0].type))
+
+
+def _block(b: Block, seen: ChainMap, mapping: dict) -> None:
+    for op in list(b.ops):
+        op.operands = [resolve(mapping, v) for v in op.operands]
+        for r in op.regions:
+            _block(r, seen.new_child(), mapping)
+        key = _key(op)
+        if key is None:
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = op.results[0]
+        else:
+            mapping[op.results[0].id] = first
+            erase(op)

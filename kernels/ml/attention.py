@@ -1,0 +1,98 @@
+"""Quantized attention: INT8 Q/K/V projections feeding scaled dot-product attention.
+
+    xq, sx = quantize_rows(x)                     # per-token symmetric int8
+    Q = W8A8(xq, Wq) ; K = W8A8(xq, Wk) ; V = W8A8(xq, Wv)   # int32 accumulate, f32 out
+    P = softmax(Q K^T / sqrt(d) [+ causal mask])  # one block per query row
+    O = P V                                       # f32
+
+Single head; batch and heads are independent and map to more launches (or more rows).
+"""
+import numpy as np
+
+import kaio
+from kaio import f32
+
+from .quant import int8_matmul, int8_matmul_ref, quantize_rows, quantize_rows_ref
+
+
+def _rows():
+    from kaio import regions
+    return regions.rows_per_block()
+
+
+@kaio.func
+def dot_row(q, i, k, j):
+    """sum_d q[i, d] * k[j, d] in f32."""
+    acc = f32(0.0)
+    for d in range(q.shape[1]):
+        acc += q[i, d] * k[j, d]
+    return acc
+
+
+def _scores_kernel():
+    @kaio.kernel
+    def attention_probs(q: kaio.In[f32, 2], k: kaio.In[f32, 2], p: kaio.Region[f32, _rows()],
+                        scale: f32, causal: kaio.Const[bool]):
+        # pass 1: scaled scores (masked ones -inf) and this thread's running maximum
+        m = f32(-kaio.math.inf)
+        for r, j in p.owned():
+            sc = f32(-kaio.math.inf)
+            if not causal or j <= r:
+                sc = dot_row(q, r, k, j) * scale
+            p[r, j] = sc
+            m = kaio.math.max(m, sc)
+        row_max = kaio.block_max(m)
+        # pass 2: exponentials (exp(-inf) = 0 for masked keys) and their sum
+        s = f32(0.0)
+        for r, j in p.owned():
+            e = kaio.math.exp(p[r, j] - row_max)
+            p[r, j] = e
+            s += e
+        inv_sum = 1.0 / kaio.block_sum(s)
+        for r, j in p.owned():
+            p[r, j] = p[r, j] * inv_sum
+
+    return attention_probs
+
+
+_SCORES = None
+
+
+@kaio.kernel
+def matmul_f32(a: kaio.In[f32, 2], b: kaio.In[f32, 2], c: kaio.Out[f32, 2]):
+    """c = a @ b, one output per thread, f32 accumulation in k order."""
+    for i, j in c.owned():
+        acc = f32(0.0)
+        for k in range(a.shape[1]):
+            acc += a[i, k] * b[k, j]
+        c[i, j] = acc
+
+
+def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:
+    """Attention over x [S, Dm] (f32) with int8 weights w* [Dm, D] and per-column scales s* [D]."""
+    global _SCORES
+    if _SCORES is None:
+        _SCORES = _scores_kernel()
+    xq, sx = quantize_rows(x)
+    q = int8_matmul(xq, wq, sx, sq)
+    k = int8_matmul(xq, wk, sx, sk)
+    v = int8_matmul(xq, wv, sx, sv)
+    p = np.empty((x.shape[0], x.shape[0]), dtype=np.float32)
+    _SCORES(q, k, p, float(1.0 / np.sqrt(q.shape[1])), bool(causal))
+    out = np.empty((x.shape[0], v.shape[1]), dtype=np.float32)
+    matmul_f32(p, v, out)
+    return out
+
+
+def quantized_attention_ref(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:
+    """float64 reference of the same pipeline (the int8 activations are computed exactly as the
+    kernel does, in f32, so both sides start from the same integers)."""
+    xq, sx = quantize_rows_ref(x)
+    q = int8_matmul_ref(xq, wq, sx, sq)
+    k = int8_matmul_ref(xq, wk, sx, sk)
+    v = int8_matmul_ref(xq, wv, sx, sv)
+    s = (q @ k.T) / np.sqrt(q.shape[1])
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape, dtype=bool)), s, -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)) @ v

@@ -1,0 +1,136 @@
+"""Row-wise ops over many rows of any width: RMSNorm, LayerNorm and a numerically stable softmax.
+
+One block per row (the ``rows_per_block`` partition): the block's threads stride over the row's
+columns, combine their partial sums / maxima with ``kaio.block_sum`` / ``kaio.block_max`` (a fixed
+combination order, so results do not depend on the warp width), then each thread writes the
+columns it owns. Inputs and outputs are f32, f16 or bf16; statistics are accumulated in f32.
+"""
+import functools
+
+import numpy as np
+
+import kaio
+from kaio import f32
+
+from .._launch import kdtype
+from .elementwise import _name
+
+
+def _rows():
+    from kaio import regions
+    return regions.rows_per_block()
+
+
+@functools.lru_cache(maxsize=None)
+def rmsnorm_kernel(dt: str, out_dt: str):
+    """y[r, c] = x[r, c] / sqrt(mean_c(x[r]^2) + eps) * w[c]."""
+    T, OT = kdtype(dt), kdtype(out_dt)
+
+    @kaio.kernel
+    def rmsnorm(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows()], eps: f32):
+        row = kaio.block_idx.x
+        n = x.shape[1]
+        sumsq = f32(0.0)
+        for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
+            v = f32(x[row, c])
+            sumsq += v * v
+        total = kaio.block_sum(sumsq)
+        inv_rms = 1.0 / kaio.math.sqrt(total / f32(n) + eps)
+        for r, c in y.owned():
+            y[r, c] = OT(f32(x[r, c]) * inv_rms * f32(w[c]))
+
+    return rmsnorm
+
+
+@functools.lru_cache(maxsize=None)
+def layernorm_kernel(dt: str, out_dt: str):
+    """y = (x - mean) / sqrt(var + eps) * w + b per row; two passes (mean, then the centred
+    sum of squares) so the variance does not suffer from cancellation."""
+    T, OT = kdtype(dt), kdtype(out_dt)
+
+    @kaio.kernel
+    def layernorm(x: kaio.In[T, 2], w: kaio.In[T], b: kaio.In[T], y: kaio.Out[OT, _rows()],
+                  eps: f32):
+        row = kaio.block_idx.x
+        n = x.shape[1]
+        s = f32(0.0)
+        for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
+            s += f32(x[row, c])
+        mean = kaio.block_sum(s) / f32(n)
+        ss = f32(0.0)
+        for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
+            d = f32(x[row, c]) - mean
+            ss += d * d
+        inv_std = 1.0 / kaio.math.sqrt(kaio.block_sum(ss) / f32(n) + eps)
+        for r, c in y.owned():
+            y[r, c] = OT((f32(x[r, c]) - mean) * inv_std * f32(w[c]) + f32(b[c]))
+
+    return layernorm
+
+
+@functools.lru_cache(maxsize=None)
+def softmax_kernel(dt: str, out_dt: str):
+    """y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r): subtracting the row maximum
+    keeps every exponent <= 0, so nothing overflows."""
+    T, OT = kdtype(dt), kdtype(out_dt)
+
+    @kaio.kernel
+    def softmax(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()]):
+        row = kaio.block_idx.x
+        n = x.shape[1]
+        m = f32(-kaio.math.inf)
+        for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
+            m = kaio.math.max(m, f32(x[row, c]))
+        row_max = kaio.block_max(m)
+        s = f32(0.0)
+        for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
+            s += kaio.math.exp(f32(x[row, c]) - row_max)
+        inv_sum = 1.0 / kaio.block_sum(s)
+        for r, c in y.owned():
+            y[r, c] = OT(kaio.math.exp(f32(x[r, c]) - row_max) * inv_sum)
+
+    return softmax
+
+
+# --- host entry points -------------------------------------------------------------------------
+def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float = 1e-6, out_dtype=None) -> np.ndarray:
+    """RMSNorm of each row of a 2-D array."""
+    dt = _name(x)
+    out = np.empty(x.shape, dtype=out_dtype or x.dtype)
+    rmsnorm_kernel(dt, _name(out))(x, w, out, float(eps))
+    return out
+
+
+def layernorm(x, w, b, eps: float = 1e-5, out_dtype=None) -> np.ndarray:
+    """LayerNorm of each row of a 2-D array."""
+    dt = _name(x)
+    out = np.empty(x.shape, dtype=out_dtype or x.dtype)
+    layernorm_kernel(dt, _name(out))(x, w, b, out, float(eps))
+    return out
+
+
+def softmax(x: np.ndarray, out_dtype=None) -> np.ndarray:
+    """Softmax over the last axis of a 2-D array."""
+    dt = _name(x)
+    out = np.empty(x.shape, dtype=out_dtype or x.dtype)
+    softmax_kernel(dt, _name(out))(x, out)
+    return out
+
+
+# --- references (float64) ----------------------------------------------------------------------
+def rmsnorm_ref(x, w, eps):
+    v = x.astype(np.float64)
+    return v / np.sqrt(np.mean(v * v, axis=1, keepdims=True) + eps) * w.astype(np.float64)
+
+
+def layernorm_ref(x, w, b, eps):
+    v = x.astype(np.float64)
+    mean = v.mean(axis=1, keepdims=True)
+    var = ((v - mean) ** 2).mean(axis=1, keepdims=True)
+    return (v - mean) / np.sqrt(var + eps) * w.astype(np.float64) + b.astype(np.float64)
+
+
+def softmax_ref(x):
+    v = x.astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)

@@ -1,0 +1,184 @@
+"""Quantized ops: INT8 dequantize, INT8 matmul W8A8, INT4 matmul W4A16, per-row INT8 quantize.
+
+Conventions (documented in docs/kernels.md):
+
+- symmetric quantization, no zero points: ``real = scale * q``;
+- INT8 dequantize: ``q`` is [channels, n] int8 with one f32 scale per channel (row);
+- W8A8: activations ``a`` [M, K] int8 with a scale per row ``sa`` [M]; weights ``b`` [K, N] int8
+  with a scale per output column ``sb`` [N]; ``c[m, n] = sa[m] * sb[n] * sum_k a[m,k] * b[k,n]``
+  with the sum in exact int32 arithmetic (|sum| <= K * 127 * 127 fits i32 for K < 133,000);
+- W4A16: activations [M, K] f16 (or bf16/f32); weights are signed int4 in [-8, 7] packed two per
+  byte along K: byte ``packed[k // 2, n]`` holds ``k`` even in its LOW nibble and ``k + 1`` in its
+  HIGH nibble, each as a 4-bit two's-complement value; one scale per group of ``group`` rows of
+  K and per column: ``scales[k // group, n]``. The product is accumulated in f32 and stored in the
+  activation dtype.
+
+The weight layouts keep N fastest so neighbouring threads (neighbouring n) read neighbouring
+bytes. These matmuls are plain (one output per thread, no tensor cores); a tiled version can
+replace them without changing the host API.
+"""
+import functools
+
+import numpy as np
+
+import kaio
+from kaio import f32, i32
+
+from .._launch import kdtype
+from .elementwise import _name
+
+
+@functools.lru_cache(maxsize=None)
+def dequantize_kernel(out_dt: str):
+    OT = kdtype(out_dt)
+
+    @kaio.kernel
+    def dequantize_int8(q: kaio.In[kaio.i8, 2], scale: kaio.In[f32], y: kaio.Out[OT, 2]):
+        for c, j in y.owned():
+            y[c, j] = OT(f32(q[c, j]) * scale[c])
+
+    return dequantize_int8
+
+
+@kaio.kernel
+def matmul_w8a8(a: kaio.In[kaio.i8, 2], b: kaio.In[kaio.i8, 2], sa: kaio.In[f32], sb: kaio.In[f32],
+                c: kaio.Out[f32, 2]):
+    """c = diag(sa) (a @ b) diag(sb) with an exact int32 dot product per output."""
+    k_len = a.shape[1]
+    for m, n in c.owned():
+        acc = i32(0)
+        for k in range(k_len):
+            acc += i32(a[m, k]) * i32(b[k, n])
+        c[m, n] = f32(acc) * sa[m] * sb[n]
+
+
+@kaio.func
+def int4_at(packed_byte, high):
+    """The signed int4 in one nibble of a byte (as i32): low nibble when high == 0."""
+    nib = (i32(packed_byte) >> (4 * high)) & 15
+    return nib - ((nib & 8) << 1)
+
+
+@functools.lru_cache(maxsize=None)
+def w4a16_kernel(dt: str):
+    T = kdtype(dt)
+
+    @kaio.kernel
+    def matmul_w4a16(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2], scales: kaio.In[T, 2],
+                     y: kaio.Out[T, 2], group: kaio.Const[int]):
+        k_len = x.shape[1]
+        for m, n in y.owned():
+            acc = f32(0.0)
+            for g in range(k_len // group):
+                part = f32(0.0)
+                for kk in range(0, group, 2):
+                    k = g * group + kk
+                    byte = packed[k // 2, n]
+                    part += f32(x[m, k]) * f32(int4_at(byte, 0))
+                    part += f32(x[m, k + 1]) * f32(int4_at(byte, 1))
+                acc += part * f32(scales[g, n])
+            y[m, n] = T(acc)
+
+    return matmul_w4a16
+
+
+def _rows():
+    from kaio import regions
+    return regions.rows_per_block()
+
+
+@functools.lru_cache(maxsize=None)
+def quantize_rows_kernel(dt: str):
+    """Per-row symmetric int8 quantization: scale = max|x| / 127, q = round(x / scale)."""
+    T = kdtype(dt)
+
+    @kaio.kernel
+    def quantize_rows_int8(x: kaio.In[T, 2], q: kaio.Out[kaio.i8, _rows()], scale: kaio.Out[f32, _rows()]):
+        row = kaio.block_idx.x
+        n = x.shape[1]
+        m = f32(0.0)
+        for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
+            m = kaio.math.max(m, kaio.math.abs(f32(x[row, c])))
+        amax = kaio.block_max(m)
+        s = amax / 127.0 if amax > 0.0 else f32(1.0)
+        for r, c in q.owned():
+            q[r, c] = kaio.i8(kaio.math.rint(f32(x[r, c]) / s))
+        for r, c in scale.owned():
+            scale[r, c] = s
+
+    return quantize_rows_int8
+
+
+# --- host entry points -------------------------------------------------------------------------
+def dequantize(q: np.ndarray, scale: np.ndarray, out_dtype=np.float32) -> np.ndarray:
+    """Per-channel (per-row) INT8 dequantization."""
+    y = np.empty(q.shape, dtype=out_dtype)
+    dequantize_kernel(_name(y))(q, scale, y)
+    return y
+
+
+def int8_matmul(a, b, sa, sb) -> np.ndarray:
+    """W8A8 matmul: a [M,K] int8, b [K,N] int8, sa [M], sb [N] f32 -> [M,N] f32."""
+    c = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
+    matmul_w8a8(a, b, sa, sb, c)
+    return c
+
+
+def int4_matmul(x, packed, scales, group: int) -> np.ndarray:
+    """W4A16 matmul: x [M,K] f16/bf16/f32, packed [K/2,N] u8, scales [K/group,N] -> [M,N]."""
+    if x.shape[1] % group or group % 2:
+        raise ValueError(f"K = {x.shape[1]} must be a multiple of the (even) group size {group}")
+    y = np.empty((x.shape[0], packed.shape[1]), dtype=x.dtype)
+    w4a16_kernel(_name(x))(x, packed, scales, y, group)
+    return y
+
+
+def quantize_rows(x: np.ndarray):
+    """Per-row symmetric INT8 quantization on the device: (q int8 [M,K], scale f32 [M])."""
+    q = np.empty(x.shape, dtype=np.int8)
+    scale = np.empty((x.shape[0], 1), dtype=np.float32)
+    kernel = quantize_rows_kernel(_name(x))
+    kernel[(x.shape[0],), (256,)](x, q, scale)
+    return q, scale[:, 0]
+
+
+# --- packing and references --------------------------------------------------------------------
+def pack_int4(w: np.ndarray) -> np.ndarray:
+    """Pack int4 values w [K, N] (each in [-8, 7]) into bytes [K/2, N], low nibble = even k."""
+    w = np.asarray(w)
+    if w.shape[0] % 2 or w.min() < -8 or w.max() > 7:
+        raise ValueError("pack_int4 needs an even number of rows and values in [-8, 7]")
+    nib = (w.astype(np.int16) & 0xF).astype(np.uint8)
+    return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_int4` (int8 [2*rows, N])."""
+    lo = (packed & 0xF).astype(np.int16)
+    hi = (packed >> 4).astype(np.int16)
+    out = np.empty((packed.shape[0] * 2, packed.shape[1]), dtype=np.int16)
+    out[0::2], out[1::2] = lo, hi
+    return np.where(out >= 8, out - 16, out).astype(np.int8)
+
+
+def dequantize_ref(q, scale):
+    return q.astype(np.float64) * scale.astype(np.float64)[:, None]
+
+
+def int8_matmul_ref(a, b, sa, sb):
+    acc = a.astype(np.int64) @ b.astype(np.int64)
+    return acc.astype(np.float64) * sa.astype(np.float64)[:, None] * sb.astype(np.float64)[None, :]
+
+
+def int4_matmul_ref(x, packed, scales, group):
+    w = unpack_int4(packed).astype(np.float64)
+    w *= np.repeat(scales.astype(np.float64), group, axis=0)
+    return x.astype(np.float64) @ w
+
+
+def quantize_rows_ref(x):
+    v = x.astype(np.float32)
+    amax = np.abs(v).max(axis=1)
+    scale = np.where(amax > 0, amax / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+    q = np.rint(v / scale[:, None]).astype(np.int8)
+    return q, scale

@@ -1,0 +1,304 @@
+"""RAJAPerf Basic group: DAXPY, IF_QUAD, INIT3, MULADDSUB, NESTED_INIT, REDUCE3_INT, TRAP_INT,
+PI_REDUCE, MAT_MAT_SHARED.
+
+Reductions (REDUCE3_INT, TRAP_INT, PI_REDUCE) use the same shape as Stream DOT: a grid-stride
+loop of per-thread partials, ``kaio.block_sum/min/max`` per block, one value per block written
+through the ``rows_per_block`` partition of an [nblocks, 1] buffer, and a host combine.
+"""
+import functools
+import math
+
+import numpy as np
+
+import kaio
+from kaio import f64, i32
+
+from .. import Tolerance
+from .._launch import BLOCK, reduction_grid
+from ._case import REDUCTION, raja_case
+from ._tiled import matmul_tiled
+from .checksum import DataInit
+
+N = 1_000_000
+SMALL = 10_000
+
+
+def _per_block():
+    from kaio import regions
+    return regions.rows_per_block()
+
+
+# --- elementwise -------------------------------------------------------------------------------
+@kaio.kernel
+def daxpy(x: kaio.In[f64], y: kaio.Region[f64], a: f64):
+    for i in y.owned():
+        y[i] += a * x[i]
+
+
+@kaio.kernel
+def if_quad(a: kaio.In[f64], b: kaio.In[f64], c: kaio.In[f64], x1: kaio.Out[f64], x2: kaio.Out[f64]):
+    for i in x1.owned():
+        s = b[i] * b[i] - 4.0 * a[i] * c[i]
+        if s >= 0.0:
+            s = kaio.math.sqrt(s)
+            x2[i] = (-b[i] + s) / (2.0 * a[i])
+            x1[i] = (-b[i] - s) / (2.0 * a[i])
+        else:
+            x2[i] = 0.0
+            x1[i] = 0.0
+
+
+@kaio.kernel
+def init3(in1: kaio.In[f64], in2: kaio.In[f64], out1: kaio.Out[f64], out2: kaio.Out[f64],
+          out3: kaio.Out[f64]):
+    for i in out1.owned():
+        v = -in1[i] - in2[i]
+        out1[i] = v
+        out2[i] = v
+        out3[i] = v
+
+
+@kaio.kernel
+def muladdsub(in1: kaio.In[f64], in2: kaio.In[f64], out1: kaio.Out[f64], out2: kaio.Out[f64],
+              out3: kaio.Out[f64]):
+    for i in out1.owned():
+        out1[i] = in1[i] * in2[i]
+        out2[i] = in1[i] + in2[i]
+        out3[i] = in1[i] - in2[i]
+
+
+@kaio.kernel
+def nested_init(array: kaio.Out[f64, 3]):
+    """array[k, j, i] = 1e-8 * i * j * k (i fastest, as the suite lays it out)."""
+    for k, j, i in array.owned():
+        array[k, j, i] = 1.0e-8 * f64(i) * f64(j) * f64(k)
+
+
+# --- reductions --------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _reduce3_kernel():
+    @kaio.kernel
+    def reduce3_int(vec: kaio.In[i32], psum: kaio.Out[i32, _per_block()],
+                    pmin: kaio.Out[i32, _per_block()], pmax: kaio.Out[i32, _per_block()]):
+        s = i32(0)
+        lo = i32(2147483647)
+        hi = i32(-2147483648)
+        for i in range(kaio.global_id(), vec.shape[0], kaio.grid_dim.x * kaio.block_dim.x):
+            v = vec[i]
+            s += v
+            lo = kaio.math.min(lo, v)
+            hi = kaio.math.max(hi, v)
+        bs = kaio.block_sum(s)
+        bmin = kaio.block_min(lo)
+        bmax = kaio.block_max(hi)
+        for b, col in psum.owned():
+            psum[b, col] = bs
+        for b, col in pmin.owned():
+            pmin[b, col] = bmin
+        for b, col in pmax.owned():
+            pmax[b, col] = bmax
+    return reduce3_int
+
+
+@kaio.func
+def trap_int_func(x, y, xp, yp):
+    denom = (x - xp) * (x - xp) + (y - yp) * (y - yp)
+    return 1.0 / kaio.math.sqrt(denom)
+
+
+@functools.lru_cache(maxsize=None)
+def _trap_kernel():
+    @kaio.kernel
+    def trap_int(x0: f64, xp: f64, y: f64, yp: f64, h: f64, n: i32,
+                 partial: kaio.Out[f64, _per_block()]):
+        s = f64(0.0)
+        for i in range(kaio.global_id(), n, kaio.grid_dim.x * kaio.block_dim.x):
+            x = x0 + f64(i) * h
+            s += trap_int_func(x, y, xp, yp)
+        total = kaio.block_sum(s)
+        for b, col in partial.owned():
+            partial[b, col] = total
+    return trap_int
+
+
+@functools.lru_cache(maxsize=None)
+def _pi_kernel():
+    @kaio.kernel
+    def pi_reduce(dx: f64, n: i32, partial: kaio.Out[f64, _per_block()]):
+        s = f64(0.0)
+        for i in range(kaio.global_id(), n, kaio.grid_dim.x * kaio.block_dim.x):
+            x = (f64(i) + 0.5) * dx
+            s += dx / (1.0 + x * x)
+        total = kaio.block_sum(s)
+        for b, col in partial.owned():
+            partial[b, col] = total
+    return pi_reduce
+
+
+def reduce3_int(vec: np.ndarray):
+    """(sum, min, max) of an int32 vector."""
+    blocks = reduction_grid(vec.shape[0])
+    ps, pn, px = (np.empty((blocks, 1), np.int32) for _ in range(3))
+    _reduce3_kernel()[(blocks,), (BLOCK,)](vec, ps, pn, px)
+    return int(ps.sum(dtype=np.int64)), int(pn.min()), int(px.max())
+
+
+def trap_int(x0, xp, y, yp, h, n) -> float:
+    """h * sum_{i<n} 1/sqrt((x0 + i h - xp)^2 + (y - yp)^2)."""
+    blocks = reduction_grid(n)
+    partial = np.empty((blocks, 1), np.float64)
+    _trap_kernel()[(blocks,), (BLOCK,)](x0, xp, y, yp, h, n, partial)
+    return math.fsum(partial[:, 0]) * h
+
+
+def pi_reduce(n: int) -> float:
+    """4 * sum_i dx / (1 + x_i^2), x_i = (i + 1/2) dx, dx = 1/n (midpoint rule for pi)."""
+    blocks = reduction_grid(n)
+    partial = np.empty((blocks, 1), np.float64)
+    _pi_kernel()[(blocks,), (BLOCK,)](1.0 / n, n, partial)
+    return 4.0 * math.fsum(partial[:, 0])
+
+
+def mat_mat_shared(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A @ B (float64) through the tiled shared-memory kernel."""
+    return matmul_tiled(a, b)
+
+
+# --- cases -------------------------------------------------------------------------------------
+def _daxpy_in(n):
+    d = DataInit()
+    return {"x": d.real(n), "y": d.real(n), "a": d.scalar()}
+
+
+def _run_daxpy(i):
+    y = i["y"].copy()
+    daxpy(i["x"], y, i["a"])
+    return {"y": y}
+
+
+raja_case(name="DAXPY", group="basic", make=_daxpy_in, reps=500, default_size=N, small_size=SMALL,
+          run=_run_daxpy, reference=lambda i: {"y": i["y"] + i["a"] * i["x"]},
+          flops=lambda n: 2.0 * n, bytes=lambda n: 24.0 * n, description="y += a * x")
+
+
+def _ifquad_in(n):
+    d = DataInit()
+    return {"a": d.rand_sign(n), "b": d.real(n), "c": d.real(n)}
+
+
+def _run_ifquad(i):
+    x1, x2 = np.empty_like(i["a"]), np.empty_like(i["a"])
+    if_quad(i["a"], i["b"], i["c"], x1, x2)
+    return {"x1": x1, "x2": x2}
+
+
+def _ifquad_ref(i):
+    a, b, c = i["a"], i["b"], i["c"]
+    s = b * b - 4.0 * a * c
+    ok = s >= 0.0
+    r = np.sqrt(np.where(ok, s, 0.0))
+    return {"x1": np.where(ok, (-b - r) / (2.0 * a), 0.0), "x2": np.where(ok, (-b + r) / (2.0 * a), 0.0)}
+
+
+raja_case(name="IF_QUAD", group="basic", make=_ifquad_in, reps=180, default_size=N, small_size=SMALL,
+          run=_run_ifquad, reference=_ifquad_ref, flops=lambda n: 11.0 * n,
+          bytes=lambda n: 40.0 * n, description="roots of a x^2 + b x + c where real")
+
+
+def _two_in(n):
+    d = DataInit()
+    outs = [d.const(n, 0.0) for _ in range(3)]  # the suite initialises the outputs first
+    del outs
+    return {"in1": d.real(n), "in2": d.real(n)}
+
+
+def _run_three(kernel):
+    def run(i):
+        outs = [np.empty_like(i["in1"]) for _ in range(3)]
+        kernel(i["in1"], i["in2"], *outs)
+        return dict(zip(("out1", "out2", "out3"), outs))
+    return run
+
+
+raja_case(name="INIT3", group="basic", make=_two_in, reps=500, default_size=N, small_size=SMALL,
+          run=_run_three(init3),
+          reference=lambda i: {k: -i["in1"] - i["in2"] for k in ("out1", "out2", "out3")},
+          flops=lambda n: 1.0 * n, bytes=lambda n: 40.0 * n, description="out1 = out2 = out3 = -in1 - in2")
+raja_case(name="MULADDSUB", group="basic", make=_two_in, reps=350, default_size=N, small_size=SMALL,
+          run=_run_three(muladdsub),
+          reference=lambda i: {"out1": i["in1"] * i["in2"], "out2": i["in1"] + i["in2"],
+                               "out3": i["in1"] - i["in2"]},
+          flops=lambda n: 3.0 * n, bytes=lambda n: 40.0 * n, description="product, sum, difference")
+
+
+def _nested_in(size):
+    ni, nj, nk = size
+    return {"shape": (nk, nj, ni)}
+
+
+def _run_nested(i):
+    arr = np.empty(i["shape"], np.float64)
+    nested_init(arr)
+    return {"array": arr}
+
+
+def _nested_ref(i):
+    k, j, ii = np.meshgrid(*(np.arange(s, dtype=np.float64) for s in i["shape"]), indexing="ij")
+    return {"array": 1.0e-8 * ii * j * k}
+
+
+raja_case(name="NESTED_INIT", group="basic", make=_nested_in, reps=1000, default_size=(100, 100, 100),
+          small_size=(12, 10, 9), run=_run_nested, reference=_nested_ref,
+          flops=lambda s: 3.0 * s[0] * s[1] * s[2], bytes=lambda s: 8.0 * s[0] * s[1] * s[2],
+          description="array[k][j][i] = 1e-8 i j k")
+
+
+def _reduce3_in(n):
+    return {"vec": DataInit().ints(n)}
+
+
+raja_case(name="REDUCE3_INT", group="basic", make=_reduce3_in, reps=50, default_size=N,
+          small_size=SMALL,
+          run=lambda i: dict(zip(("vsum", "vmin", "vmax"), map(np.array, reduce3_int(i["vec"])))),
+          reference=lambda i: {"vsum": np.array(int(i["vec"].sum(dtype=np.int64))),
+                               "vmin": np.array(int(i["vec"].min())),
+                               "vmax": np.array(int(i["vec"].max()))},
+          tolerance=Tolerance(exact=True, why="integer sum/min/max: exact in any order"),
+          checksum_rtol=0.0, bytes=lambda n: 4.0 * n, flops=lambda n: 1.0 * n,
+          description="integer sum, min, max")
+
+
+def _trap_in(n):
+    d = DataInit()
+    xn = d.scalar()
+    x0, xp, y, yp = d.scalar(), d.scalar(), d.scalar(), d.scalar()
+    return {"x0": x0, "xp": xp, "y": y, "yp": yp, "h": xn - x0, "n": n}
+
+
+def _trap_ref(i):
+    x = i["x0"] + np.arange(i["n"], dtype=np.float64) * i["h"]
+    f = 1.0 / np.sqrt((x - i["xp"]) * (x - i["xp"]) + (i["y"] - i["yp"]) * (i["y"] - i["yp"]))
+    return {"sumx": np.array(math.fsum(f) * i["h"])}
+
+
+raja_case(name="TRAP_INT", group="basic", make=_trap_in, reps=50, default_size=N, small_size=SMALL,
+          run=lambda i: {"sumx": np.array(trap_int(i["x0"], i["xp"], i["y"], i["yp"], i["h"], i["n"]))},
+          reference=_trap_ref, tolerance=REDUCTION, flops=lambda n: 10.0 * n,
+          description="trapezoid-rule sum of 1/sqrt(dx^2 + dy^2)")
+raja_case(name="PI_REDUCE", group="basic", make=lambda n: {"n": n}, reps=50, default_size=N,
+          small_size=SMALL, run=lambda i: {"pi": np.array(pi_reduce(i["n"]))},
+          reference=lambda i: {"pi": np.array(4.0 * math.fsum(
+              (1.0 / i["n"]) / (1.0 + ((np.arange(i["n"]) + 0.5) * (1.0 / i["n"])) ** 2)))},
+          tolerance=REDUCTION, flops=lambda n: 6.0 * n, description="midpoint rule for pi")
+
+
+def _matmat_in(n):
+    d = DataInit()
+    return {"a": d.const(n * n, 1.0).reshape(n, n), "b": d.const(n * n, 1.0).reshape(n, n)}
+
+
+raja_case(name="MAT_MAT_SHARED", group="basic", make=_matmat_in, reps=5, default_size=1000,
+          small_size=40, run=lambda i: {"c": mat_mat_shared(i["a"], i["b"])},
+          reference=lambda i: {"c": i["a"] @ i["b"]},
+          flops=lambda n: 2.0 * n ** 3, bytes=lambda n: 24.0 * n * n,
+          checksum_scale=1e-6, description="16x16 shared-memory tiles")

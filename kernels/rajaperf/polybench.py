@@ -1,0 +1,312 @@
+"""RAJAPerf Polybench group: ATAX, GEMM, JACOBI_1D, JACOBI_2D, HEAT_3D, MVT, FDTD_2D, 2MM.
+
+Inputs use PolyBench's initialisation formulas (e.g. ``A[i][j] = ((i + j) % N) / (5 N)``), which
+give every element a different value. Stencils keep two buffers and swap roles each half-step
+(read A, write B; read B, write A): every point is written by its own thread and neighbours
+are only read from the other buffer, so no step races. Matrix-vector products use one thread
+per output element; matrix-matrix products use the shared-memory tiled kernel.
+"""
+import numpy as np
+
+import kaio
+from kaio import f64, i32
+
+from .. import Tolerance
+from ._case import REDUCTION, copy, raja_case
+from ._tiled import matmul_tiled
+from .checksum import DataInit
+
+
+# --- matrix-vector -----------------------------------------------------------------------------
+@kaio.kernel
+def matvec(a: kaio.In[f64, 2], x: kaio.In[f64], y: kaio.Out[f64]):
+    """y[i] = sum_j a[i, j] x[j]."""
+    for i in y.owned():
+        acc = f64(0.0)
+        for j in range(a.shape[1]):
+            acc += a[i, j] * x[j]
+        y[i] = acc
+
+
+@kaio.kernel
+def matvec_t(a: kaio.In[f64, 2], x: kaio.In[f64], y: kaio.Out[f64]):
+    """y[j] = sum_i a[i, j] x[i] (neighbouring threads read neighbouring columns)."""
+    for j in y.owned():
+        acc = f64(0.0)
+        for i in range(a.shape[0]):
+            acc += a[i, j] * x[i]
+        y[j] = acc
+
+
+@kaio.kernel
+def matvec_add(a: kaio.In[f64, 2], x: kaio.In[f64], y: kaio.Region[f64], transpose: kaio.Const[bool]):
+    """y += A x (or A^T x): the dot product first, then one addition, as the suite does."""
+    for i in y.owned():
+        acc = f64(0.0)
+        for j in range(a.shape[0]):
+            if transpose:
+                acc += a[j, i] * x[j]
+            else:
+                acc += a[i, j] * x[j]
+        y[i] = y[i] + acc
+
+
+# --- stencils ----------------------------------------------------------------------------------
+@kaio.kernel
+def jacobi_1d_step(a: kaio.In[f64], b: kaio.Region[f64]):
+    n = b.shape[0]
+    for i in b.owned():
+        if i > 0 and i < n - 1:
+            b[i] = 0.33333 * (a[i - 1] + a[i] + a[i + 1])
+
+
+@kaio.kernel
+def jacobi_2d_step(a: kaio.In[f64, 2], b: kaio.Region[f64, 2]):
+    n = b.shape[0]
+    for i, j in b.owned():
+        if i > 0 and i < n - 1 and j > 0 and j < n - 1:
+            b[i, j] = 0.2 * (a[i, j] + a[i, j - 1] + a[i, j + 1] + a[i + 1, j] + a[i - 1, j])
+
+
+@kaio.kernel
+def heat_3d_step(a: kaio.In[f64, 3], b: kaio.Region[f64, 3]):
+    n = b.shape[0]
+    for i, j, k in b.owned():
+        if i > 0 and i < n - 1 and j > 0 and j < n - 1 and k > 0 and k < n - 1:
+            b[i, j, k] = (0.125 * (a[i + 1, j, k] - 2.0 * a[i, j, k] + a[i - 1, j, k])
+                          + 0.125 * (a[i, j + 1, k] - 2.0 * a[i, j, k] + a[i, j - 1, k])
+                          + 0.125 * (a[i, j, k + 1] - 2.0 * a[i, j, k] + a[i, j, k - 1])
+                          + a[i, j, k])
+
+
+@kaio.kernel
+def fdtd_ey(hz: kaio.In[f64, 2], fict: kaio.In[f64], ey: kaio.Region[f64, 2], t: i32):
+    for i, j in ey.owned():
+        if i == 0:
+            ey[i, j] = fict[t]
+        else:
+            ey[i, j] = ey[i, j] - 0.5 * (hz[i, j] - hz[i - 1, j])
+
+
+@kaio.kernel
+def fdtd_ex(hz: kaio.In[f64, 2], ex: kaio.Region[f64, 2]):
+    for i, j in ex.owned():
+        if j > 0:
+            ex[i, j] = ex[i, j] - 0.5 * (hz[i, j] - hz[i, j - 1])
+
+
+@kaio.kernel
+def fdtd_hz(ex: kaio.In[f64, 2], ey: kaio.In[f64, 2], hz: kaio.Region[f64, 2]):
+    nx = hz.shape[0]
+    ny = hz.shape[1]
+    for i, j in hz.owned():
+        if i < nx - 1 and j < ny - 1:
+            hz[i, j] = hz[i, j] - 0.7 * (ex[i, j + 1] - ex[i, j] + ey[i + 1, j] - ey[i, j])
+
+
+# --- inputs (PolyBench formulas) ---------------------------------------------------------------
+def _grid(*shape):
+    return np.meshgrid(*(np.arange(s, dtype=np.int64) for s in shape), indexing="ij")
+
+
+def _atax_in(n):
+    i, j = _grid(n, n)
+    return {"a": ((i + j) % n) / (5.0 * n), "x": 1.0 + np.arange(n) / n}
+
+
+def _atax_run(inp):
+    tmp = np.empty(inp["a"].shape[0])
+    matvec(inp["a"], inp["x"], tmp)
+    y = np.empty(inp["a"].shape[1])
+    matvec_t(inp["a"], tmp, y)
+    return {"y": y}
+
+
+def _gemm_in(size):
+    ni, nj, nk = size
+    i, k = _grid(ni, nk)
+    k2, j = _grid(nk, nj)
+    return {"a": ((i * (k + 1)) % nk) / nk, "b": ((k2 * (j + 2)) % nj) / nj, "alpha": 0.62}
+
+
+def _jacobi1_in(size):
+    n, steps = size
+    i = np.arange(n, dtype=np.float64)
+    return {"a": (i + 2.0) / n, "b": (i + 3.0) / n, "steps": steps}
+
+
+def _jacobi1_run(inp):
+    st = copy(inp, "a", "b")
+    for _ in range(inp["steps"]):
+        jacobi_1d_step(st["a"], st["b"])
+        jacobi_1d_step(st["b"], st["a"])
+    return st
+
+
+def _jacobi1_ref(inp):
+    a, b = inp["a"].copy(), inp["b"].copy()
+    for _ in range(inp["steps"]):
+        b[1:-1] = 0.33333 * (a[:-2] + a[1:-1] + a[2:])
+        a[1:-1] = 0.33333 * (b[:-2] + b[1:-1] + b[2:])
+    return {"a": a, "b": b}
+
+
+def _jacobi2_in(size):
+    n, steps = size
+    i, j = _grid(n, n)
+    return {"a": (i * (j + 2) + 2.0) / n, "b": (i * (j + 3) + 3.0) / n, "steps": steps}
+
+
+def _jacobi2_run(inp):
+    st = copy(inp, "a", "b")
+    for _ in range(inp["steps"]):
+        jacobi_2d_step(st["a"], st["b"])
+        jacobi_2d_step(st["b"], st["a"])
+    return st
+
+
+def _j2(src, dst):
+    dst[1:-1, 1:-1] = 0.2 * (src[1:-1, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:] + src[2:, 1:-1]
+                             + src[:-2, 1:-1])
+
+
+def _jacobi2_ref(inp):
+    a, b = inp["a"].copy(), inp["b"].copy()
+    for _ in range(inp["steps"]):
+        _j2(a, b)
+        _j2(b, a)
+    return {"a": a, "b": b}
+
+
+def _heat_in(size):
+    n, steps = size
+    i, j, k = _grid(n, n, n)
+    a = (i + j + (n - k)) * 10.0 / n
+    return {"a": a, "b": a.copy(), "steps": steps}
+
+
+def _heat_run(inp):
+    st = copy(inp, "a", "b")
+    for _ in range(inp["steps"]):
+        heat_3d_step(st["a"], st["b"])
+        heat_3d_step(st["b"], st["a"])
+    return st
+
+
+def _h3(s, d):
+    c = s[1:-1, 1:-1, 1:-1]
+    d[1:-1, 1:-1, 1:-1] = (0.125 * (s[2:, 1:-1, 1:-1] - 2.0 * c + s[:-2, 1:-1, 1:-1])
+                           + 0.125 * (s[1:-1, 2:, 1:-1] - 2.0 * c + s[1:-1, :-2, 1:-1])
+                           + 0.125 * (s[1:-1, 1:-1, 2:] - 2.0 * c + s[1:-1, 1:-1, :-2]) + c)
+
+
+def _heat_ref(inp):
+    a, b = inp["a"].copy(), inp["b"].copy()
+    for _ in range(inp["steps"]):
+        _h3(a, b)
+        _h3(b, a)
+    return {"a": a, "b": b}
+
+
+def _mvt_in(n):
+    r = np.arange(n)
+    i, j = _grid(n, n)
+    return {"x1": (r % n) / n, "x2": ((r + 1) % n) / n, "y1": ((r + 3) % n) / n,
+            "y2": ((r + 4) % n) / n, "a": ((i * j) % n) / n}
+
+
+def _mvt_run(inp):
+    st = copy(inp, "x1", "x2")
+    matvec_add(inp["a"], inp["y1"], st["x1"], False)
+    matvec_add(inp["a"], inp["y2"], st["x2"], True)
+    return st
+
+
+def _fdtd_in(size):
+    nx, ny, steps = size
+    d = DataInit()
+    return {"hz": d.const(nx * ny, 0.0).reshape(nx, ny), "ex": d.real(nx * ny).reshape(nx, ny),
+            "ey": d.real(nx * ny).reshape(nx, ny), "fict": d.real(steps), "steps": steps}
+
+
+def _fdtd_run(inp):
+    st = copy(inp, "hz", "ex", "ey")
+    for t in range(inp["steps"]):
+        fdtd_ey(st["hz"], inp["fict"], st["ey"], t)
+        fdtd_ex(st["hz"], st["ex"])
+        fdtd_hz(st["ex"], st["ey"], st["hz"])
+    return st
+
+
+def _fdtd_ref(inp):
+    hz, ex, ey = inp["hz"].copy(), inp["ex"].copy(), inp["ey"].copy()
+    for t in range(inp["steps"]):
+        ey[0, :] = inp["fict"][t]
+        ey[1:, :] = ey[1:, :] - 0.5 * (hz[1:, :] - hz[:-1, :])
+        ex[:, 1:] = ex[:, 1:] - 0.5 * (hz[:, 1:] - hz[:, :-1])
+        hz[:-1, :-1] = hz[:-1, :-1] - 0.7 * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+    return {"hz": hz, "ex": ex, "ey": ey}
+
+
+def _2mm_in(size):
+    ni, nj, nk, nl = size
+    i, k = _grid(ni, nk)
+    k2, j = _grid(nk, nj)
+    j2, l1 = _grid(nj, nl)
+    i2, l2 = _grid(ni, nl)
+    return {"a": ((i * k) % ni) / ni, "b": ((k2 * (j + 1)) % nj) / nj,
+            "c": ((j2 * (l1 + 3) + 1) % nl) / nl, "d": ((i2 * (l2 + 2)) % nk) / nk,
+            "alpha": 1.5, "beta": 1.2}
+
+
+def _2mm_run(inp):
+    tmp = matmul_tiled(inp["a"], inp["b"], alpha=inp["alpha"])
+    d = matmul_tiled(tmp, inp["c"], c=inp["d"].copy(), beta=inp["beta"])
+    return {"d": d}
+
+
+def _2mm_ref(inp):
+    tmp = (inp["alpha"] * inp["a"]) @ inp["b"]
+    return {"d": inp["beta"] * inp["d"] + tmp @ inp["c"]}
+
+
+_STENCIL = Tolerance(atol=1e-13, rtol=1e-13,
+                     why="float64 stencil, same expression order as the reference")
+
+raja_case(name="ATAX", group="polybench", make=_atax_in, reps=100, default_size=1000, small_size=48,
+          run=_atax_run, reference=lambda i: {"y": i["a"].T @ (i["a"] @ i["x"])},
+          tolerance=REDUCTION, flops=lambda n: 4.0 * n * n, bytes=lambda n: 16.0 * n * n,
+          description="y = A^T (A x)")
+raja_case(name="GEMM", group="polybench", make=_gemm_in, reps=4, default_size=(1000, 1000, 1200),
+          small_size=(40, 36, 50), run=lambda i: {"c": matmul_tiled(i["a"], i["b"], alpha=i["alpha"])},
+          reference=lambda i: {"c": (i["alpha"] * i["a"]) @ i["b"]}, tolerance=REDUCTION,
+          flops=lambda s: 2.0 * s[0] * s[1] * s[2],
+          bytes=lambda s: 8.0 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]),
+          description="C = sum_k alpha A[i][k] B[k][j] (the suite's beta C term is overwritten)")
+raja_case(name="JACOBI_1D", group="polybench", make=_jacobi1_in, reps=100,
+          default_size=(1_000_002, 16), small_size=(1000, 4), run=_jacobi1_run,
+          reference=_jacobi1_ref, tolerance=_STENCIL, flops=lambda s: 6.0 * s[0] * s[1],
+          bytes=lambda s: 32.0 * s[0] * s[1], checksum_keys=("a", "b"),
+          description="3-point average, ping-pong A/B")
+raja_case(name="JACOBI_2D", group="polybench", make=_jacobi2_in, reps=50, default_size=(1002, 40),
+          small_size=(34, 3), run=_jacobi2_run, reference=_jacobi2_ref, tolerance=_STENCIL,
+          flops=lambda s: 10.0 * s[0] ** 2 * s[1], bytes=lambda s: 32.0 * s[0] ** 2 * s[1],
+          checksum_keys=("a", "b"), description="5-point average, ping-pong A/B")
+raja_case(name="HEAT_3D", group="polybench", make=_heat_in, reps=20, default_size=(102, 20),
+          small_size=(14, 2), run=_heat_run, reference=_heat_ref, tolerance=_STENCIL,
+          flops=lambda s: 30.0 * s[0] ** 3 * s[1], bytes=lambda s: 32.0 * s[0] ** 3 * s[1],
+          checksum_keys=("a", "b"), description="7-point heat equation, ping-pong A/B")
+raja_case(name="MVT", group="polybench", make=_mvt_in, reps=100, default_size=1000, small_size=48,
+          run=_mvt_run, reference=lambda i: {"x1": i["x1"] + i["a"] @ i["y1"],
+                                             "x2": i["x2"] + i["a"].T @ i["y2"]},
+          tolerance=REDUCTION, flops=lambda n: 4.0 * n * n, bytes=lambda n: 16.0 * n * n,
+          description="x1 += A y1; x2 += A^T y2 (the definition; the suite's code indexes y2[i])")
+raja_case(name="FDTD_2D", group="polybench", make=_fdtd_in, reps=10, default_size=(800, 1000, 60),
+          small_size=(20, 24, 3), run=_fdtd_run, reference=_fdtd_ref, tolerance=_STENCIL,
+          flops=lambda s: 11.0 * s[0] * s[1] * s[2], bytes=lambda s: 8.0 * 9 * s[0] * s[1] * s[2],
+          checksum_keys=("hz",), description="2-D finite-difference time domain")
+raja_case(name="2MM", group="polybench", make=_2mm_in, reps=2, default_size=(1000, 1000, 1000, 1000),
+          small_size=(24, 20, 36, 28), run=_2mm_run, reference=_2mm_ref, tolerance=REDUCTION,
+          flops=lambda s: 2.0 * s[0] * s[1] * s[2] + 2.0 * s[0] * s[3] * s[1],
+          bytes=lambda s: 8.0 * (s[0] * s[2] + s[2] * s[1] + s[1] * s[3] + 2 * s[0] * s[3]),
+          checksum_keys=("d",), description="D = alpha A B C + beta D")

@@ -1,0 +1,112 @@
+"""RAJAPerf Stream group: ADD, COPY, DOT, MUL, TRIAD (float64, default length 1,000,000).
+
+Inputs follow the suite's set-up order (``a``, ``b``, ``c`` initialised with alternating
+factors). DOT is a reduction: each block reduces its grid-stride partial sums with
+``kaio.block_sum`` and writes one value per block (the ``rows_per_block`` partition of an
+[nblocks, 1] buffer); the host adds the per-block partials.
+"""
+import math
+
+import numpy as np
+
+import kaio
+from kaio import f64
+
+from .._launch import BLOCK, reduction_grid
+from ._case import REDUCTION, raja_case
+from .checksum import DataInit
+
+N = 1_000_000
+SMALL = 10_000
+
+
+@kaio.kernel
+def stream_add(a: kaio.In[f64], b: kaio.In[f64], c: kaio.Out[f64]):
+    for i in c.owned():
+        c[i] = a[i] + b[i]
+
+
+@kaio.kernel
+def stream_copy(a: kaio.In[f64], c: kaio.Out[f64]):
+    for i in c.owned():
+        c[i] = a[i]
+
+
+@kaio.kernel
+def stream_mul(c: kaio.In[f64], b: kaio.Out[f64], alpha: f64):
+    for i in b.owned():
+        b[i] = alpha * c[i]
+
+
+@kaio.kernel
+def stream_triad(b: kaio.In[f64], c: kaio.In[f64], a: kaio.Out[f64], alpha: f64):
+    for i in a.owned():
+        a[i] = b[i] + alpha * c[i]
+
+
+def _per_block():
+    from kaio import regions
+    return regions.rows_per_block()
+
+
+def _dot_kernel():
+    @kaio.kernel
+    def stream_dot(a: kaio.In[f64], b: kaio.In[f64], partial: kaio.Out[f64, _per_block()]):
+        s = f64(0.0)
+        for i in range(kaio.global_id(), a.shape[0], kaio.grid_dim.x * kaio.block_dim.x):
+            s += a[i] * b[i]
+        total = kaio.block_sum(s)
+        for blk, col in partial.owned():
+            partial[blk, col] = total
+    return stream_dot
+
+
+_DOT = []
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """sum_i a[i] * b[i]: per-block partials on the device, summed on the host."""
+    if not _DOT:
+        _DOT.append(_dot_kernel())
+    blocks = reduction_grid(a.shape[0])
+    partial = np.empty((blocks, 1), np.float64)
+    _DOT[0][(blocks,), (BLOCK,)](a, b, partial)
+    return float(partial.sum())
+
+
+def _abc(n):
+    d = DataInit()
+    return {"a": d.real(n), "b": d.real(n), "c": d.real(n), "alpha": d.scalar()}
+
+
+def _bw(arrays):
+    return lambda n: 8.0 * arrays * n
+
+
+raja_case(name="ADD", group="stream", make=_abc, reps=1000, default_size=N, small_size=SMALL,
+          run=lambda i: {"c": _run(stream_add, i["a"], i["b"], out=i["a"])},
+          reference=lambda i: {"c": i["a"] + i["b"]},
+          flops=lambda n: 1.0 * n, bytes=_bw(3), description="c = a + b")
+raja_case(name="COPY", group="stream", make=_abc, reps=1800, default_size=N, small_size=SMALL,
+          run=lambda i: {"c": _run(stream_copy, i["a"], out=i["a"])},
+          reference=lambda i: {"c": i["a"].copy()}, bytes=_bw(2), description="c = a")
+raja_case(name="MUL", group="stream", make=_abc, reps=1800, default_size=N, small_size=SMALL,
+          run=lambda i: {"b": _run(stream_mul, i["c"], out=i["c"], scalars=(i["alpha"],))},
+          reference=lambda i: {"b": i["alpha"] * i["c"]},
+          flops=lambda n: 1.0 * n, bytes=_bw(2), description="b = alpha * c")
+raja_case(name="TRIAD", group="stream", make=_abc, reps=1000, default_size=N, small_size=SMALL,
+          run=lambda i: {"a": _run(stream_triad, i["b"], i["c"], out=i["b"], scalars=(i["alpha"],))},
+          reference=lambda i: {"a": i["b"] + i["alpha"] * i["c"]},
+          flops=lambda n: 2.0 * n, bytes=_bw(3), description="a = b + alpha * c")
+raja_case(name="DOT", group="stream", make=_abc, reps=2000, default_size=N, small_size=SMALL,
+          run=lambda i: {"dot": np.array(dot(i["a"], i["b"]))},
+          reference=lambda i: {"dot": np.array(math.fsum(i["a"] * i["b"]))},
+          tolerance=REDUCTION, flops=lambda n: 2.0 * n, bytes=_bw(2),
+          description="dot += a[i] * b[i] (block partials + host sum)")
+
+
+def _run(kernel, *ins, out, scalars=()):
+    """Launch an elementwise kernel whose single output has the shape of ``out``."""
+    res = np.empty_like(out)
+    kernel(*ins, res, *scalars)
+    return res

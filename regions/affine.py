@@ -1,0 +1,445 @@
+"""Symbolic index arithmetic and the prover behind the race checker.
+
+Index expressions become :class:`Poly` -- polynomials with rational coefficients over named
+symbols (thread/block ids, block/grid extents, shapes, params, loop counters, and *atoms* that
+stand for non-affine subterms such as ``x // 4`` or ``min(a, b)``). Products of symbols are
+allowed, so ``block_idx.x * block_dim.x + thread_idx.x`` is exact.
+
+Facts are polynomials known to be ``>= 0`` (from loop ranges, guards, thread geometry and atom
+definitions). :meth:`Prover.nonneg` proves ``goal >= 0`` by eliminating one symbol at a time:
+``goal - lam * fact`` with ``lam >= 0`` chosen to cancel the symbol (a Fourier-Motzkin step with
+polynomial multipliers), until what is left is a sum of non-negative terms. Every step keeps
+``goal >= goal'`` so a proof is sound; failing to find one only means "not proven".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..ir.indexmath import IndexMath
+
+
+class Poly:
+    """A polynomial: {monomial (sorted tuple of symbol names): coefficient}."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, terms=None):
+        self.t = {m: c for m, c in (terms or {}).items() if c != 0}
+
+    @staticmethod
+    def const(c) -> "Poly":
+        return Poly({(): c})
+
+    @staticmethod
+    def sym(name: str) -> "Poly":
+        return Poly({(name,): 1})
+
+    # --- arithmetic -------------------------------------------------------------------
+    def __add__(self, o):
+        o = _p(o)
+        t = dict(self.t)
+        for m, c in o.t.items():
+            t[m] = t.get(m, 0) + c
+        return Poly(t)
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return Poly({m: -c for m, c in self.t.items()})
+
+    def __sub__(self, o):
+        return self + (-_p(o))
+
+    def __rsub__(self, o):
+        return _p(o) - self
+
+    def __mul__(self, o):
+        o = _p(o)
+        t: dict = {}
+        for m1, c1 in self.t.items():
+            for m2, c2 in o.t.items():
+                m = tuple(sorted(m1 + m2))
+                t[m] = t.get(m, 0) + c1 * c2
+        return Poly(t)
+
+    __rmul__ = __mul__
+
+    def __eq__(self, o):
+        return isinstance(o, Poly) and self.t == o.t
+
+    def __hash__(self):
+        return hash(self.key())
+
+    def key(self):
+        return tuple(sorted(self.t.items()))
+
+    # --- inspection -------------------------------------------------------------------
+    @property
+    def is_const(self) -> bool:
+        return all(m == () for m in self.t)
+
+    @property
+    def value(self):
+        return self.t.get((), 0)
+
+    def symbols(self) -> set:
+        return {s for m in self.t for s in m}
+
+    def linear_in(self, s):
+        """(coefficient, rest) if self = coefficient*s + rest with s absent from both; else None."""
+        coef, rest = {}, {}
+        for m, c in self.t.items():
+            k = m.count(s)
+            if k == 0:
+                rest[m] = c
+            elif k == 1:
+                mm = list(m)
+                mm.remove(s)
+                coef[tuple(mm)] = c
+            else:
+                return None
+        return Poly(coef), Poly(rest)
+
+    def subst(self, s, val: "Poly") -> "Poly":
+        if s not in self.symbols():
+            return self
+        out = Poly()
+        for m, c in self.t.items():
+            term = Poly.const(c)
+            for x in m:
+                term = term * (val if x == s else Poly.sym(x))
+            out = out + term
+        return out
+
+    def div_exact(self, d: "Poly", integral: bool = False):
+        """self / d when d is a single term dividing every term (None otherwise)."""
+        if len(d.t) != 1:
+            return None
+        (dm, dc), = d.t.items()
+        out = {}
+        for m, c in self.t.items():
+            rest = list(m)
+            for s in dm:
+                if s not in rest:
+                    return None
+                rest.remove(s)
+            q = Fraction(c) / Fraction(dc)
+            if integral and q.denominator != 1:
+                return None
+            out[tuple(rest)] = int(q) if q.denominator == 1 else q
+        return Poly(out)
+
+    def evaluate(self, env) -> Fraction:
+        total = Fraction(0)
+        for m, c in self.t.items():
+            v = Fraction(c)
+            for s in m:
+                v *= env[s]
+            total += v
+        return total
+
+    def __repr__(self):
+        return render(self)
+
+
+def _p(x) -> Poly:
+    return x if isinstance(x, Poly) else Poly.const(x)
+
+
+def render(p: Poly, names=None) -> str:
+    """Readable text: ``thread_idx.x + 1``."""
+    names = names or {}
+    if not p.t:
+        return "0"
+    parts = []
+    for m, c in sorted(p.t.items(), key=lambda mc: (-len(mc[0]), mc[0])):
+        body = " * ".join(names.get(s, s) for s in m)
+        mag = abs(c)
+        text = body if body and mag == 1 else f"{mag}" + (f" * {body}" if body else "")
+        parts.append(("-" if c < 0 else "+", text))
+    out = ("-" if parts[0][0] == "-" else "") + parts[0][1]
+    for sign, text in parts[1:]:
+        out += f" {sign} {text}"
+    return out
+
+
+# --- proof obligations a partition states about an index ----------------------------------
+@dataclass(frozen=True)
+class Eq:
+    """``p == 0``."""
+    p: Poly
+
+
+@dataclass(frozen=True)
+class Nonneg:
+    """``p >= 0``."""
+    p: Poly
+
+
+@dataclass(frozen=True)
+class Divides:
+    """``p == d * q`` for some integer ``q >= 0``."""
+    d: Poly
+    p: Poly
+
+
+# --- symbols ------------------------------------------------------------------------------
+@dataclass
+class SymInfo:
+    """What the prover knows about a symbol."""
+
+    name: str
+    nonneg: bool = False     # >= 0
+    positive: bool = False   # >= 1 (block and grid extents)
+    uniform: bool = False    # same value in every thread of a block
+    rank: int = 0            # definition order: later symbols are eliminated first
+    loops: tuple = ()        # ids of the loops enclosing its definition (iteration-dependent)
+    facts: list = field(default_factory=list)
+    atom: tuple | None = None  # (op, a, b) for div/rem/min/max atoms
+
+
+AXES = "xyz"
+GEOMETRY = {"thread_idx": "tid", "block_idx": "bid", "block_dim": "bdim", "grid_dim": "gdim"}
+
+
+class SymMath(IndexMath):
+    """IndexMath over polynomials: partitions' ``owned_affine`` run on it."""
+
+    def __init__(self, table: "SymbolTable", shape_of):
+        self.table = table
+        self.shape_of = shape_of  # (buf, axis) -> Poly
+
+    def const(self, v): return Poly.const(int(v))
+    def _v(self, x): return x if isinstance(x, Poly) else Poly.const(int(x))
+    def add(self, a, b): return self._v(a) + self._v(b)
+    def sub(self, a, b): return self._v(a) - self._v(b)
+    def mul(self, a, b): return self._v(a) * self._v(b)
+    def div(self, a, b): return self.table.atom("div", self._v(a), self._v(b))
+    def rem(self, a, b): return self.table.atom("rem", self._v(a), self._v(b))
+    def min(self, a, b): return self.table.atom("min", self._v(a), self._v(b))
+    def max(self, a, b): return self.table.atom("max", self._v(a), self._v(b))
+
+    def special(self, name, axis):
+        return self.table.geometry(name, axis)
+
+    def shape(self, buf, axis):
+        return self.shape_of(buf, axis)
+
+    def linearize(self, index, shape):
+        out = index[0]
+        for i, s in zip(index[1:], shape[1:]):
+            out = out * s + i
+        return out
+
+
+class SymbolTable:
+    """All symbols of one checker run, their facts, and the atoms for non-affine subterms."""
+
+    def __init__(self):
+        self.info: dict[str, SymInfo] = {}
+        self.atoms: dict = {}
+        self.rank = 0
+        for kind, short in GEOMETRY.items():
+            for a, ax in enumerate(AXES):
+                name = f"{kind}.{ax}"
+                self.add(name, nonneg=True, positive=short in ("bdim", "gdim"),
+                         uniform=short != "tid")
+        for a in AXES:  # ids are below their extents
+            for idn, dim in (("thread_idx", "block_dim"), ("block_idx", "grid_dim")):
+                self.info[f"{idn}.{a}"].facts.append(Poly.sym(f"{dim}.{a}") - Poly.sym(f"{idn}.{a}") - 1)
+
+    def add(self, name, **kw) -> Poly:
+        self.rank += 1
+        self.info[name] = SymInfo(name, rank=self.rank, **kw)
+        if kw.get("positive"):
+            self.info[name].nonneg = True
+        return Poly.sym(name)
+
+    def fresh(self, hint, **kw) -> Poly:
+        name = f"{hint}#{self.rank + 1}"
+        return self.add(name, **kw)
+
+    def geometry(self, name, axis) -> Poly:
+        return Poly.sym(f"{name}.{AXES[axis]}")
+
+    def all_facts(self, symbols) -> list:
+        """Facts attached to these symbols and, transitively, to symbols they mention."""
+        seen, todo, out = set(), list(symbols), []
+        while todo:
+            s = todo.pop()
+            if s in seen or s not in self.info:
+                continue
+            seen.add(s)
+            for f in self.info[s].facts:
+                out.append(f)
+                todo.extend(f.symbols())
+        return out
+
+    def is_uniform(self, p: Poly) -> bool:
+        return all(self.info[s].uniform for s in p.symbols())
+
+    def atom(self, op, a: Poly, b: Poly) -> Poly:
+        """``a op b`` for div/rem/min/max: folded when constant, else one symbol per distinct
+        (op, a, b) carrying the facts that bound it."""
+        if a.is_const and b.is_const:
+            x, y = a.value, b.value
+            if op in ("div", "rem") and y == 0:
+                return self.opaque(op, uniform=True)
+            if op == "div":
+                return Poly.const(int(Fraction(x) / Fraction(y)))
+            if op == "rem":
+                return Poly.const(x - y * int(Fraction(x) / Fraction(y)))
+            return Poly.const(min(x, y) if op == "min" else max(x, y))
+        if op == "div" and b == Poly.const(1):
+            return a
+        key = (op, a.key(), b.key())
+        if key in self.atoms:
+            return self.atoms[key]
+        uniform = self.is_uniform(a) and self.is_uniform(b)
+        nonneg_a, nonneg_b = trivially_nonneg(a, self), trivially_nonneg(b - 1, self)
+        name = f"{op}({render(a)}, {render(b)})"
+        sym = self.add(name, uniform=uniform, nonneg=op in ("div", "rem") and nonneg_a and nonneg_b)
+        info = self.info[name]
+        info.loops = tuple(sorted({lp for s in a.symbols() | b.symbols() for lp in self.info[s].loops}))
+        info.atom = (op, a, b)
+        if op == "min":
+            info.facts += [a - sym, b - sym]
+        elif op == "max":
+            info.facts += [sym - a, sym - b]
+        elif nonneg_a and nonneg_b and len(b.t) == 1:  # x >= 0, d >= 1: floor semantics
+            if op == "div":   # d*q <= x <= d*q + d - 1
+                info.facts += [a - b * sym, b * sym + b - 1 - a]
+            else:             # 0 <= r <= d - 1
+                info.facts += [b - 1 - sym]
+        self.atoms[key] = sym
+        return sym
+
+    def opaque(self, hint, uniform=False, loops=()) -> Poly:
+        p = self.fresh(hint, uniform=uniform)
+        self.info[next(iter(p.symbols()))].loops = tuple(loops)
+        return p
+
+
+def simplify(p: Poly, table: SymbolTable) -> Poly:
+    """Fold ``d*div(x, d) + rem(x, d)`` back into ``x`` (what unravel-then-linearize leaves)."""
+    changed = True
+    while changed:
+        changed = False
+        for m, c in list(p.t.items()):
+            for s in m:
+                atom = getattr(table.info.get(s), "atom", None)
+                if not atom or atom[0] != "rem":
+                    continue
+                _, x, d = atom
+                q = table.atoms.get(("div", x.key(), d.key()))
+                if q is None:
+                    continue
+                rest = list(m)
+                rest.remove(s)
+                partner = Poly({tuple(rest): c}) * q * d
+                if all(p.t.get(pm) == pc for pm, pc in partner.t.items()):
+                    p = p - partner - Poly({m: c}) + Poly({tuple(rest): c}) * x
+                    changed = True
+                    break
+            if changed:
+                break
+    return p
+
+
+def trivially_nonneg(p: Poly, table: SymbolTable) -> bool:
+    """True when p >= 0 follows from symbol signs alone (extents shifted to 1 + e)."""
+    for s in p.symbols():
+        info = table.info.get(s)
+        if info is None or not info.nonneg:
+            return False
+    for s in p.symbols():
+        if table.info[s].positive:
+            p = p.subst(s, Poly.sym(s) + 1)
+    return all(c >= 0 for c in p.t.values())
+
+
+class Prover:
+    """Proves polynomial inequalities from ``>= 0`` facts (see module docstring)."""
+
+    def __init__(self, table: SymbolTable, pin: dict | None = None, extra: list = (),
+                 budget: int = 3000):
+        self.table = table
+        self.pin = {k: _p(v) for k, v in (pin or {}).items()}
+        self.extra = list(extra)
+        self.budget = budget
+
+    def pinned(self, p: Poly) -> Poly:
+        for s in p.symbols() & self.pin.keys():
+            p = p.subst(s, self.pin[s])
+        return p
+
+    def nonneg(self, goal: Poly, facts: list, depth: int = 8) -> bool:
+        facts = list(facts) + self.extra
+        facts += self.table.all_facts(goal.symbols() | {s for f in facts for s in f.symbols()})
+        goal = self.pinned(goal)
+        facts = [self.pinned(f) for f in facts]
+        if any(f.is_const and f.value < 0 for f in facts):
+            return True  # contradictory facts: the access is unreachable
+        facts = [f for f in facts if not f.is_const]
+        self._left = self.budget
+        self._memo: dict = {}
+        return self._prove(goal, facts, depth)
+
+    def eq_zero(self, p: Poly, facts: list) -> bool:
+        p = self.pinned(simplify(p, self.table))
+        if not p.t:
+            return True
+        return self.nonneg(p, facts) and self.nonneg(-p, facts)
+
+    def divides(self, d: Poly, p: Poly, facts: list) -> bool:
+        p = self.pinned(simplify(p, self.table))
+        d = self.pinned(d)
+        if not p.t:
+            return True
+        q = p.div_exact(d, integral=True)
+        if q is not None:
+            return self.nonneg(q, facts)
+        return False
+
+    def _prove(self, goal: Poly, facts: list, depth: int) -> bool:
+        if trivially_nonneg(goal, self.table):
+            return True
+        if depth == 0 or self._left <= 0:
+            return False
+        key = (goal.key(), depth)
+        if key in self._memo:
+            return self._memo[key]
+        self._left -= 1
+        self._memo[key] = False
+        syms = sorted(goal.symbols(), key=lambda s: -self.table.info[s].rank if s in self.table.info else 0)
+        ok = False
+        for s in syms:
+            lin = goal.linear_in(s)
+            if lin is None:
+                continue
+            c, _ = lin
+            for f in facts:
+                flin = f.linear_in(s)
+                if flin is None or not flin[0].t:
+                    continue
+                a = flin[0]
+                lam = self._ratio(c, a)
+                if lam is None:
+                    continue
+                if self._prove(goal - lam * f, facts, depth - 1):
+                    ok = True
+                    break
+            if ok:
+                break
+        self._memo[key] = ok
+        return ok
+
+    def _ratio(self, c: Poly, a: Poly):
+        """lam >= 0 with lam * a == c, or None."""
+        lam = c.div_exact(a)
+        if lam is None and len(a.t) == 1 and len(c.t) >= 1:
+            return None
+        if lam is None:
+            return None
+        return lam if trivially_nonneg(lam, self.table) else None

@@ -1,0 +1,74 @@
+"""Partition base class and the owned-set record shared by all partitions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+DEFAULT_BLOCK = 256
+
+
+@dataclass
+class OwnedSpec:
+    """What one thread owns, as IR: ``if guard: for r in ranges: index(rs)``.
+
+    ``ranges`` are (lb, ub, step) triples of i32 IR values, outermost first; ``index`` maps the
+    range variables to the index tuple (one i32 value per buffer dimension).
+    """
+
+    guard: object | None
+    ranges: list = field(default_factory=list)
+    index: Callable = None
+
+
+class Partition:
+    """Base class. Subclasses set ``name`` (and ``ndim`` when they need a fixed rank) and
+    implement ``owned_spec``, ``owned_affine``, ``launch_shape`` and ``check_launch``.
+
+    ``launch_1d``: the partition is only valid for 1-D launches (its ``check_launch`` enforces
+    it), so the static checker may assume thread/block y and z are 0 and their extents 1.
+    """
+
+    name = "partition"
+    ndim: int | None = None
+    launch_1d = False
+
+    def spec(self) -> str:
+        """Text form used by the IR printer; ``partition_from_spec`` parses it back."""
+        return f"{self.name}()"
+
+    def owned_spec(self, ctx, buf) -> OwnedSpec:
+        """The current thread's owned indices as loops over ``ctx`` (an IndexMath)."""
+        raise NotImplementedError
+
+    def owned_affine(self, ctx, buf, index) -> list:
+        """Proof obligations (kaio.regions.affine Eq/Nonneg/Divides) that hold iff ``index``
+        (a tuple of symbolic polynomials) is owned by the current thread."""
+        raise NotImplementedError
+
+    def launch_pins(self) -> dict:
+        """Geometry symbols whose value ``check_launch`` fixes: {"block_dim.z": 1, ...}."""
+        if self.launch_1d:
+            return {f"{k}.{a}": (0 if k in ("thread_idx", "block_idx") else 1)
+                    for k in ("thread_idx", "block_idx", "block_dim", "grid_dim") for a in "yz"}
+        return {}
+
+    def launch_facts(self, ctx) -> list:
+        """Polynomials ``>= 0`` over launch geometry that ``check_launch`` guarantees."""
+        return []
+
+    def launch_shape(self, shape: tuple[int, ...]):
+        """Default (grid, block) for a buffer of this shape."""
+        raise NotImplementedError
+
+    def check_launch(self, shape, grid, block, *, buffer: str, kernel: str) -> None:
+        """Raise kaio.LaunchError unless every index has exactly one owner in this launch."""
+        raise NotImplementedError
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.spec() == other.spec()
+
+    def __hash__(self):
+        return hash(self.spec())
+
+    def __repr__(self):
+        return f"kaio.regions.{self.spec()}"

@@ -1,0 +1,216 @@
+"""The static race-freedom checker: ``check(kernel)`` runs on every kernel the frontend makes.
+
+Rules (docs/regions.md has examples):
+
+- In buffers: loads only. Atomic buffers: atomics only. Raw buffers and local arrays: unchecked.
+- Region/Out buffers: every load, store and atomic must be at an index the partition gives the
+  current thread, proved by :mod:`.affine` from loop ranges, guards and thread geometry.
+  Out buffers additionally may be read only where this thread already wrote the same index.
+- Shared memory (:mod:`.shared`) and barrier uniformity (:mod:`.uniformity`).
+
+When a proof needs a 1-D launch (``y[kaio.global_id()]`` under the elementwise partition, which
+is defined on the 3-D linear id), the checker sets ``kernel.attrs["launch_1d"] = True`` and
+:func:`check_launch_attrs` rejects other launches.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from ..errors import CompileError, LaunchError
+from . import shared, uniformity
+from .affine import Divides, Eq, Nonneg, Poly, Prover, SymMath
+from .diagnose import index_text, region_collision
+from .partitions import Elementwise
+
+PIN_1D = {**{f"{k}.{a}": Poly.const(0) for k in ("thread_idx", "block_idx") for a in "yz"},
+          **{f"{k}.{a}": Poly.const(1) for k in ("block_dim", "grid_dim") for a in "yz"}}
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def disabled():
+    """Compile kernels without the race checker inside this block (for testing the sanitizer
+    on kernels the checker would reject). Kernels specialised here stay cached unchecked."""
+    _state.off = getattr(_state, "off", 0) + 1
+    try:
+        yield
+    finally:
+        _state.off -= 1
+
+
+def is_disabled() -> bool:
+    return getattr(_state, "off", 0) > 0
+
+
+def check(kernel):
+    """Reject the kernel with a CompileError if it may race; returns the kernel unchanged."""
+    if is_disabled():
+        return kernel
+    from .walk import Walk
+    walk = Walk(kernel)
+    uniformity.check(kernel, walk)
+    c = Checker(kernel, walk)
+    c.run()
+    shared.check(c)
+    if c.needs_1d and not c.pinned_from_start:
+        kernel.attrs["launch_1d"] = True
+    return kernel
+
+
+def check_launch_attrs(kernel, grid, block) -> None:
+    """Enforce launch assumptions the checker recorded on the IR kernel."""
+    if kernel.attrs.get("launch_1d") and (tuple(grid[1:]) != (1, 1) or tuple(block[1:]) != (1, 1)):
+        raise LaunchError(
+            f"kernel '{kernel.name}': its race-freedom proof assumes a 1-D launch (it indexes with "
+            f"x ids only), but the launch is grid={tuple(grid)} block={tuple(block)}")
+
+
+class Checker:
+    """Classifies every global access; shared-memory pairs are checked by :mod:`.shared`."""
+
+    def __init__(self, kernel, walk):
+        self.kernel, self.walk, self.table = kernel, walk, walk.table
+        self.params = {v.id: (p, v) for p, v in zip(kernel.params, kernel.args)}
+        self.names = {v.id: p.name for p, v in zip(kernel.params, kernel.args)}
+        parts = [self.partition(v) for p, v in zip(kernel.params, kernel.args)
+                 if v.is_buffer and v.type.intent in ("region", "out")]
+        self.pinned_from_start = any(getattr(pt, "launch_1d", False) for pt in parts)
+        self.needs_1d = self.pinned_from_start
+        self.math = SymMath(self.table, self._shape)
+        self.pins: dict = {}
+        self.launch_facts: list = []
+        for pt in parts:
+            self.pins.update(pt.launch_pins())
+            self.launch_facts += pt.launch_facts(self.math)
+
+    def partition(self, v):
+        p, _ = self.params[v.id]
+        return p.partition or Elementwise()
+
+    def _shape(self, buf, axis):
+        st = buf.type.static_shape
+        if st is not None:
+            return Poly.const(st[axis])
+        name = f"{self.names.get(buf.id, buf.name)}.shape[{axis}]"
+        if name not in self.table.info:
+            self.table.add(name, nonneg=True, uniform=True)
+        return Poly.sym(name)
+
+    def prover(self, pinned: bool) -> Prover:
+        pins = {**self.pins, **PIN_1D} if pinned else self.pins
+        return Prover(self.table, pin=pins, extra=self.launch_facts)
+
+    def prove_all(self, fn) -> bool:
+        """Run ``fn(prover)``; if it fails without the 1-D assumption, retry with it."""
+        if fn(self.prover(self.needs_1d)):
+            return True
+        if not self.needs_1d and fn(self.prover(True)):
+            self.needs_1d = True
+            return True
+        return False
+
+    def error(self, access, msg, hint, kind):
+        err = CompileError.at(access.op.loc, msg, kernel=self.kernel.name, hint=hint)
+        err.buffer = self.names.get(access.buf.id, access.buf.name)
+        err.index = index_text(access, self.names)
+        err.kind = kind
+        raise err
+
+    # --- global buffers ---------------------------------------------------------------
+    def run(self):
+        for acc in self.walk.accesses:
+            t = acc.buf.type
+            if t.space != "global" or t.intent == "raw":
+                continue
+            name = self.names.get(acc.buf.id, acc.buf.name)
+            text = index_text(acc, self.names)
+            if t.intent == "in" and acc.kind != "load":
+                self.error(acc, f"{'store to' if acc.kind == 'store' else 'atomic on'} read-only buffer "
+                                f"'{name}' at index `{text}`",
+                           f"declare '{name}' as kaio.Region (partitioned), kaio.Atomic or kaio.Raw",
+                           "write-to-in")
+            elif t.intent == "atomic" and acc.kind != "atomic":
+                self.error(acc, f"plain {acc.kind} of Atomic buffer '{name}' at index `{text}`: an "
+                                "Atomic buffer is touched only through kaio.atomic_* operations, since "
+                                "other threads update it concurrently",
+                           f"use kaio.atomic_add({name}, ...) (or read the result in a later launch); "
+                           f"if '{name}' is really partitioned, declare it kaio.Region",
+                           "atomic-mix")
+            elif t.intent in ("region", "out"):
+                self.region_access(acc, name, text)
+
+    def region_access(self, acc, name, text):
+        part = self.partition(acc.buf)
+        intent = "Out" if acc.buf.type.intent == "out" else "Region"
+        if acc.buf.type.intent == "out" and acc.kind == "load" and not self._written_before(acc):
+            self.error(acc, f"read of Out buffer '{name}' at index `{text}` before this thread wrote "
+                            "that element: an Out buffer's old contents are never copied in",
+                       f"write {name}[{text}] earlier in the same scope, or declare '{name}' kaio.Region "
+                       "to read its input values", "out-read")
+        obligations = part.owned_affine(self.math, acc.buf, acc.index)
+
+        def prove(pv):
+            for ob in obligations:
+                ok = (pv.eq_zero(ob.p, acc.facts) if isinstance(ob, Eq) else
+                      pv.nonneg(ob.p, acc.facts) if isinstance(ob, Nonneg) else
+                      pv.divides(ob.d, ob.p, acc.facts) if isinstance(ob, Divides) else False)
+                if not ok:
+                    return False
+            return True
+
+        if self.prove_all(prove):
+            return
+        verb = {"load": "read of", "store": "store to", "atomic": "atomic update of"}[acc.kind]
+        msg = (f"{verb} {intent} '{name}' at index `{text}` is not provably owned by the "
+               f"current thread under the {part.spec()} partition")
+        try:
+            found = region_collision(self.walk, acc, part)
+        except Exception:  # the example is a courtesy; never mask the real error
+            found = None
+        if found:
+            msg += f"; {found}"
+        hint, kind = self._hint(acc, name)
+        self.error(acc, msg, hint, kind)
+
+    def _hint(self, acc, name):
+        n = acc.buf.type.ndim
+        idx = acc.op.operands[1:1 + n]
+        if any(_depends(v, {"load", "atomic", "shuffle", "ballot", "vote"}) for v in idx):
+            return (f"the index depends on data read at run time; scatter through a kaio.Atomic "
+                    f"buffer (kaio.atomic_add({name}, i, v)) or declare '{name}' kaio.Raw", "data-dependent")
+        if any(_depends(v, {"div", "rem", "and", "or", "xor", "shr", "select", "cast", "bitcast"}) for v in idx):
+            return ("the index uses arithmetic the checker cannot follow (//, %, bit operations); "
+                    f"iterate `for i in {name}.owned()`, choose a partition that matches the "
+                    "pattern (kaio.regions.blocked / grid_stride / rows / rows_per_block / tiles), or "
+                    "use kaio.Raw", "non-affine")
+        return (f"each thread may touch only the indices its partition gives it (`for i in {name}.owned()`); "
+                "to read neighbours use two buffers instead of updating in place (read a kaio.In, "
+                "write a Region/Out), choose another partition, or use kaio.Atomic / kaio.Raw", "not-owned")
+
+    def _written_before(self, load) -> bool:
+        anc, blk = set(), load.block
+        while blk is not None:
+            anc.add(id(blk))
+            blk = blk.parent.parent if blk.parent is not None else None
+        for acc in self.walk.accesses:
+            if acc is load:
+                return False
+            if acc.buf is load.buf and acc.kind == "store" and id(acc.block) in anc and all(
+                    not (a - b).t for a, b in zip(acc.index, load.index)):
+                return True
+        return False
+
+
+def _depends(v, opcodes, seen=None) -> bool:
+    seen = set() if seen is None else seen
+    if v.id in seen:
+        return False
+    seen.add(v.id)
+    op = v.owner
+    if op is None or not hasattr(op, "opcode"):
+        return False
+    if op.opcode in opcodes:
+        return True
+    return any(_depends(a, opcodes, seen) for a in op.operands if not a.is_buffer)

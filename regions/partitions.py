@@ -1,0 +1,342 @@
+"""The partitions: who owns which index of a Region/Out buffer.
+
+Every partition describes the current thread's owned set twice, from the same thread-geometry
+vocabulary (:class:`kaio.ir.indexmath.IndexMath`):
+
+- ``owned_spec(ctx, buf)`` -- the set as loops (guard, ranges, index function). With an IR
+  ``ctx`` the frontend emits ``for i in y.owned()`` from it; with a numeric ctx
+  (:class:`NumericMath`) tests and launch checks enumerate it;
+- ``owned_affine(ctx, buf, index)`` -- membership of an arbitrary index as proof obligations
+  (:mod:`kaio.regions.affine`), which the static checker discharges for every access.
+
+A partition is trusted library code in the way Rust's partitioning strategies are: its
+disjointness is tested here (``owner_map`` on many launches) and its launch preconditions are
+checked before every launch by ``check_launch``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import LaunchError
+from ..ir.indexmath import IndexMath
+from .affine import Divides, Eq, Nonneg
+from .base import DEFAULT_BLOCK, OwnedSpec, Partition
+
+
+class NumericMath(IndexMath):
+    """IndexMath over Python ints for one concrete thread: used to enumerate owned sets."""
+
+    def __init__(self, shape, grid, block, tid, bid):
+        self.shape_, self.grid, self.block, self.tid, self.bid = tuple(shape), grid, block, tid, bid
+
+    def const(self, v): return int(v)
+    def _v(self, x): return int(x)
+    def add(self, a, b): return a + b
+    def sub(self, a, b): return a - b
+    def mul(self, a, b): return a * b
+    def div(self, a, b): return int(a / b) if b else 0
+    def rem(self, a, b): return a - b * int(a / b) if b else 0
+    def min(self, a, b): return min(a, b)
+    def max(self, a, b): return max(a, b)
+    def lt(self, a, b): return a < b
+    def and_(self, a, b): return a and b
+
+    def special(self, name, axis):
+        return {"thread_idx": self.tid, "block_idx": self.bid, "block_dim": self.block,
+                "grid_dim": self.grid}[name][axis]
+
+    def shape(self, buf, axis):
+        return self.shape_[axis]
+
+
+def _launch_text(grid, block) -> str:
+    return f"grid={tuple(grid)} block={tuple(block)}"
+
+
+def _require_1d(part, shape, grid, block, buffer, kernel):
+    if tuple(grid[1:]) != (1, 1) or tuple(block[1:]) != (1, 1):
+        raise LaunchError(
+            f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses the {part.spec()} "
+            f"partition, which needs a 1-D launch, but the launch is {_launch_text(grid, block)}; "
+            f"use grid=(gx,) and block=(bx,)")
+
+
+def _require_ndim(part, shape, buffer, kernel):
+    if part.ndim is not None and len(shape) != part.ndim:
+        raise LaunchError(f"kernel '{kernel}': Region '{buffer}' has shape {tuple(shape)} but the "
+                          f"{part.spec()} partition needs a {part.ndim}-d buffer")
+
+
+class Elementwise(Partition):
+    """One element per thread: the thread with global linear id g owns element g (row-major for
+    N-d buffers). Any 1-D, 2-D or 3-D launch with at least ``size`` threads is valid."""
+
+    name = "elementwise"
+
+    def owned_spec(self, ctx, buf) -> OwnedSpec:
+        gid = ctx.global_linear_id()
+        shape = [ctx.shape(buf, a) for a in range(buf.type.ndim)]
+        guard = ctx.lt(gid, ctx.product(shape))
+        return OwnedSpec(guard, [], lambda: ctx.unravel(gid, shape))
+
+    def owned_affine(self, ctx, buf, index):
+        shape = [ctx.shape(buf, a) for a in range(len(index))]
+        return [Eq(ctx.sub(ctx.linearize(index, shape), ctx.global_linear_id()))]
+
+    def launch_shape(self, shape):
+        size = math.prod(shape)
+        return (max(1, -(-size // DEFAULT_BLOCK)), 1, 1), (DEFAULT_BLOCK, 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        size = math.prod(shape)
+        threads = math.prod(grid) * math.prod(block)
+        if threads < size:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {size} elements (shape {tuple(shape)}) "
+                f"but the launch {_launch_text(grid, block)} has only {threads} threads; "
+                f"under the elementwise partition each thread owns one element, so "
+                f"{size - threads} elements would be left unowned. Launch at least {size} threads "
+                f"or use a blocked or grid-stride partition.")
+
+
+class Blocked(Partition):
+    """Contiguous blocks: thread g (1-D launch) owns elements ``[g*k, g*k + k)`` of a 1-D buffer."""
+
+    name = "blocked"
+    ndim = 1
+    launch_1d = True
+
+    def __init__(self, k: int = 1):
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"kaio.regions.blocked(k) needs an int k >= 1, got {k!r}")
+        self.k = k
+
+    def spec(self):
+        return f"blocked(k={self.k})"
+
+    def owned_spec(self, ctx, buf):
+        lo = ctx.mul(ctx.global_linear_id(), self.k)
+        hi = ctx.min(ctx.add(lo, self.k), ctx.shape(buf, 0))
+        return OwnedSpec(None, [(lo, hi, ctx.const(1))], lambda i: (i,))
+
+    def owned_affine(self, ctx, buf, index):
+        lo = ctx.mul(ctx.global_linear_id(), self.k)
+        (i,) = index
+        return [Nonneg(ctx.sub(i, lo)), Nonneg(ctx.sub(ctx.add(lo, self.k - 1), i))]
+
+    def launch_shape(self, shape):
+        threads = max(1, -(-shape[0] // self.k))
+        return (max(1, -(-threads // DEFAULT_BLOCK)), 1, 1), (min(DEFAULT_BLOCK, threads), 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        _require_1d(self, shape, grid, block, buffer, kernel)
+        threads = grid[0] * block[0]
+        if threads * self.k < shape[0]:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {shape[0]} elements but the launch "
+                f"{_launch_text(grid, block)} has {threads} threads owning {self.k} each "
+                f"({threads * self.k} elements); launch at least {-(-shape[0] // self.k)} threads")
+
+
+class GridStride(Partition):
+    """Grid-stride: thread g of G (1-D launch) owns g, g+G, g+2G, ... of a 1-D buffer. Valid for
+    any 1-D launch."""
+
+    name = "grid_stride"
+    ndim = 1
+    launch_1d = True
+
+    def owned_spec(self, ctx, buf):
+        return OwnedSpec(None, [(ctx.global_linear_id(), ctx.shape(buf, 0), ctx.total_threads())],
+                         lambda i: (i,))
+
+    def owned_affine(self, ctx, buf, index):
+        (i,) = index
+        return [Divides(ctx.total_threads(), ctx.sub(i, ctx.global_linear_id()))]
+
+    def launch_shape(self, shape):
+        blocks = max(1, min(-(-shape[0] // DEFAULT_BLOCK), 1024))
+        return (blocks, 1, 1), (DEFAULT_BLOCK, 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        _require_1d(self, shape, grid, block, buffer, kernel)
+
+
+class Rows(Partition):
+    """One row of a 2-D buffer per thread: thread g (1-D launch) owns row g."""
+
+    name = "rows"
+    ndim = 2
+    launch_1d = True
+
+    def owned_spec(self, ctx, buf):
+        g = ctx.global_linear_id()
+        return OwnedSpec(ctx.lt(g, ctx.shape(buf, 0)), [(ctx.const(0), ctx.shape(buf, 1), ctx.const(1))],
+                         lambda c: (g, c))
+
+    def owned_affine(self, ctx, buf, index):
+        return [Eq(ctx.sub(index[0], ctx.global_linear_id()))]
+
+    def launch_shape(self, shape):
+        rows = max(1, shape[0])
+        return (max(1, -(-rows // DEFAULT_BLOCK)), 1, 1), (min(DEFAULT_BLOCK, rows), 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        _require_1d(self, shape, grid, block, buffer, kernel)
+        if grid[0] * block[0] < shape[0]:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {shape[0]} rows (shape {tuple(shape)}) "
+                f"but the launch {_launch_text(grid, block)} has only {grid[0] * block[0]} threads; "
+                f"the rows partition needs one thread per row")
+
+
+class RowsPerBlock(Partition):
+    """One row per block (block b owns row b, by linear block id); the block's B threads split
+    the row's columns by stride (thread t owns columns t, t+B, ...). The softmax/norm pattern."""
+
+    name = "rows_per_block"
+    ndim = 2
+
+    def __init__(self, block: int = DEFAULT_BLOCK):
+        if not isinstance(block, int) or not 1 <= block <= 1024:
+            raise ValueError(f"kaio.regions.rows_per_block(block) needs 1 <= block <= 1024, got {block!r}")
+        self.block = block
+
+    def spec(self):
+        return "rows_per_block()" if self.block == DEFAULT_BLOCK else f"rows_per_block(block={self.block})"
+
+    def owned_spec(self, ctx, buf):
+        b = ctx.block_linear_id()
+        return OwnedSpec(ctx.lt(b, ctx.shape(buf, 0)),
+                         [(ctx.thread_linear_id(), ctx.shape(buf, 1), ctx.block_threads())],
+                         lambda c: (b, c))
+
+    def owned_affine(self, ctx, buf, index):
+        return [Eq(ctx.sub(index[0], ctx.block_linear_id())),
+                Divides(ctx.block_threads(), ctx.sub(index[1], ctx.thread_linear_id()))]
+
+    def launch_shape(self, shape):
+        return (max(1, shape[0]), 1, 1), (self.block, 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        if math.prod(grid) < shape[0]:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {shape[0]} rows (shape {tuple(shape)}) "
+                f"but the launch {_launch_text(grid, block)} has only {math.prod(grid)} blocks; "
+                f"the rows_per_block partition needs one block per row")
+
+
+class Tiles(Partition):
+    """2-D tiles: block (bx, by) owns rows ``[by*th, by*th+th)`` x columns ``[bx*tw, bx*tw+tw)``;
+    within the tile, thread (tx, ty) owns local rows ty, ty+bdy, ... crossed with local columns
+    tx, tx+bdx, ... (a block of (tw, th) threads owns one element each). The matmul/stencil
+    pattern. Launch: grid.z == block.z == 1, block at most (tw, th, 1), grid covering the buffer."""
+
+    name = "tiles"
+    ndim = 2
+
+    def __init__(self, th: int = 16, tw: int = 16):
+        for v in (th, tw):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"kaio.regions.tiles(th, tw) needs ints >= 1, got {(th, tw)!r}")
+        self.th, self.tw = th, tw
+
+    def spec(self):
+        return f"tiles(th={self.th}, tw={self.tw})"
+
+    def launch_pins(self):
+        return {"thread_idx.z": 0, "block_idx.z": 0, "block_dim.z": 1, "grid_dim.z": 1}
+
+    def launch_facts(self, ctx):
+        return [ctx.sub(self.tw, ctx.special("block_dim", 0)), ctx.sub(self.th, ctx.special("block_dim", 1))]
+
+    def _origin(self, ctx):
+        return (ctx.mul(ctx.special("block_idx", 1), self.th), ctx.mul(ctx.special("block_idx", 0), self.tw))
+
+    def owned_spec(self, ctx, buf):
+        r0, c0 = self._origin(ctx)
+        rows = ctx.min(self.th, ctx.sub(ctx.shape(buf, 0), r0))
+        cols = ctx.min(self.tw, ctx.sub(ctx.shape(buf, 1), c0))
+        ranges = [(ctx.special("thread_idx", 1), rows, ctx.special("block_dim", 1)),
+                  (ctx.special("thread_idx", 0), cols, ctx.special("block_dim", 0))]
+        return OwnedSpec(None, ranges, lambda lr, lc: (ctx.add(r0, lr), ctx.add(c0, lc)))
+
+    def owned_affine(self, ctx, buf, index):
+        r0, c0 = self._origin(ctx)
+        lr, lc = ctx.sub(index[0], r0), ctx.sub(index[1], c0)
+        return [Nonneg(lr), Nonneg(ctx.sub(self.th - 1, lr)), Nonneg(lc), Nonneg(ctx.sub(self.tw - 1, lc)),
+                Divides(ctx.special("block_dim", 1), ctx.sub(lr, ctx.special("thread_idx", 1))),
+                Divides(ctx.special("block_dim", 0), ctx.sub(lc, ctx.special("thread_idx", 0)))]
+
+    def launch_shape(self, shape):
+        grid = (max(1, -(-shape[1] // self.tw)), max(1, -(-shape[0] // self.th)), 1)
+        bx = min(self.tw, 32)
+        by = max(1, min(self.th, 1024 // bx))
+        return grid, (bx, by, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        if grid[2] != 1 or block[2] != 1 or block[0] > self.tw or block[1] > self.th:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses {self.spec()}, "
+                f"which needs grid.z == block.z == 1 and a block of at most ({self.tw}, {self.th}) "
+                f"threads, but the launch is {_launch_text(grid, block)}")
+        if grid[0] * self.tw < shape[1] or grid[1] * self.th < shape[0]:
+            need = (-(-shape[1] // self.tw), -(-shape[0] // self.th))
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has shape {tuple(shape)} but the launch "
+                f"{_launch_text(grid, block)} covers only {grid[1] * self.th} x {grid[0] * self.tw} "
+                f"with {self.th}x{self.tw} tiles; use at least grid=({need[0]}, {need[1]})")
+
+
+def owner_map(part: Partition, shape, grid, block) -> np.ndarray:
+    """Concrete owners: for each element, the global linear id of the thread owning it (-1 if
+    none; ValueError if two threads own it). Enumerates ``owned_spec`` for every thread."""
+    owners = np.full(tuple(shape), -1, dtype=np.int64)
+    bthreads = math.prod(block)
+
+    class _Buf:  # only .type.ndim is read by owned_spec
+        class type:  # noqa: N801
+            ndim = len(shape)
+
+    for b in np.ndindex(*reversed(grid)):
+        bid = tuple(reversed(b))
+        blin = (bid[2] * grid[1] + bid[1]) * grid[0] + bid[0]
+        for t in np.ndindex(*reversed(block)):
+            tid = tuple(reversed(t))
+            g = blin * bthreads + (tid[2] * block[1] + tid[1]) * block[0] + tid[0]
+            for idx in owned_indices(part, NumericMath(shape, grid, block, tid, bid), _Buf):
+                if not all(0 <= i < s for i, s in zip(idx, shape)):
+                    continue
+                if owners[idx] != -1:
+                    raise ValueError(f"{part.spec()}: element {idx} owned by threads {owners[idx]} and {g}")
+                owners[idx] = g
+    return owners
+
+
+def owned_indices(part: Partition, ctx, buf):
+    """The index tuples one thread owns, enumerated from ``owned_spec`` with a numeric ctx."""
+    spec = part.owned_spec(ctx, buf)
+    if spec.guard is not None and not spec.guard:
+        return []
+    out = []
+
+    def rec(k, ivs):
+        if k == len(spec.ranges):
+            out.append(tuple(spec.index(*ivs)))
+            return
+        lb, ub, step = spec.ranges[k]
+        for v in range(lb, ub, step):
+            rec(k + 1, ivs + [v])
+
+    rec(0, [])
+    return out
+
+
+PARTITIONS = {c.name: c for c in (Elementwise, Blocked, GridStride, Rows, RowsPerBlock, Tiles)}

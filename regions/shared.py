@@ -1,0 +1,118 @@
+"""Shared memory: within one barrier interval, no two threads of a block may touch one element
+unless both only read (or both use atomics).
+
+For every pair of accesses to one shared array in the same interval (see :mod:`.walk` for how
+intervals are formed across if/for/while), thread 2's copy of the access gets its own symbols
+(thread ids, loop counters of loops it may be at a different iteration of, loaded data) while
+block-uniform values of the same iteration stay shared. For each way two threads can differ
+(``tid'.a > tid.a`` or ``tid'.a < tid.a`` on some axis a) the prover must show some index
+component differs. Accesses are assumed in bounds (the reference backend checks bounds).
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from ..errors import CompileError
+from .affine import Poly
+from .diagnose import index_text, shared_collision
+
+
+_ids = itertools.count()
+
+
+def check(checker) -> None:
+    """Raise CompileError for the first shared-memory pair that may race."""
+    walk = checker.walk
+    groups: dict = {}
+    for acc in walk.accesses:
+        if acc.buf.type.space != "shared":
+            continue
+        key = "dyn" if acc.buf.owner is not None and getattr(acc.buf.owner, "opcode", "") == "dyn_shared" \
+            else acc.buf.id
+        groups.setdefault((key, walk.find(acc.interval)), []).append(acc)
+    for accs in groups.values():
+        for i, a1 in enumerate(accs):
+            for a2 in accs[i:]:
+                kinds = {a1.kind, a2.kind}
+                if kinds == {"load"} or kinds == {"atomic"}:
+                    continue
+                if not checker.prove_all(lambda pv, a1=a1, a2=a2: _disjoint(checker, pv, a1, a2)):
+                    _report(checker, a1, a2)
+
+
+class _Primer:
+    """Renames thread 2's non-shared symbols s -> s' (copying their facts and definitions)."""
+
+    def __init__(self, table, a1, a2):
+        self.table = table
+        self.segs = {k for k, v in a1.segs.items() if a2.segs.get(k) == v}
+        self.cache: dict = {}
+        self.suffix = f"'{next(_ids)}"
+
+    def shared(self, s) -> bool:
+        info = self.table.info.get(s)
+        return info is not None and info.uniform and all(lp in self.segs for lp in info.loops)
+
+    def name(self, s) -> str:
+        if self.shared(s):
+            return s
+        if s not in self.cache:
+            new = s + self.suffix
+            self.cache[s] = new
+            if new not in self.table.info:
+                info = self.table.info[s]
+                self.table.info[new] = dataclasses.replace(info, name=new, uniform=False, facts=[], atom=None)
+                self.table.info[new].facts = [self.poly(f) for f in info.facts]
+                if info.atom is not None:
+                    op, a, b = info.atom
+                    self.table.info[new].atom = (op, self.poly(a), self.poly(b))
+        return self.cache[s]
+
+    def poly(self, p: Poly) -> Poly:
+        return Poly({tuple(sorted(self.name(s) for s in m)): c for m, c in p.t.items()})
+
+
+def _disjoint(checker, pv, a1, a2) -> bool:
+    pr = _Primer(checker.table, a1, a2)
+    idx2 = [pr.poly(p) for p in a2.index]
+    facts = list(a1.facts) + [pr.poly(f) for f in a2.facts]
+    axes = [a for a in "xyz" if f"thread_idx.{a}" not in pv.pin]
+    for ax in axes:
+        t1 = Poly.sym(f"thread_idx.{ax}")
+        t2 = pr.poly(t1)
+        for case in (t2 - t1 - 1, t1 - t2 - 1):
+            cf = facts + [case]
+            if not any(pv.nonneg(sign * (i1 - i2) - 1, cf)
+                       for i1, i2 in zip(a1.index, idx2) for sign in (1, -1)):
+                return False
+    return True
+
+
+def _report(checker, a1, a2):
+    names = checker.names
+    buf = a1.buf.name or "shared"
+    t1 = index_text(a1, names)
+    try:
+        found = shared_collision(checker.walk, a1, a2)
+    except Exception:  # the example is a courtesy; never mask the real error
+        found = None
+    blame, other = a2, a1  # the later access in program order is where the race shows
+    verb = {"load": "read", "store": "write", "atomic": "atomic update"}
+    if a1 is a2:
+        msg = (f"shared array '{buf}': the {verb[a1.kind]} `{buf}[{t1}]` may touch one element from "
+               "two threads of the block (the index is not distinct per thread)")
+        hint = (f"partition the writes among the block's threads (index '{buf}' by thread_idx), or let "
+                "one thread write: `if kaio.thread_idx.x == 0:`")
+    else:
+        line = f"line {other.op.loc.line}" if other.op.loc is not None else "elsewhere"
+        msg = (f"shared array '{buf}': the {verb[blame.kind]} `{buf}[{index_text(blame, names)}]` and the "
+               f"{verb[other.kind]} `{buf}[{index_text(other, names)}]` ({line}) may touch one element "
+               "from two threads between the same two barriers")
+        hint = ("put kaio.sync() between them, or guard so that the threads touch disjoint elements "
+                "(e.g. `if tid < s: buf[tid] += buf[tid + s]`)")
+    if found:
+        msg += f"; {found}"
+    err = CompileError.at(blame.op.loc, msg, kernel=checker.kernel.name, hint=hint)
+    err.buffer, err.index, err.kind = buf, index_text(blame, names), "shared-race"
+    raise err

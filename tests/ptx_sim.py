@@ -1,0 +1,524 @@
+"""A tiny single-thread PTX interpreter for testing kaio's PTX numerics without a GPU.
+
+It executes the subset of PTX that kaio's emitter produces, one thread at a time, with IEEE
+semantics computed exactly (fractions) and rounded per instruction, so casts, integer wrap,
+rounding modes, control flow and the f64 math sequences can be checked against numpy here.
+Threads run sequentially: kernels that rely on barriers, shuffles or votes are out of scope.
+"""
+from __future__ import annotations
+
+import math
+import re
+import struct
+from fractions import Fraction
+
+import numpy as np
+
+from kaio import dtypes as dt
+
+BF16 = dt.bf16.storage_np
+#: (precision bits, min normal exponent, max exponent)
+FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127),
+           "f64": (53, -1022, 1023)}
+WIDTH = {"8": 8, "16": 16, "32": 32, "64": 64}
+
+
+def round_frac(q: Fraction, fmt: str, mode: str = "rn") -> float:
+    """Round an exact rational to ``fmt`` (nearest-even or toward zero); returns a float."""
+    if q == 0:
+        return 0.0
+    p, emin, emax = FORMATS[fmt]
+    neg, a = q < 0, abs(q)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, emin)
+    quantum = Fraction(2) ** (e - p + 1)
+    n = a / quantum
+    r = n.numerator // n.denominator
+    rem = n - r
+    if mode == "rn" and (rem > Fraction(1, 2) or (rem == Fraction(1, 2) and r & 1)):
+        r += 1
+    v = r * quantum
+    if v >= Fraction(2) ** (emax + 1):
+        v = math.inf if mode == "rn" else float((2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax)
+    v = float(v)
+    return -v if neg else v
+
+
+def to_bits(x: float, fmt: str) -> int:
+    if fmt == "f64":
+        return struct.unpack("<Q", struct.pack("<d", x))[0]
+    if fmt == "f32":
+        return int(np.array(x, np.float32).view(np.uint32))
+    return int(np.array(x, np.float16 if fmt == "f16" else BF16).view(np.uint16))
+
+
+def from_bits(b: int, fmt: str) -> float:
+    if fmt == "f64":
+        return struct.unpack("<d", struct.pack("<Q", b & (2 ** 64 - 1)))[0]
+    if fmt == "f32":
+        return float(np.array(b & 0xFFFFFFFF, np.uint32).view(np.float32))
+    return float(np.array(b & 0xFFFF, np.uint16).view(np.float16 if fmt == "f16" else BF16))
+
+
+def fround(x: float, fmt: str, mode="rn") -> float:
+    """Round a float (exact value) to ``fmt``, keeping infinities, NaN and the sign of zero."""
+    if math.isnan(x) or math.isinf(x) or x == 0:
+        return x
+    return round_frac(Fraction(x), fmt, mode)
+
+
+class PtxError(Exception):
+    pass
+
+
+class Machine:
+    """Parse one ``.entry`` and run it for each thread of a launch."""
+
+    def __init__(self, ptx: str):
+        self.widths: dict[str, int] = {}
+        self.code: list[tuple] = []
+        self.labels: dict[str, int] = {}
+        self.symbols: dict[str, tuple[str, int]] = {}   # name -> (space, size)
+        self.params: list[str] = []
+        in_params = False
+        for raw in ptx.splitlines():
+            line = raw.split("//")[0].strip()
+            if not line:
+                continue
+            if line.startswith(".visible .entry"):
+                in_params = True
+                continue
+            if in_params:
+                m = re.match(r"\.param \.\w+ (\w+)", line)
+                if m:
+                    self.params.append(m.group(1))
+                if line.startswith(")"):
+                    in_params = False
+                continue
+            m = re.match(r"\.reg \.(\w+) %(\w+)<\d+>;", line)
+            if m:
+                self.widths[m.group(2)] = 1 if m.group(1) == "pred" else int(m.group(1)[1:])
+                continue
+            m = re.match(r"(?:\.extern )?\.(shared|local) \.align \d+ \.b8 (\w+)\[(\d*)\];", line)
+            if m:
+                self.symbols[m.group(2)] = (m.group(1), int(m.group(3) or 1 << 16))
+                continue
+            if line.startswith((".", "{", "}")):
+                continue
+            if line.endswith(":"):
+                self.labels[line[:-1]] = len(self.code)
+                continue
+            self.code.append(self._parse(line.rstrip(";")))
+
+    @staticmethod
+    def _parse(line):
+        guard = None
+        if line.startswith("@"):
+            g, line = line.split(None, 1)
+            guard = (g[1:].lstrip("!"), g.startswith("@!"))
+        parts = line.split(None, 1)
+        ops = re.findall(r"\{[^}]*\}|\[[^\]]*\]|[^,\s]+", parts[1]) if len(parts) > 1 else []
+        return guard, parts[0].split("."), ops
+
+    # --- register access ----------------------------------------------------------------
+    def width(self, reg):
+        name = re.match(r"%([a-z]+)\d+$", reg).group(1)
+        return self.widths[name]
+
+    def raw(self, o):
+        """Bits of operand ``o`` (register, immediate, special register, symbol)."""
+        if o.startswith("%"):
+            if o in self.special:
+                return self.special[o]
+            return self.regs.get(o, 0)
+        if o.startswith("0f"):
+            return int(o[2:], 16)
+        if o.startswith("0d"):
+            return int(o[2:], 16)
+        if o in self.symbols:
+            return self.sym_base[o]
+        return int(o, 0)
+
+    def get(self, o, t):
+        b = self.raw(o)
+        if t == "pred":
+            return bool(b)
+        if t in FORMATS:
+            return from_bits(b, t)
+        w = WIDTH[t[1:]]
+        b &= (1 << w) - 1
+        if t[0] == "s" and b >> (w - 1):
+            b -= 1 << w
+        return b
+
+    def put(self, reg, t, v):
+        w = self.width(reg)
+        if t == "pred":
+            self.regs[reg] = int(bool(v))
+            return
+        if t in FORMATS:
+            b = to_bits(v, t)
+        else:
+            tw = WIDTH[t[1:]]
+            b = int(v) & ((1 << tw) - 1)
+            if t[0] == "s" and b >> (tw - 1):   # sign-extend into a wider register
+                b -= 1 << tw
+        self.regs[reg] = b & ((1 << w) - 1) if w > 1 else b
+
+    # --- memory ---------------------------------------------------------------------------
+    def addr(self, o):
+        inner = o.strip("[]")
+        return self.raw(inner) if inner.startswith("%") or inner in self.symbols else self.param_addr(inner)
+
+    def param_addr(self, name):
+        return ("param", name)
+
+    def load(self, space, a, t):
+        if isinstance(a, tuple):
+            return self.param_values[a[1]]
+        mem = self.mem[space]
+        n = 1 if t in ("u8", "s8") else WIDTH[t[1:]] // 8
+        b = int.from_bytes(mem[a:a + n], "little")
+        if t[0] == "s" and b >> (8 * n - 1):
+            b -= 1 << (8 * n)
+        return b
+
+    def store(self, space, a, t, bits):
+        n = 1 if t in ("u8", "s8") else WIDTH[t[1:]] // 8
+        self.mem[space][a:a + n] = (bits & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+
+    # --- running ---------------------------------------------------------------------------
+    def launch(self, args: list, abi, grid, block, shared=0):
+        """``args`` in IR order: numpy arrays (updated in place) or scalars."""
+        gbytes = bytearray(8)
+        bases, self.param_values = {}, {}
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                bases[i] = len(gbytes) + (-len(gbytes)) % 256
+                gbytes.extend(b"\0" * (bases[i] - len(gbytes)))
+                gbytes.extend(a.tobytes())
+        for p in abi.params:
+            a = args[p.ir_param_index]
+            if p.kind == "pointer":
+                v = bases[p.ir_param_index]
+            elif p.kind == "extent":
+                v = a.shape[p.dim]
+            elif p.dtype in FORMATS:
+                v = to_bits(float(a), p.dtype)
+            else:
+                v = int(a)
+            self.param_values[p.name] = v
+        self.mem = {"global": gbytes}
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        bl = tuple(block) + (1,) * (3 - len(block))
+        for bz in range(g[2]):
+            for by in range(g[1]):
+                for bx in range(g[0]):
+                    self.mem["shared"] = bytearray(1 << 18)
+                    for tz in range(bl[2]):
+                        for ty in range(bl[1]):
+                            for tx in range(bl[0]):
+                                self._thread((tx, ty, tz), (bx, by, bz), bl, g, shared)
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                flat = np.frombuffer(bytes(gbytes[bases[i]:bases[i] + a.nbytes]), a.dtype)
+                a[...] = flat.reshape(a.shape)
+
+    def _thread(self, tid, ctaid, ntid, nctaid, shared):
+        self.regs = {}
+        self.special = {"%laneid": tid[0] % 32, "%dynamic_smem_size": shared}
+        for ax, c in enumerate("xyz"):
+            self.special[f"%tid.{c}"] = tid[ax]
+            self.special[f"%ctaid.{c}"] = ctaid[ax]
+            self.special[f"%ntid.{c}"] = ntid[ax]
+            self.special[f"%nctaid.{c}"] = nctaid[ax]
+        self.mem["local"] = bytearray(1 << 16)
+        self.sym_base, off = {}, {"shared": 16, "local": 16}
+        for name, (space, size) in sorted(self.symbols.items(), key=lambda kv: kv[0] == "dyn_smem"):
+            self.sym_base[name] = off[space]
+            off[space] += size + (-size) % 16
+        pc, steps = 0, 0
+        while pc < len(self.code):
+            steps += 1
+            if steps > 2_000_000:
+                raise PtxError("too many steps (infinite loop?)")
+            guard, opc, ops = self.code[pc]
+            pc += 1
+            if guard is not None and bool(self.regs.get(guard[0], 0)) == guard[1]:
+                continue
+            if opc[0] == "ret":
+                return
+            if opc[0] == "bra":
+                pc = self.labels[ops[0]]
+                continue
+            execute(self, opc, ops)
+
+
+# --- instruction semantics ---------------------------------------------------------------------
+_TYPES = ("pred", "f16", "bf16", "f32", "f64", "b8", "b16", "b32", "b64", "s8", "s16", "s32",
+          "s64", "u8", "u16", "u32", "u64")
+_APPROX = {"ex2": lambda x: 2.0 ** x, "lg2": lambda x: math.log2(x) if x > 0 else (
+    -math.inf if x == 0 else math.nan), "sin": math.sin, "cos": math.cos, "tanh": math.tanh,
+    "rsqrt": lambda x: 1 / math.sqrt(x) if x > 0 else (math.inf if x == 0 else math.nan),
+    "sqrt": lambda x: math.sqrt(x) if x >= 0 else math.nan}
+
+
+def _types(opc):
+    return [m for m in opc[1:] if m in _TYPES]
+
+
+def _fexact(fn, *xs):
+    """Exact rational result of fn on finite floats, or None when an operand is not finite."""
+    if not all(math.isfinite(x) for x in xs):
+        return None
+    return fn(*(Fraction(x) for x in xs))
+
+
+def _farith(name, t, a, b, c=None):
+    with np.errstate(all="ignore"):
+        if name == "add":
+            q, f = _fexact(lambda x, y: x + y, a, b), np.float64(a) + np.float64(b)
+        elif name == "sub":
+            q, f = _fexact(lambda x, y: x - y, a, b), np.float64(a) - np.float64(b)
+        elif name == "mul":
+            q, f = _fexact(lambda x, y: x * y, a, b), np.float64(a) * np.float64(b)
+        elif name == "div":
+            q = _fexact(lambda x, y: x / y, a, b) if b != 0 else None
+            f = np.float64(a) / np.float64(b)
+        elif name == "fma":
+            q, f = _fexact(lambda x, y, z: x * y + z, a, b, c), np.float64(a) * np.float64(b) + np.float64(c)
+        else:
+            raise PtxError(name)
+    if q is None or q == 0:
+        return float(f) if q is None else (0.0 if not (f == 0 and math.copysign(1, f) < 0) else -0.0)
+    return round_frac(q, t)
+
+
+def _cmp(cmp, a, b):
+    unordered = isinstance(a, float) and (math.isnan(a) or math.isnan(b))
+    base = cmp[:-1] if cmp.endswith("u") and cmp not in ("u",) and len(cmp) == 3 else cmp
+    if unordered:
+        return cmp in ("neu", "equ", "ltu", "leu", "gtu", "geu", "nan")
+    if cmp in ("num",):
+        return True
+    if cmp == "nan":
+        return False
+    return {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[base]
+
+
+def _int_range(t):
+    w = WIDTH[t[1:]]
+    return (-(1 << (w - 1)), (1 << (w - 1)) - 1) if t[0] == "s" else (0, (1 << w) - 1)
+
+
+def _cvt(m, opc, d, a):
+    mods = opc[1:-2]
+    dt_, at = opc[-2], opc[-1]
+    v = m.get(a, at)
+    if dt_ in FORMATS:
+        if at in FORMATS:
+            rnd = next((x for x in mods if x in ("rni", "rzi", "rmi", "rpi")), None)
+            if rnd:
+                if not math.isfinite(v):
+                    r = v
+                else:
+                    r = {"rni": lambda x: float(round(x)), "rzi": math.trunc, "rmi": math.floor,
+                         "rpi": math.ceil}[rnd](v)
+                    r = math.copysign(float(r), v) if r == 0 else float(r)
+                m.put(d, dt_, r)
+            else:
+                m.put(d, dt_, fround(v, dt_, "rz" if "rz" in mods else "rn"))
+        else:
+            m.put(d, dt_, round_frac(Fraction(v), dt_, "rz" if "rz" in mods else "rn") if v else 0.0)
+        return
+    if at in FORMATS:  # float -> int: round, saturate, NaN -> 0
+        lo, hi = _int_range(dt_)
+        if math.isnan(v):
+            r = 0
+        elif math.isinf(v):
+            r = hi if v > 0 else lo
+        else:
+            rnd = next((x for x in mods if x in ("rni", "rzi", "rmi", "rpi")), "rzi")
+            r = {"rni": round, "rzi": math.trunc, "rmi": math.floor, "rpi": math.ceil}[rnd](v)
+            r = min(max(int(r), lo), hi)
+        m.put(d, dt_, r)
+        return
+    r = v
+    if "sat" in mods:
+        lo, hi = _int_range(dt_)
+        r = min(max(r, lo), hi)
+    m.put(d, dt_, r)
+
+
+def execute(m: Machine, opc: list, ops: list) -> None:
+    name = opc[0]
+    if name == "bar":
+        return
+    if name in ("shfl", "vote"):
+        raise PtxError(f"{name} needs a warp; the single-thread simulator cannot run it")
+    ts = _types(opc)
+    t = ts[-1] if ts else None
+    if name == "mov":
+        d, a = ops
+        if d.startswith("{"):          # unpack a 64-bit value into two halves
+            lo, hi = [x.strip() for x in d.strip("{}").split(",")]
+            b = m.raw(a)
+            m.regs[lo], m.regs[hi] = b & 0xFFFFFFFF, (b >> 32) & 0xFFFFFFFF
+        elif a.startswith("{"):
+            lo, hi = [x.strip() for x in a.strip("{}").split(",")]
+            m.regs[d] = m.raw(lo) | (m.raw(hi) << 32)
+        else:
+            b = m.raw(a)
+            m.regs[d] = b & ((1 << m.width(d)) - 1) if m.width(d) > 1 else int(bool(b))
+        return
+    if name == "ld":
+        space = opc[1]
+        a = m.addr(ops[1])
+        v = m.load(space, a, t)
+        if isinstance(a, tuple) and t in FORMATS:
+            m.regs[ops[0]] = v
+        elif t in FORMATS:
+            m.regs[ops[0]] = v & ((1 << m.width(ops[0])) - 1)
+        else:
+            m.put(ops[0], t if t[0] != "b" else "u" + t[1:], v)
+        return
+    if name == "st":
+        b = m.raw(ops[1])
+        m.store(opc[1], m.addr(ops[0]), t, b)
+        return
+    if name == "cvta":
+        m.regs[ops[0]] = m.raw(ops[1])
+        return
+    if name == "cvt":
+        _cvt(m, opc, ops[0], ops[1])
+        return
+    if name == "setp":
+        cmp = opc[1]
+        comb = opc[2] if opc[2] in ("and", "or", "xor") else None
+        r = _cmp(cmp, m.get(ops[1], t), m.get(ops[2], t))
+        if comb:
+            c = m.get(ops[3], "pred")
+            r = {"and": r and c, "or": r or c, "xor": r != c}[comb]
+        m.put(ops[0], "pred", r)
+        return
+    if name == "selp":
+        m.regs[ops[0]] = m.raw(ops[1]) if m.get(ops[3], "pred") else m.raw(ops[2])
+        m.regs[ops[0]] &= (1 << m.width(ops[0])) - 1
+        return
+    if name == "testp":
+        x = m.get(ops[1], t)
+        r = {"notanumber": math.isnan(x), "infinite": math.isinf(x), "finite": math.isfinite(x),
+             "number": not math.isnan(x)}[opc[1]]
+        m.put(ops[0], "pred", r)
+        return
+    if name == "atom":
+        return _atom(m, opc, ops)
+    if t == "pred":
+        vals = [m.get(o, "pred") for o in ops[1:]]
+        r = {"and": lambda a, b: a and b, "or": lambda a, b: a or b, "xor": lambda a, b: a != b,
+             "not": lambda a: not a}[name](*vals)
+        m.put(ops[0], "pred", r)
+        return
+    if t in FORMATS:
+        return _float_op(m, name, opc, t, ops)
+    return _int_op(m, name, opc, t, ops)
+
+
+def _float_op(m, name, opc, t, ops):
+    x = [m.get(o, t) for o in ops[1:]]
+    if name in ("add", "sub", "mul", "div", "fma"):
+        r = _farith(name, t, *x)   # approx/full division: the exact quotient is within bounds
+    elif name in ("min", "max"):
+        a, b = x
+        r = b if math.isnan(a) else a if math.isnan(b) else (min if name == "min" else max)(a, b)
+    elif name == "neg":
+        r = -x[0]
+    elif name == "abs":
+        r = abs(x[0])
+    elif name == "copysign":
+        r = math.copysign(x[1], x[0])
+    elif name == "sqrt" and "rn" in opc:
+        r = fround(math.sqrt(x[0]), t) if x[0] >= 0 else (x[0] if x[0] == 0 else math.nan)
+    elif name in _APPROX:
+        try:
+            r = fround(_APPROX[name](x[0]), t)
+        except (OverflowError, ValueError):
+            r = math.inf if name == "ex2" else math.nan
+    else:
+        raise PtxError(f"unsupported float op {'.'.join(opc)}")
+    m.put(ops[0], t, r)
+
+
+def _int_op(m, name, opc, t, ops):
+    if t is None:
+        raise PtxError(f"unsupported op {'.'.join(opc)}")
+    st = t if t[0] != "b" else "u" + t[1:]
+    w = WIDTH[t[1:]]
+    if name == "mul" and "wide" in opc:
+        m.put(ops[0], st[0] + str(2 * w), m.get(ops[1], st) * m.get(ops[2], st))
+        return
+    if name == "mad":
+        m.put(ops[0], st, m.get(ops[1], st) * m.get(ops[2], st) + m.get(ops[3], st))
+        return
+    if name in ("shl", "shr"):
+        a, n = m.get(ops[1], st if name == "shr" else "u" + t[1:]), min(m.get(ops[2], "u32"), w)
+        m.put(ops[0], st, a << n if name == "shl" else a >> n)
+        return
+    if name == "bfe":
+        a, pos, ln = m.get(ops[1], "u" + t[1:]), m.get(ops[2], "u32") & 0xFF, m.get(ops[3], "u32") & 0xFF
+        v = (a >> pos) & ((1 << ln) - 1)
+        if st[0] == "s" and ln and v >> (ln - 1):
+            v -= 1 << ln
+        m.put(ops[0], st, v)
+        return
+    if name == "bfi":
+        f, b = m.get(ops[1], "u32"), m.get(ops[2], "u32")
+        pos, ln = m.get(ops[3], "u32"), m.get(ops[4], "u32")
+        mask = ((1 << ln) - 1) << pos
+        m.put(ops[0], "u32", (b & ~mask) | ((f << pos) & mask))
+        return
+    if name == "atom":
+        return _atom(m, opc, ops)
+    x = [m.get(o, st) for o in ops[1:]]
+    if name in ("div", "rem"):
+        a, b = x
+        if b == 0:
+            r = 0
+        else:
+            q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+            r = q if name == "div" else a - q * b
+    else:
+        r = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+             "min": min, "max": max, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+             "xor": lambda a, b: a ^ b, "not": lambda a: ~a, "neg": lambda a: -a,
+             "abs": abs}[name](*x)
+    m.put(ops[0], st, r)
+
+
+_FBITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
+def _atom(m, opc, ops):
+    space, kind, t = opc[1], opc[2], opc[-1]
+    a, d = m.addr(ops[1]), ops[0]
+    w = _FBITS.get(t) or WIDTH[t[1:]]
+    old = m.load(space, a, f"u{w}")
+    if t in FORMATS:
+        ov, v = from_bits(old, t), m.get(ops[2], t)
+        r = _farith("add", t, ov, v) if kind == "add" else v
+        m.store(space, a, f"u{w}", to_bits(r, t))
+        m.put(d, t, ov)
+        return
+    st = t if t[0] != "b" else "u" + t[1:]
+    ov = old - (1 << w) if st[0] == "s" and old >> (w - 1) else old
+    v = m.get(ops[2], st)
+    if kind == "cas":
+        r = m.get(ops[3], st) if ov == v else ov
+    else:
+        r = {"add": lambda: ov + v, "min": lambda: min(ov, v), "max": lambda: max(ov, v),
+             "exch": lambda: v, "and": lambda: ov & v, "or": lambda: ov | v,
+             "xor": lambda: ov ^ v}[kind]()
+    m.store(space, a, f"u{w}", r & ((1 << w) - 1))
+    m.put(d, st, ov)

@@ -1,0 +1,290 @@
+"""Racy kernels the checker must reject, one race each. The racy line carries ``# RACE``;
+``BUFFER`` names the buffer the message must name; ``DYNAMIC`` says whether the sanitizer sees
+the race at run time on the launch in ``LAUNCH`` (with the checker disabled)."""
+from __future__ import annotations
+
+import numpy as np
+
+import kaio
+from kaio import f32, i32
+from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
+
+
+@kaio.kernel
+def neighbour_write(x: kaio.In[f32], y: kaio.Region[f32]):
+    i = kaio.global_id()
+    if i + 1 < y.shape[0]:
+        y[i + 1] = x[i]  # RACE
+
+
+@kaio.kernel
+def inplace_stencil(y: kaio.Region[f32]):
+    i = kaio.global_id()
+    if i > 0 and i < y.shape[0] - 1:
+        y[i] = y[i - 1] + y[i] + y[i + 1]  # RACE
+
+
+@kaio.kernel
+def missing_barrier(x: kaio.In[f32], y: kaio.Out[f32]):
+    tile = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    i = kaio.global_id()
+    tile[t] = x[i]
+    if t + 1 < 64:
+        y[i] = tile[t + 1]  # RACE
+
+
+@kaio.kernel
+def divergent_barrier(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    if kaio.thread_idx.x < 16:
+        kaio.sync()  # RACE
+    y[i] = x[i]
+
+
+@kaio.kernel
+def barrier_thread_loop(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    for k in range(kaio.thread_idx.x):
+        kaio.sync()  # RACE
+    y[i] = x[i]
+
+
+@kaio.kernel
+def overlapping_blocks(x: kaio.In[f32], y: kaio.Region[f32, blocked(2)]):
+    g = kaio.global_id()
+    for j in range(4):
+        i = g * 2 + j
+        if i < y.shape[0]:
+            y[i] = x[i]  # RACE
+
+
+@kaio.kernel
+def out_read_unwritten(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = y[i] * x[i]  # RACE
+
+
+@kaio.kernel
+def region_read_neighbour(x: kaio.In[f32], y: kaio.Region[f32], z: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = x[i]
+        if i + 1 < y.shape[0]:
+            z[i] = y[i + 1]  # RACE
+
+
+@kaio.kernel
+def data_index_store(idx: kaio.In[i32], x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[idx[i]] = x[i]  # RACE
+
+
+@kaio.kernel
+def shared_const_write(x: kaio.In[f32], y: kaio.Out[f32]):
+    tile = kaio.shared_array(f32, 64)
+    i = kaio.global_id()
+    tile[0] = x[i]  # RACE
+    kaio.sync()
+    y[i] = tile[0]
+
+
+@kaio.kernel
+def shared_neighbour_read(x: kaio.In[f32], y: kaio.Out[f32]):
+    tile = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    i = kaio.global_id()
+    tile[t] = x[i]
+    v = 0.0
+    if t > 0:
+        v = tile[t - 1]  # RACE
+    kaio.sync()
+    y[i] = v
+
+
+@kaio.kernel
+def atomic_plain_mix(data: kaio.In[i32], hist: kaio.Atomic[i32]):
+    i = kaio.global_id()
+    if i < data.shape[0]:
+        kaio.atomic_add(hist, data[i], 1)
+        hist[0] = 0  # RACE
+
+
+@kaio.kernel
+def unguarded_tree(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    buf = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    buf[t] = x[kaio.global_id()]
+    kaio.sync()
+    s = 32
+    while s > 0:
+        if t + s < 64:
+            buf[t] += buf[t + s]  # RACE
+        kaio.sync()
+        s = s // 2
+    if t == 0:
+        kaio.atomic_add(total, 0, buf[0])
+
+
+@kaio.kernel
+def tree_no_sync(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    buf = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    buf[t] = x[kaio.global_id()]
+    kaio.sync()
+    s = 32
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]  # RACE
+        s = s // 2
+    kaio.sync()
+    if t == 0:
+        kaio.atomic_add(total, 0, buf[0])
+
+
+@kaio.kernel
+def short_stride(x: kaio.In[f32], y: kaio.Out[f32, grid_stride()]):
+    for i in range(kaio.global_id(), y.shape[0], kaio.block_dim.x):
+        y[i] = x[i]  # RACE
+
+
+@kaio.kernel
+def rows_transposed(x: kaio.In[f32, 2], y: kaio.Out[f32, rows()]):
+    r = kaio.global_id()
+    if r < y.shape[1]:
+        for c in range(y.shape[0]):
+            y[c, r] = x[c, r]  # RACE
+
+
+@kaio.kernel
+def whole_row_per_thread(x: kaio.In[f32, 2], y: kaio.Out[f32, rows_per_block(32)]):
+    r = kaio.block_idx.x
+    for c in range(y.shape[1]):
+        y[r, c] = x[r, c]  # RACE
+
+
+@kaio.kernel
+def shifted_tile(x: kaio.In[f32, 2], y: kaio.Out[f32, tiles(8, 8)]):
+    r = kaio.block_idx.y * 8 + kaio.thread_idx.y
+    c = kaio.block_idx.x * 8 + kaio.thread_idx.x + 1
+    if r < y.shape[0] and c < y.shape[1]:
+        y[r, c] = x[r, c]  # RACE
+
+
+@kaio.kernel
+def modular_index(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    n = y.shape[0]
+    if i < n:
+        y[(i * 2) % n] = x[i]  # RACE
+
+
+@kaio.kernel
+def reversed_write(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    n = y.shape[0]
+    if i < n:
+        y[n - 1 - i] = x[i]  # RACE
+
+
+@kaio.kernel
+def shared_two_writes(x: kaio.In[f32], y: kaio.Out[f32]):
+    tile = kaio.shared_array(f32, 65)
+    t = kaio.thread_idx.x
+    i = kaio.global_id()
+    tile[t] = x[i]
+    tile[t + 1] = x[i]  # RACE
+    kaio.sync()
+    y[i] = tile[t]
+
+
+@kaio.kernel
+def shared_loop_carry(x: kaio.In[f32], y: kaio.Out[f32]):
+    tile = kaio.shared_array(f32, 65)
+    t = kaio.thread_idx.x
+    i = kaio.global_id()
+    tile[t] = x[i]
+    kaio.sync()
+    for k in range(4):
+        if t + 1 < 64:
+            tile[t] = tile[t + 1] + 1.0  # RACE
+    kaio.sync()
+    y[i] = tile[t]
+
+
+@kaio.kernel
+def divergent_while_barrier(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    k = kaio.thread_idx.x
+    while k > 0:
+        kaio.sync()  # RACE
+        k = k - 8
+    y[i] = x[i]
+
+
+@kaio.kernel
+def blocked_overrun(x: kaio.In[f32], y: kaio.Out[f32, blocked(4)]):
+    g = kaio.global_id()
+    for j in range(5):
+        i = g * 4 + j
+        if i < y.shape[0]:
+            y[i] = x[i]  # RACE
+
+
+@kaio.kernel
+def block_reduce_divergent(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    v = x[i]
+    if v > 0.0:
+        v = kaio.block_sum(v)  # RACE
+    y[i] = v
+
+
+@kaio.kernel
+def data_dependent_read_region(idx: kaio.In[i32], y: kaio.Region[f32], z: kaio.Out[f32]):
+    for i in y.owned():
+        z[i] = y[idx[i]]  # RACE
+
+
+@kaio.kernel
+def store_to_in(x: kaio.In[f32]):
+    i = kaio.global_id()
+    if i < x.shape[0]:
+        kaio.atomic_add(x, i, 1.0)  # RACE
+
+
+# buffer named in the message, launch (grid, block) for the sanitizer run, args maker, and
+# whether the race shows at run time (barrier misuse is a deadlock/UB, not a data race)
+def _f(n):
+    return np.arange(n, dtype=np.float32)
+
+
+CASES = {
+    "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), True),
+    "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), True),
+    "missing_barrier": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
+    "divergent_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), False),
+    "barrier_thread_loop": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), False),
+    "overlapping_blocks": ("y", ((1,), (16,)), lambda: (_f(32), _f(32)), True),
+    "out_read_unwritten": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), False),
+    "region_read_neighbour": ("y", ((2,), (32,)), lambda: (_f(64), _f(64), _f(64)), True),
+    "data_index_store": ("y", ((1,), (32,)), lambda: (np.zeros(32, np.int32), _f(32), _f(32)), True),
+    "shared_const_write": ("tile", ((1,), (32,)), lambda: (_f(32), _f(32)), True),
+    "shared_neighbour_read": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
+    "atomic_plain_mix": ("hist", ((1,), (32,)), lambda: (np.zeros(32, np.int32), np.zeros(4, np.int32)), True),
+    "unguarded_tree": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), True),
+    "tree_no_sync": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), True),
+    "short_stride": ("y", ((2,), (16,)), lambda: (_f(64), _f(64)), True),
+    "rows_transposed": ("y", ((1,), (8,)), lambda: (_f(64).reshape(8, 8), _f(64).reshape(8, 8)), False),
+    "whole_row_per_thread": ("y", ((4,), (32,)), lambda: (_f(128).reshape(4, 32), _f(128).reshape(4, 32)), True),
+    "shifted_tile": ("y", ((2, 2), (8, 8)), lambda: (_f(256).reshape(16, 16), _f(256).reshape(16, 16)), False),
+    "modular_index": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), True),
+    "reversed_write": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), False),
+    "shared_two_writes": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
+    "shared_loop_carry": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
+    "divergent_while_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), False),
+    "blocked_overrun": ("y", ((1,), (8,)), lambda: (_f(32), _f(32)), True),
+    "block_reduce_divergent": (None, ((1,), (32,)), lambda: (_f(32) - 16, _f(32)), False),
+    "data_dependent_read_region": ("y", ((1,), (32,)), lambda: (np.zeros(32, np.int32), _f(32), _f(32)), True),
+    "store_to_in": ("x", ((1,), (32,)), lambda: (_f(32),), False),
+}
+KERNELS = {name: globals()[name] for name in CASES}

@@ -1,0 +1,504 @@
+"""Race-free kernels the checker must accept. Each case: the kernel, and ``run(variant)``
+which launches it on one of several shapes and asserts against its numpy reference."""
+from __future__ import annotations
+
+import numpy as np
+
+import kaio
+from kaio import f32, i32
+from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
+
+RNG = np.random.default_rng(7)
+SIZES = (37, 256, 1000)
+
+
+def _x(n):
+    return RNG.standard_normal(n).astype(np.float32)
+
+
+def _close(got, want):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@kaio.kernel
+def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = a * x[i] + y[i]
+
+
+def run_saxpy(v):
+    x, y = _x(SIZES[v]), _x(SIZES[v])
+    want = 2.0 * x + y
+    saxpy(2.0, x, y)
+    _close(y, want)
+
+
+@kaio.kernel
+def scale_gid(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    if i < y.shape[0]:
+        y[i] = x[i] * 3.0
+
+
+def run_scale_gid(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    scale_gid[(-(-x.size // 64),), (64,)](x, y)
+    _close(y, x * 3)
+
+
+@kaio.kernel
+def early_return(x: kaio.In[f32], y: kaio.Out[f32]):
+    i = kaio.global_id()
+    if i >= y.shape[0]:
+        return
+    y[i] = x[i] + 1.0
+
+
+def run_early_return(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    early_return[(-(-x.size // 32),), (32,)](x, y)
+    _close(y, x + 1)
+
+
+@kaio.kernel
+def add2d(a: kaio.In[f32, 2], b: kaio.In[f32, 2], c: kaio.Out[f32, 2]):
+    for i, j in c.owned():
+        c[i, j] = a[i, j] + b[i, j]
+
+
+def run_add2d(v):
+    shape = [(5, 7), (16, 16), (33, 9)][v]
+    a, b = _x(shape[0] * shape[1]).reshape(shape), _x(shape[0] * shape[1]).reshape(shape)
+    c = np.zeros(shape, np.float32)
+    add2d(a, b, c)
+    _close(c, a + b)
+
+
+@kaio.kernel
+def blocked_owned(x: kaio.In[f32], y: kaio.Out[f32, blocked(4)]):
+    for i in y.owned():
+        y[i] = x[i] * x[i]
+
+
+def run_blocked_owned(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    blocked_owned(x, y)
+    _close(y, x * x)
+
+
+@kaio.kernel
+def blocked_hand(x: kaio.In[f32], y: kaio.Region[f32, blocked(4)]):
+    g = kaio.global_id()
+    for j in range(4):
+        i = g * 4 + j
+        if i < y.shape[0]:
+            y[i] = y[i] + x[i]
+
+
+def run_blocked_hand(v):
+    x, y = _x(SIZES[v]), _x(SIZES[v])
+    want = x + y
+    blocked_hand(x, y)
+    _close(y, want)
+
+
+@kaio.kernel
+def prefix_in_block(x: kaio.In[f32], y: kaio.Out[f32, blocked(8)]):
+    g = kaio.global_id()
+    acc = 0.0
+    for j in range(8):
+        i = g * 8 + j
+        if i < y.shape[0]:
+            acc = acc + x[i]
+            y[i] = acc
+
+
+def run_prefix_in_block(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    prefix_in_block(x, y)
+    want = np.concatenate([np.cumsum(x[k:k + 8]) for k in range(0, x.size, 8)])
+    _close(y, want)
+
+
+@kaio.kernel
+def stride_owned(x: kaio.In[f32], y: kaio.Out[f32, grid_stride()]):
+    for i in y.owned():
+        y[i] = x[i] - 1.0
+
+
+def run_stride_owned(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    stride_owned[(2,), (32,)](x, y)
+    _close(y, x - 1)
+
+
+@kaio.kernel
+def stride_hand(x: kaio.In[f32], y: kaio.Out[f32, grid_stride()]):
+    stride = kaio.grid_dim.x * kaio.block_dim.x
+    for i in range(kaio.global_id(), y.shape[0], stride):
+        y[i] = x[i] * 0.5
+
+
+def run_stride_hand(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    stride_hand[(3,), (16,)](x, y)
+    _close(y, x * 0.5)
+
+
+@kaio.kernel
+def row_scale(x: kaio.In[f32, 2], y: kaio.Out[f32, rows()]):
+    r = kaio.global_id()
+    if r < y.shape[0]:
+        s = 0.0
+        for c in range(y.shape[1]):
+            s = s + x[r, c]
+        for c in range(y.shape[1]):
+            y[r, c] = x[r, c] / s
+
+
+def run_row_scale(v):
+    shape = [(5, 7), (40, 3), (9, 33)][v]
+    x = np.abs(_x(shape[0] * shape[1])).reshape(shape) + 0.5
+    y = np.zeros_like(x)
+    row_scale(x, y)
+    _close(y, x / x.sum(axis=1, keepdims=True))
+
+
+@kaio.kernel
+def softmax(x: kaio.In[f32, 2], y: kaio.Out[f32, rows_per_block(128)]):
+    r = kaio.block_idx.x
+    ncol = x.shape[1]
+    m = -3.0e38
+    for c in range(kaio.thread_idx.x, ncol, kaio.block_dim.x):
+        m = max(m, x[r, c])
+    m = kaio.block_max(m)
+    s = 0.0
+    for c in range(kaio.thread_idx.x, ncol, kaio.block_dim.x):
+        s = s + kaio.math.exp(x[r, c] - m)
+    s = kaio.block_sum(s)
+    for i, c in y.owned():
+        y[i, c] = kaio.math.exp(x[i, c] - m) / s
+
+
+def run_softmax(v):
+    shape = [(3, 5), (4, 300), (7, 128)][v]
+    x = _x(shape[0] * shape[1]).reshape(shape)
+    y = np.zeros_like(x)
+    softmax(x, y)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    _close(y, e / e.sum(axis=1, keepdims=True))
+
+
+@kaio.kernel
+def rmsnorm(x: kaio.In[f32, 2], w: kaio.In[f32], y: kaio.Out[f32, rows_per_block(64)]):
+    r = kaio.block_idx.x
+    ncol = x.shape[1]
+    ss = 0.0
+    for c in range(kaio.thread_idx.x, ncol, kaio.block_dim.x):
+        ss = ss + x[r, c] * x[r, c]
+    ss = kaio.block_sum(ss)
+    inv = 1.0 / kaio.math.sqrt(ss / kaio.f32(ncol) + 1e-5)
+    for c in range(kaio.thread_idx.x, ncol, kaio.block_dim.x):
+        y[r, c] = x[r, c] * inv * w[c]
+
+
+def run_rmsnorm(v):
+    shape = [(2, 10), (5, 100), (3, 64)][v]
+    x = _x(shape[0] * shape[1]).reshape(shape)
+    w = _x(shape[1])
+    y = np.zeros_like(x)
+    rmsnorm(x, w, y)
+    want = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * w
+    _close(y, want)
+
+
+@kaio.kernel
+def tile_copy(x: kaio.In[f32, 2], y: kaio.Out[f32, tiles(8, 8)]):
+    for i, j in y.owned():
+        y[i, j] = x[i, j] * 2.0
+
+
+def run_tile_copy(v):
+    shape = [(5, 7), (16, 24), (17, 9)][v]
+    x = _x(shape[0] * shape[1]).reshape(shape)
+    y = np.zeros_like(x)
+    launch = [None, ((3, 2), (8, 8)), ((2, 3), (4, 2))][v]
+    (tile_copy if launch is None else tile_copy[launch])(x, y)
+    _close(y, x * 2)
+
+
+@kaio.kernel
+def tile_hand(x: kaio.In[f32, 2], y: kaio.Region[f32, tiles(8, 8)]):
+    r = kaio.block_idx.y * 8 + kaio.thread_idx.y
+    c = kaio.block_idx.x * 8 + kaio.thread_idx.x
+    if r < y.shape[0] and c < y.shape[1]:
+        y[r, c] = y[r, c] + x[r, c]
+
+
+def run_tile_hand(v):
+    shape = [(5, 7), (16, 24), (17, 9)][v]
+    x = _x(shape[0] * shape[1]).reshape(shape)
+    y = _x(shape[0] * shape[1]).reshape(shape)
+    want = x + y
+    tile_hand[(-(-shape[1] // 8), -(-shape[0] // 8)), (8, 8)](x, y)
+    _close(y, want)
+
+
+@kaio.kernel
+def matmul(a: kaio.In[f32, 2], b: kaio.In[f32, 2], c: kaio.Out[f32, tiles(8, 8)]):
+    As = kaio.shared_array(f32, (8, 8))
+    Bs = kaio.shared_array(f32, (8, 8))
+    tx = kaio.thread_idx.x
+    ty = kaio.thread_idx.y
+    row = kaio.block_idx.y * 8 + ty
+    col = kaio.block_idx.x * 8 + tx
+    kdim = a.shape[1]
+    acc = 0.0
+    for t in range(0, kdim, 8):
+        av = 0.0
+        if row < a.shape[0] and t + tx < kdim:
+            av = a[row, t + tx]
+        As[ty, tx] = av
+        bv = 0.0
+        if t + ty < kdim and col < b.shape[1]:
+            bv = b[t + ty, col]
+        Bs[ty, tx] = bv
+        kaio.sync()
+        for k in range(8):
+            acc = acc + As[ty, k] * Bs[k, tx]
+        kaio.sync()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+def run_matmul(v):
+    m, k, n = [(5, 7, 3), (16, 16, 16), (9, 20, 17)][v]
+    a = _x(m * k).reshape(m, k)
+    b = _x(k * n).reshape(k, n)
+    c = np.zeros((m, n), np.float32)
+    matmul[(-(-n // 8), -(-m // 8)), (8, 8)](a, b, c)
+    _close(c, a @ b)
+
+
+@kaio.kernel
+def tree_sum(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    buf = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    v = 0.0
+    if g < x.shape[0]:
+        v = x[g]
+    buf[t] = v
+    kaio.sync()
+    s = kaio.block_dim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        kaio.sync()
+        s = s // 2
+    if t == 0:
+        kaio.atomic_add(total, 0, buf[0])
+
+
+def run_tree_sum(v):
+    x = _x(SIZES[v])
+    total = np.zeros(1, np.float32)
+    tree_sum[(-(-x.size // 64),), (64,)](x, total)
+    np.testing.assert_allclose(total[0], x.sum(), rtol=1e-4, atol=1e-4)
+
+
+@kaio.kernel
+def tree_sum_static(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    buf = kaio.shared_array(f32, 32)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    v = 0.0
+    if g < x.shape[0]:
+        v = x[g]
+    buf[t] = v
+    kaio.sync()
+    for k in kaio.static_range(5):
+        s = 16 >> k
+        if t < s:
+            buf[t] = buf[t] + buf[t + s]
+        kaio.sync()
+    if t == 0:
+        kaio.atomic_add(total, 0, buf[0])
+
+
+def run_tree_sum_static(v):
+    x = _x(SIZES[v])
+    total = np.zeros(1, np.float32)
+    tree_sum_static[(-(-x.size // 32),), (32,)](x, total)
+    np.testing.assert_allclose(total[0], x.sum(), rtol=1e-4, atol=1e-4)
+
+
+@kaio.kernel
+def stencil_db(a: kaio.In[f32], b: kaio.Out[f32]):
+    i = kaio.global_id()
+    n = a.shape[0]
+    if i > 0 and i < n - 1:
+        b[i] = a[i - 1] + a[i] + a[i + 1]
+    elif i < n:
+        b[i] = a[i]
+
+
+def run_stencil_db(v):
+    a = _x(SIZES[v])
+    b = np.zeros_like(a)
+    stencil_db[(-(-a.size // 64),), (64,)](a, b)
+    want = a.copy()
+    want[1:-1] = a[:-2] + a[1:-1] + a[2:]
+    _close(b, want)
+
+
+@kaio.kernel
+def stencil_shared(a: kaio.In[f32], b: kaio.Out[f32]):
+    tile = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    i = kaio.global_id()
+    n = a.shape[0]
+    v = 0.0
+    if i < n:
+        v = a[i]
+    tile[t] = v
+    kaio.sync()
+    if i < n:
+        right = 0.0
+        if t + 1 < kaio.block_dim.x:
+            right = tile[t + 1]
+        elif i + 1 < n:
+            right = a[i + 1]
+        b[i] = tile[t] + right
+
+
+def run_stencil_shared(v):
+    a = _x(SIZES[v])
+    b = np.zeros_like(a)
+    stencil_shared[(-(-a.size // 64),), (64,)](a, b)
+    want = a + np.concatenate([a[1:], [0]])
+    _close(b, want)
+
+
+@kaio.kernel
+def stencil2d(a: kaio.In[f32, 2], b: kaio.Out[f32, 2]):
+    for i, j in b.owned():
+        v = a[i, j]
+        if i > 0 and i < a.shape[0] - 1 and j > 0 and j < a.shape[1] - 1:
+            v = 0.25 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
+        b[i, j] = v
+
+
+def run_stencil2d(v):
+    shape = [(5, 7), (16, 16), (3, 40)][v]
+    a = _x(shape[0] * shape[1]).reshape(shape)
+    b = np.zeros_like(a)
+    stencil2d(a, b)
+    want = a.copy()
+    want[1:-1, 1:-1] = 0.25 * (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:])
+    _close(b, want)
+
+
+@kaio.kernel
+def histogram(data: kaio.In[i32], hist: kaio.Atomic[i32]):
+    i = kaio.global_id()
+    if i < data.shape[0]:
+        kaio.atomic_add(hist, data[i], 1)
+
+
+def run_histogram(v):
+    data = RNG.integers(0, 10, SIZES[v]).astype(np.int32)
+    hist = np.zeros(10, np.int32)
+    histogram[(-(-data.size // 64),), (64,)](data, hist)
+    np.testing.assert_array_equal(hist, np.bincount(data, minlength=10))
+
+
+@kaio.kernel
+def scatter_add(idx: kaio.In[i32], x: kaio.In[f32], y: kaio.Atomic[f32]):
+    i = kaio.global_id()
+    if i < x.shape[0]:
+        kaio.atomic_add(y, idx[i], x[i])
+
+
+def run_scatter_add(v):
+    x = _x(SIZES[v])
+    idx = RNG.integers(0, 7, x.size).astype(np.int32)
+    y = np.zeros(7, np.float32)
+    scatter_add[(-(-x.size // 64),), (64,)](idx, x, y)
+    want = np.zeros(7, np.float32)
+    np.add.at(want, idx, x)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@kaio.kernel
+def out_reread(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = x[i] * 2.0
+        y[i] = y[i] + 1.0
+
+
+def run_out_reread(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    out_reread(x, y)
+    _close(y, x * 2 + 1)
+
+
+@kaio.kernel
+def warp_total(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    i = kaio.global_id()
+    v = 0.0
+    if i < x.shape[0]:
+        v = x[i]
+    s = kaio.warp_sum(v)
+    if kaio.lane_id() == 0:
+        kaio.atomic_add(total, 0, s)
+
+
+def run_warp_total(v):
+    x = _x(SIZES[v])
+    total = np.zeros(1, np.float32)
+    warp_total[(-(-x.size // 64),), (64,)](x, total)
+    np.testing.assert_allclose(total[0], x.sum(), rtol=1e-4, atol=1e-4)
+
+
+@kaio.kernel
+def reverse_copy(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = x[x.shape[0] - 1 - i]
+
+
+def run_reverse_copy(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    reverse_copy(x, y)
+    _close(y, x[::-1])
+
+
+@kaio.kernel
+def block_partials(x: kaio.In[f32, 2], y: kaio.Out[f32, rows_per_block(32)]):
+    r = kaio.block_idx.x
+    s = 0.0
+    for c in range(kaio.thread_idx.x, x.shape[1], kaio.block_dim.x):
+        s = s + x[r, c]
+    s = kaio.block_sum(s)
+    for i, c in y.owned():
+        y[i, c] = x[i, c] - s / kaio.f32(x.shape[1])
+
+
+def run_block_partials(v):
+    shape = [(2, 10), (6, 70), (1, 32)][v]
+    x = _x(shape[0] * shape[1]).reshape(shape)
+    y = np.zeros_like(x)
+    block_partials(x, y)
+    _close(y, x - x.mean(axis=1, keepdims=True))
+
+
+CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
+KERNELS = {name: globals()[name] for name in CASES}
