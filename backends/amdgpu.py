@@ -123,9 +123,19 @@ def stages(target: str, fast_math: bool = False) -> list[tuple[str, object]]:
     return out
 
 
+def ptx_for_cuda(kernel_ir, arch: str, fast_math: bool = False):
+    """(PTX, KernelABI) from the LLVM path for a CUDA device of ``arch`` ('sm_80'...'sm_90a'):
+    what the CUDA backend loads when ``KAIO_CUDA_CODEGEN=llvm``. sm_9x gets sm_90 PTX, every
+    other arch sm_80 PTX (the driver JIT-compiles it forward)."""
+    from .abi import kernel_abi
+    target = "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
+    return emit(kernel_ir, "ptx", target, fast_math), kernel_abi(kernel_ir)
+
+
 def emit(kernel_ir, stage: str, target: str, fast_math: bool = False):
     """One stage's artifact for an IR kernel: 'llvm' -> str, 'asm' -> str (AMDGPU assembly, or
-    PTX on nvptx64 where 'ptx' is the same), 'hsaco' -> bytes. Targets: gfx90a, gfx942, gfx1100, nvptx64-sm_80, nvptx64-sm_90."""
+    PTX on nvptx64 where 'ptx' is the same), 'hsaco' -> bytes.
+    Targets: gfx90a, gfx942, gfx1100, nvptx64-sm_80, nvptx64-sm_90."""
     t = get_target(target)
     if stage not in t.stages:
         raise ValueError(f"stage {stage!r} is not available for target {target!r}; "

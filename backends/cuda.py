@@ -133,6 +133,15 @@ class LoadedKernel:
             drv.check("cuLaunchKernel", r, self.name)
 
 
+def _param_plan(compiled: Compiled) -> list:
+    """Per IR parameter: None for a scalar, (BufType, numpy dtype, ndim) for a buffer; kept on
+    the Compiled object so a launch does not re-derive it."""
+    plan = [(v.type, v.type.dtype.storage_np, v.type.ndim) if isinstance(v.type, BufType) else None
+            for v in compiled.kernel.args]
+    compiled.__dict__["_cuda_params"] = plan
+    return plan
+
+
 def _encode_entry(ptx: str, abi: KernelABI) -> str:
     return json.dumps({"ptx": ptx, "entry": abi.entry, "params": [asdict(p) for p in abi.params]})
 
@@ -185,6 +194,9 @@ class CudaBackend(Backend):
                 ("ptx", lambda k, o: self._emit(k, o)[0])]
 
     def _emit(self, lowered, options) -> tuple[str, KernelABI]:
+        if os.environ.get("KAIO_CUDA_CODEGEN") == "llvm":   # the LLVM path's nvptx64 retarget
+            from .amdgpu import ptx_for_cuda
+            return ptx_for_cuda(lowered, self.arch, bool(options.get("fast_math", False)))
         from .ptx import emit_ptx
         return emit_ptx(lowered, self.arch, fast_math=bool(options.get("fast_math", False)),
                         ptx_version=self.ptx_version)
@@ -196,7 +208,8 @@ class CudaBackend(Backend):
         options = dict(options or {})
         key = cache_key(print_kernel(kernel), self.arch,
                         {"stage": "ptx", "fast_math": bool(options.get("fast_math", False)),
-                         "ptx_version": self.ptx_version})
+                         "ptx_version": self.ptx_version,
+                         "codegen": os.environ.get("KAIO_CUDA_CODEGEN", "ptx")})
         cache = default_cache()
         hit = cache.get(key)
         entry = _decode_entry(hit) if hit is not None else None
@@ -226,10 +239,10 @@ class CudaBackend(Backend):
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
         lk: LoadedKernel = compiled.handle
-        params = compiled.kernel.args
-        name = compiled.kernel.name
-        if len(args) != len(params):
-            raise LaunchError(f"kernel '{name}': {len(args)} arguments given, the kernel takes {len(params)}")
+        plan = compiled.__dict__.get("_cuda_params") or _param_plan(compiled)
+        if len(args) != len(plan):
+            raise LaunchError(f"kernel '{compiled.kernel.name}': {len(args)} arguments given, "
+                              f"the kernel takes {len(plan)}")
         self.ctx.make_current()
         graph = capturing()
         if graph is not None:
@@ -239,19 +252,22 @@ class CudaBackend(Backend):
         hstream = _stream_arg(stream)
         values, temps, copy_back = [], [], []
         try:
-            for i, (a, v) in enumerate(zip(args, params)):
-                if isinstance(v.type, BufType):
-                    ptr, shape = self._buffer(a, v.type, compiled.kernel, i, temps, copy_back, hstream)
+            for i, (a, t) in enumerate(zip(args, plan)):
+                if t is None:  # scalar
+                    values.append(a)
+                elif type(a) is DeviceArray and (a.dtype is t[1] or a.dtype == t[1]) and len(a.shape) == t[2]:
+                    values.append(a.ptr)  # the common zero-copy case, checked inline
+                    values.extend(a.shape)
+                else:
+                    ptr, shape = self._buffer(a, t[0], compiled.kernel, i, temps, copy_back, hstream)
                     values.append(ptr)
                     values.extend(shape)
-                else:
-                    values.append(a)
             if shared_bytes > _DEFAULT_DYN_SHARED:
                 lk.allow_dynamic_shared(shared_bytes, self.props)
             lk.launch(grid, block, int(shared_bytes), hstream, values)
-            if temps or self.sync_every_launch:
+            if temps or (self.sync_every_launch and graph is None):
                 # wait here so a fault is reported against this kernel, then copy back
-                drv.call("cuStreamSynchronize", hstream, kernel=name)
+                drv.call("cuStreamSynchronize", hstream, kernel=compiled.kernel.name)
                 for host, ptr in copy_back:
                     copy_dtoh(host, ptr)
         finally:

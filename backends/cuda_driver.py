@@ -19,7 +19,11 @@ from ..errors import BackendUnavailable, CudaError
 _driver = None
 _probe_result: tuple[bool, str] | None = None
 _lock = threading.RLock()
-_tls = threading.local()
+class _Local(threading.local):
+    current = None  # the Context current in this thread (a class default: reads never raise)
+
+
+_tls = _Local()
 _contexts: dict[int, "Context"] = {}
 
 #: errors after which the context is unusable (a kernel faulted); named so messages can say so
@@ -54,7 +58,7 @@ def set_driver(module) -> None:
     _driver = module
     _probe_result = None
     _contexts.clear()
-    _tls.__dict__.clear()
+    _tls.current = None
 
 
 def error_name(code) -> tuple[str, str]:
@@ -170,13 +174,13 @@ class DeviceProps:
 
 
 def arch_for_cc(major: int, minor: int) -> str:
-    """The PTX target kaio emits for a compute capability: 8.0 -> sm_80, 8.6 -> sm_86,
-    8.7 -> sm_87, 8.9 -> sm_89, 9.x and newer -> sm_90 (PTX is forward compatible, the driver
-    JIT-compiles it for newer GPUs). Older than 8.0: ValueError."""
+    """The PTX target kaio emits for a compute capability: the newest of sm_80, sm_86, sm_89,
+    sm_90 not above it (8.7 -> sm_86; 9.x and newer -> sm_90). PTX is forward compatible: the
+    driver JIT-compiles it for the actual GPU. Older than 8.0: ValueError."""
     if major >= 9:
         return "sm_90"
     if major == 8:
-        return f"sm_8{minor}" if minor in (0, 6, 7, 9) else "sm_80"
+        return "sm_89" if minor >= 9 else "sm_86" if minor >= 6 else "sm_80"
     raise ValueError(f"compute capability {major}.{minor} is older than 8.0 (Ampere); "
                      "kaio's PTX needs sm_80 or newer")
 
@@ -217,7 +221,7 @@ class Context:
 
     def make_current(self) -> None:
         """Make this context current in the calling thread (once per thread)."""
-        if getattr(_tls, "current", None) is not self:
+        if _tls.current is not self:
             call("cuCtxSetCurrent", self.handle)
             _tls.current = self
 

@@ -353,7 +353,9 @@ class HipBackend(Backend):
     # --- compiling -----------------------------------------------------------------------------
     def stages(self):
         from .amdgpu import stages
-        return [(n, (lambda f: lambda art, o: f(art))(f)) for n, f in stages(self.arch)]
+        def adapt(fn):      # Backend stages take (artifact, options)
+            return lambda art, options: fn(art)
+        return [(n, adapt(fn)) for n, fn in stages(self.arch)]
 
     def build(self, kernel, fast_math: bool = False) -> tuple[str, bytes]:
         """(LLVM IR text, validated code object) for this device's arch."""
@@ -454,8 +456,8 @@ class HipBackend(Backend):
 
     # --- information -----------------------------------------------------------------------------
     def devices(self) -> list[str]:
-        return [f"{p.name} ({p.arch_full}, {p.cu_count} CUs, {p.total_memory / 2**30:.1f} GiB, wave{p.warp_size})"
-                for p in (device_props(i) for i in range(device_count()))]
+        return [f"{p.name} ({p.arch_full}, {p.cu_count} CUs, {p.total_memory / 2**30:.1f} GiB, "
+                f"wave{p.warp_size})" for p in (device_props(i) for i in range(device_count()))]
 
     @staticmethod
     def device_info() -> list[dict]:

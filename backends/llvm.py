@@ -361,6 +361,10 @@ class FunctionEmitter:
     # --- memory -----------------------------------------------------------------------------
     def address(self, buf, index) -> tuple[str, int]:
         """Pointer to element ``index`` of ``buf`` (row-major) and its address space."""
+        if buf.id not in self.bufs:
+            raise CompileError(f"LLVM emitter: buffer {buf!r} is not a kernel parameter or a "
+                               "shared/local array (buffers cannot flow through control flow)",
+                               kernel=self.k.name)
         base, space, extents = self.bufs[buf.id]
         bt: BufType = buf.type
         wide = bt.space == "global"      # global buffers may exceed 2**31 elements
@@ -630,5 +634,6 @@ def emit_llvm(kernel, target: str | LlvmTarget, fast_math: bool = False) -> str:
     attrs = " ".join(f'"{k}"="{v}"' for k, v in t.kernel_attrs.items())
     layout = [f'target datalayout = "{t.datalayout}"'] if t.datalayout else []
     parts = [f"; kaio kernel '{kernel.name}' for {t.name}", *layout, f'target triple = "{t.triple}"',
-             "", t.prelude, *fe.globals, "", fn, "", *_declarations(fn), "", f"attributes #0 = {{ nounwind {attrs} }}", ""]
+             "", t.prelude, *fe.globals, "", fn, "", *_declarations(fn), "",
+             f"attributes #0 = {{ nounwind {attrs} }}", ""]
     return "\n".join(parts)

@@ -15,8 +15,9 @@ Three kinds:
   double-rounding cases (<= 1 ulp). For f64 results: exp/exp2/expm1/log/log2/log10/log1p/sin/
   cos/atan/asin/acos/atan2 are within a few ulp; tan/sinh/cosh/tanh within ~8 ulp; pow loses
   up to |y*log(x)|*2^-52 relative (hundreds of ulp near overflow); erf within ~1e-15 absolute.
-  sin/cos/tan use a three-part Cody-Waite reduction by pi/2, accurate for |x| < 2^20
-  (f32: ~1e6); beyond that the reduction error grows with |x|.
+  sin/cos/tan reduce by pi/2 with a three-part Cody-Waite reduction for |x| < 2^20 and a
+  Payne-Hanek reduction (2/pi in 24-bit chunks, exact split products, two-sum) above, so large
+  arguments are reduced accurately too.
 
 This module is a stopgap until the portable IR math library (written once in kaio IR for every
 backend) replaces the portable branch.
@@ -33,6 +34,33 @@ EXACT_UNARY = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
 _LN2_HI = 6.93147180369123816490e-01   # ln 2 split so that n * hi is exact for |n| < 2^20
 _LN2_LO = 1.90821492927058770002e-10
 _PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11, 2.02226624871116645580e-21)
+_PH_CHUNKS = 7          # chunks of 2/pi per Payne-Hanek reduction: truncation error < 2^-90
+
+
+def _pi_fixed(bits: int) -> int:
+    """floor(pi * 2^bits) from Machin's formula in integer arithmetic."""
+    one = 1 << (bits + 32)
+
+    def arctan_inv(q):
+        total, term, k, sign = 0, one // q, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= q * q
+            k, sign = k + 2, -sign
+        return total
+    return (4 * (4 * arctan_inv(5) - arctan_inv(239))) >> 32
+
+
+def _two_over_pi_chunks(n: int = 56) -> list[int]:
+    """2/pi = sum_j c_j * 2^(-24 (j + 1)) with 24-bit integers c_j."""
+    bits = 24 * n + 64
+    v = (1 << (2 * bits + 1)) // _pi_fixed(bits)     # floor(2/pi * 2^bits)
+    return [(v >> (bits - 24 * (j + 1))) & 0xFFFFFF for j in range(n)]
+
+
+_TWO_OVER_PI = _two_over_pi_chunks()
+_PIO2_HI = math.pi / 2
+_PIO2_LO = 6.123233995736766e-17        # pi/2 - _PIO2_HI
 
 
 def _hex(v: float) -> str:
@@ -155,12 +183,22 @@ class F64:
         return self.sel(self.cmp("oeq", x, self.c(math.inf)), x, r)
 
     def sincos(self, x):
-        """(sin x, cos x) after reduction by pi/2."""
+        """(sin x, cos x) after reduction by pi/2: Cody-Waite below 2^20, Payne-Hanek above."""
         fe = self.fe
         k = self.rint(self.mul(x, self.c(2.0 / math.pi)))
         r = x
         for part in _PIO2:
             r = self.fma(k, self.c(-part), r)
+        huge = self.cmp("oge", self.abs(x), self.c(2.0 ** 20))
+        pre, ph_l, join_l = fe.label, fe.new_label("payne_hanek"), fe.new_label("trig")
+        fe.emit(f"br i1 {huge}, label %{ph_l}, label %{join_l}")
+        fe.start(ph_l)
+        k_ph, r_ph = self.payne_hanek(x)
+        ph_end = fe.label
+        fe.emit(f"br label %{join_l}")
+        fe.start(join_l)
+        k = fe.ins(f"phi double [ {k}, %{pre} ], [ {k_ph}, %{ph_end} ]")
+        r = fe.ins(f"phi double [ {r}, %{pre} ], [ {r_ph}, %{ph_end} ]")
         r2 = self.mul(r, r)
         s = self.mul(r, self.poly(r2, [(-1) ** n / math.factorial(2 * n + 1) for n in range(10)]))
         c = self.poly(r2, [(-1) ** n / math.factorial(2 * n) for n in range(11)])
@@ -172,7 +210,53 @@ class F64:
         sv, cv = self.sel(swap, c, s), self.sel(swap, s, c)
         sv = self.sel(neg_s, fe.ins(f"fneg double {sv}"), sv)
         cv = self.sel(neg_c, fe.ins(f"fneg double {cv}"), cv)
-        return sv, cv
+        inf = self.cmp("oeq", self.abs(x), self.c(math.inf))     # sin/cos(+-inf) = NaN
+        return self.sel(inf, self.c(math.nan), sv), self.sel(inf, self.c(math.nan), cv)
+
+    def payne_hanek(self, x):
+        """(k, r) with x = k*pi/2 + r, |r| <~ pi/4, for finite |x| >= 2^20: x = M*2^E is
+        multiplied by the 24-bit chunks of 2/pi that matter, each product split so it is exact,
+        reduced mod 4 and summed error-free (two-sum)."""
+        fe = self.fe
+        table = "@__kaio_two_over_pi"
+        n = len(_TWO_OVER_PI)
+        decl = (f"{table} = internal addrspace({fe.t.const_space}) constant [{n} x double] ["
+                + ", ".join(f"double {self.c(float(c))}" for c in _TWO_OVER_PI) + "], align 8")
+        if decl not in fe.globals:
+            fe.globals.append(decl)
+        bits = fe.ins(f"bitcast double {self.abs(x)} to i64")
+        top = fe.ins(f"lshr i64 {bits}, 52")
+        e = fe.ins(f"sub i32 {fe.ins(f'trunc i64 {top} to i32')}, 1075")
+        m = fe.ins(f"or i64 {fe.ins(f'and i64 {bits}, 4503599627370495')}, 4503599627370496")
+        mh = fe.ins(f"sitofp i64 {fe.ins(f'lshr i64 {m}, 27')} to double")
+        ml = fe.ins(f"sitofp i64 {fe.ins(f'and i64 {m}, 134217727')} to double")
+        em2 = fe.ins(f"sub i32 {e}, 2")
+        neg_e, q24 = fe.ins(f"icmp slt i32 {em2}, 0"), fe.ins(f"sdiv i32 {em2}, 24")
+        j0 = fe.ins(f"select i1 {neg_e}, i32 0, i32 {q24}")
+        pieces = []
+        sp = fe.ptrty(fe.t.const_space)
+        for k in range(_PH_CHUNKS):
+            idx = fe.ins(f"add i32 {j0}, {k}")
+            ptr = fe.ins(f"getelementptr [{n} x double], {sp} {table}, i32 0, i32 {idx}")
+            c = fe.ins(f"load double, {sp} {ptr}, align 8")
+            nxt = fe.ins(f"add i32 {idx}, 1")
+            scale = fe.ins(f"sub i32 {e}, {fe.ins(f'mul i32 {nxt}, 24')}")
+            pieces.append(self.mul(self.mul(mh, c), self.pow2i(fe.ins(f"add i32 {scale}, 27"))))
+            pieces.append(self.mul(self.mul(ml, c), self.pow2i(scale)))
+        s, lo = self.c(0.0), self.c(0.0)
+        for p in pieces:        # each piece mod 4 (exact), then an error-free running sum
+            p = self.sub(p, self.mul(self.c(4.0), self.un("llvm.floor", self.mul(p, self.c(0.25)))))
+            t = self.add(s, p)
+            bp = self.sub(t, s)
+            err = self.add(self.sub(s, self.sub(t, bp)), self.sub(p, bp))
+            s, lo = t, self.add(lo, err)
+        k = self.rint(s)
+        f = self.add(self.sub(s, k), lo)
+        k2 = self.rint(f)
+        f, k = self.sub(f, k2), self.add(k, k2)
+        r = self.fma(f, self.c(_PIO2_HI), self.mul(f, self.c(_PIO2_LO)))
+        neg = self.cmp("olt", x, self.c(0.0))
+        return (self.sel(neg, fe.ins(f"fneg double {k}"), k), self.sel(neg, fe.ins(f"fneg double {r}"), r))
 
     def atan_pos(self, t):
         """atan(t) for 0 <= t <= 1 (NaN passes through)."""
@@ -272,7 +356,8 @@ def _pow(d: F64, x, y):
     xneg = fe.ins(f"icmp slt i64 {fe.ins(f'bitcast double {x} to i64')}, 0")
     r = d.sel(fe.ins(f"and i1 {xneg}, {yodd}"), fe.ins(f"fneg double {r}"), r)
     bad = fe.ins(f"and i1 {d.cmp('olt', x, d.c(0.0))}, {fe.ins(f'xor i1 {yint}, true')}")
-    r = d.sel(fe.ins(f"and i1 {bad}, {d.cmp('one', d.abs(y), d.c(math.inf))}"), d.c(math.nan), r)
+    finite = fe.ins(f"and i1 {d.cmp('one', d.abs(y), d.c(math.inf))}, {d.cmp('one', ax, d.c(math.inf))}")
+    r = d.sel(fe.ins(f"and i1 {bad}, {finite}"), d.c(math.nan), r)   # (-x)**non-integer
     one = fe.ins(f"and i1 {d.cmp('oeq', ax, d.c(1.0))}, {d.cmp('oeq', d.abs(y), d.c(math.inf))}")
     one = fe.ins(f"or i1 {one}, {d.cmp('oeq', y, d.c(0.0))}")
     one = fe.ins(f"or i1 {one}, {d.cmp('oeq', x, d.c(1.0))}")

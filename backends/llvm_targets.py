@@ -44,6 +44,7 @@ class LlvmTarget:
     fast_f32: dict = field(default_factory=dict)
     is_amdgpu: bool = False
     prelude: str = ""              # module-level text every module of this target starts with
+    const_space: int = 1           # addrspace of read-only tables (math constants)
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -113,7 +114,7 @@ def _amdgcn(name: str, cpu: str) -> LlvmTarget:
                  "{t2} = call i64 @llvm.amdgcn.ballot.i64(i1 true)\n"
                  "{out} = icmp eq i64 {t1}, {t2}",
         atomic_scope={"global": 'syncscope("agent") ', "shared": 'syncscope("workgroup") '},
-        fast_f32=_AMD_FAST, is_amdgpu=True)
+        fast_f32=_AMD_FAST, is_amdgpu=True, const_space=4)
 
 
 _NV_SREG = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
@@ -178,7 +179,7 @@ def host_target() -> LlvmTarget:
         features=llvm.get_host_cpu_features().flatten(), warp_size=1, kernel_cc="",
         kernel_attrs={}, datalayout="", space={"global": 0, "shared": 0}, alloca_space=0,
         specials=_HOST_SPECIALS, barrier="", lane_read="", ballot="", vote_any="", vote_all="",
-        prelude=prelude)
+        prelude=prelude, const_space=0)
 
 
 def get_target(name: str) -> LlvmTarget:

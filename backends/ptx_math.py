@@ -162,19 +162,117 @@ def _log(D: _D, x):
     return res
 
 
+def _two_over_pi_words(nbits: int = 1280) -> list[int]:
+    """Binary digits of 2/pi after the point, as 64-bit words (exact integer arithmetic)."""
+    one = 1 << (nbits + 84)
+
+    def atan_inv(n):           # Machin: pi = 16 atan(1/5) - 4 atan(1/239)
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k, sign = k + 2, -sign
+        return total
+    pi = (16 * atan_inv(5) - 4 * atan_inv(239)) >> 20
+    frac = (2 << (2 * nbits + 64)) // pi
+    return [(frac >> (nbits - 64 * (i + 1))) & (2 ** 64 - 1) for i in range(nbits // 64)]
+
+
+_TABLE = "kaio_two_over_pi"
+
+
+def _table_decl() -> str:
+    words = [0] + _two_over_pi_words()          # a leading zero word lets the window start early
+    return (f".const .align 8 .b64 {_TABLE}[{len(words)}] = {{"
+            + ", ".join("0x%016X" % w for w in words) + "};")
+
+
 def _reduce_pio2(D: _D, x):
-    """(r, q): x = q*pi/2 + r with |r| <= pi/4, q an i32 register (mod 4 is what matters)."""
+    """(r, q): x = q*pi/2 + r with |r| <= pi/4, q an i32 register (mod 4 is what matters).
+
+    |x| < pi/4: r = x. |x| < 2**30: Cody-Waite with a three-part pi/2. Larger: Payne-Hanek,
+    multiplying the 53-bit mantissa by a 128-bit window of 2/pi's bits in integer arithmetic.
+    """
+    em = D.em
     k = D.rint(D.mul(x, D.c(2.0 / math.pi)))
     nk = D.neg(k)
     r = D.fma(nk, D.c(PIO2[0]), x)
     r = D.fma(nk, D.c(PIO2[1]), r)
     r = D.fma(nk, D.c(PIO2[2]), r)
-    kd = D.em.tmp("rd")
-    D.em.ins(f"cvt.rzi.s64.f64 {kd}, {k}")
-    q = D.em.tmp("r")
-    D.em.ins(f"cvt.u32.u64 {q}, {kd}")
-    D.em.ins(f"and.b32 {q}, {q}, 3")
+    kd = em.tmp("rd")
+    em.ins(f"cvt.rzi.s64.f64 {kd}, {k}")
+    q = em.tmp("r")
+    em.ins(f"cvt.u32.u64 {q}, {kd}")
+    ax = D.abs(x)
+    small = D.setp("lt", ax, D.c(math.pi / 4))
+    em.ins(f"@{small} mov.f64 {r}, {x}")               # keeps -0.0 and full accuracy
+    em.ins(f"@{small} mov.u32 {q}, 0")
+    big = D.setp("ge", ax, D.c(2.0 ** 30))
+    big_ok = em.tmp("p")
+    em.ins(f"testp.finite.f64 {big_ok}, {x}")
+    em.ins(f"and.pred {big}, {big}, {big_ok}")
+    done = em.label("reduced")
+    em.bra(done, big, negate=True)
+    _payne_hanek(D, x, r, q)
+    em.place(done)
+    em.ins(f"and.b32 {q}, {q}, 3")
     return r, q
+
+
+def _payne_hanek(D: _D, x, r, q):
+    """Write the reduction of a large finite x into registers r (f64) and q (i32)."""
+    em = D.em
+    if _table_decl() not in em.module_decls:
+        em.module_decls.append(_table_decl())
+    R = lambda: em.tmp("rd")  # noqa: E731
+    bits, m, e64, o, j, sh, rsh = R(), R(), R(), R(), R(), R(), R()
+    e, b, nb = em.tmp("r"), em.tmp("r"), em.tmp("r")
+    em.ins(f"mov.b64 {bits}, {x}")
+    em.ins(f"and.b64 {m}, {bits}, 0x000FFFFFFFFFFFFF")
+    em.ins(f"or.b64 {m}, {m}, 0x0010000000000000")     # 53-bit integer mantissa M
+    em.ins(f"shr.u64 {e64}, {bits}, 52")
+    em.ins(f"and.b64 {e64}, {e64}, 0x7FF")
+    # |x| = M * 2**(E-1075); the window of 2/pi starts at bit E-1075-2, +64 for the zero word
+    em.ins(f"add.s64 {o}, {e64}, {-1075 - 2 + 64}")
+    em.ins(f"shr.u64 {j}, {o}, 6")
+    em.ins(f"cvt.u32.u64 {b}, {o}")
+    em.ins(f"and.b32 {b}, {b}, 63")
+    em.ins(f"sub.s32 {nb}, 64, {b}")
+    base = em.tmp("rd")
+    em.ins(f"mov.u64 {base}, {_TABLE}")
+    em.ins(f"mad.lo.s64 {base}, {j}, 8, {base}")
+    t0, t1, t2 = R(), R(), R()
+    for i, t in enumerate((t0, t1, t2)):
+        em.ins(f"ld.const.u64 {t}, [{base}+{8 * i}]")
+    whi, wlo, tmp = R(), R(), R()
+    em.ins(f"shl.b64 {whi}, {t0}, {b}")
+    em.ins(f"shr.b64 {tmp}, {t1}, {nb}")                # amount 64 gives 0: PTX clamps shifts
+    em.ins(f"or.b64 {whi}, {whi}, {tmp}")
+    em.ins(f"shl.b64 {wlo}, {t1}, {b}")
+    em.ins(f"shr.b64 {tmp}, {t2}, {nb}")
+    em.ins(f"or.b64 {wlo}, {wlo}, {tmp}")
+    lo1, hi1, lo2, p1 = R(), R(), R(), R()
+    em.ins(f"mul.lo.u64 {lo1}, {m}, {wlo}")
+    em.ins(f"mul.hi.u64 {hi1}, {m}, {wlo}")
+    em.ins(f"mul.lo.u64 {lo2}, {m}, {whi}")
+    em.ins(f"add.u64 {p1}, {lo2}, {hi1}")               # bits 64..127 of M*W (carry not needed)
+    # x*2/pi = M*W / 2**126: quadrant = bits 126..127, fraction = the bits below
+    qq, f, top = R(), R(), R()
+    em.ins(f"shr.u64 {qq}, {p1}, 62")
+    em.ins(f"shl.b64 {f}, {p1}, 2")
+    em.ins(f"shr.u64 {top}, {lo1}, 62")
+    em.ins(f"or.b64 {f}, {f}, {top}")                   # 64-bit fraction in units of 2**-64
+    up = em.tmp("p")
+    em.ins(f"setp.lt.s64 {up}, {f}, 0")                 # fraction >= 1/2: next quadrant
+    em.ins(f"@{up} add.u64 {qq}, {qq}, 1")
+    ff = em.tmp("fd")
+    em.ins(f"cvt.rn.f64.s64 {ff}, {f}")                 # signed: fraction - 1 when it rounded up
+    em.ins(f"mul.rn.f64 {r}, {ff}, {D.c(math.pi / 2 * 2.0 ** -64)}")
+    em.ins(f"cvt.u32.u64 {q}, {qq}")
+    neg = em.tmp("p")
+    em.ins(f"setp.lt.s64 {neg}, {bits}, 0")
+    em.ins(f"@{neg} neg.f64 {r}, {r}")
+    em.ins(f"@{neg} neg.s32 {q}, {q}")
 
 
 def _sin_poly(D, r):
@@ -203,7 +301,8 @@ def _quadrant(D, q, vals):
 def _sin(D, x):
     r, q = _reduce_pio2(D, x)
     s, c = _sin_poly(D, r), _cos_poly(D, r)
-    return _quadrant(D, q, [s, c, D.neg(s), D.neg(c)])
+    res = _quadrant(D, q, [s, c, D.neg(s), D.neg(c)])
+    return D.sel(D.setp("eq", x, D.c(0.0)), x, res)          # sin(-0) = -0
 
 
 def _cos(D, x):
@@ -219,7 +318,8 @@ def _tan(D, x):
     D.em.ins(f"and.b32 {odd}, {q}, 1")
     p = D.em.tmp("p")
     D.em.ins(f"setp.ne.u32 {p}, {odd}, 0")
-    return D.sel(p, D.neg(D.div(c, s)), D.div(s, c))
+    res = D.sel(p, D.neg(D.div(c, s)), D.div(s, c))
+    return D.sel(D.setp("eq", x, D.c(0.0)), x, res)
 
 
 def _atan_pos(D, t):
@@ -338,6 +438,7 @@ def _pow(D, x, y):
     r = D.sel(flip, D.neg(r), r)
     bad = em.tmp("p")
     em.ins(f"setp.lt.and.f64 {bad}, {x}, {D.c(0.0)}, {D.test('finite', y)}")
+    em.ins(f"and.pred {bad}, {bad}, {D.test('finite', x)}")   # pow(-inf, y) is +-inf or 0
     em.ins(f"and.pred {bad}, {bad}, {_not(em, yint)}")
     r = D.sel(bad, D.c(math.nan), r)
     r = D.sel(D.setp("eq", x, D.c(1.0)), D.c(1.0), r)

@@ -13,17 +13,18 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import math  # noqa: E402  (kaio.math inside kernels)
+from .device import (  # noqa: E402
+    DeviceArray, Event, Stream, device_array, pinned_array, synchronize, to_device,
+)
+from .dlpack import from_dlpack  # noqa: E402
 from .dtypes import (  # noqa: E402
     DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64,
 )
 from .errors import (  # noqa: E402
     BackendUnavailable, CompileError, CudaError, HipError, KaioError, LaunchError, RaceError,
 )
-from .kernel import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
-from .device import (  # noqa: E402
-    DeviceArray, Event, Stream, device_array, pinned_array, synchronize, to_device,
-)
 from .graphs import Graph, graph  # noqa: E402
+from .kernel import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
 from .lang import (  # noqa: E402
     Atomic, Const, In, Out, Raw, Region, atomic_add, atomic_and, atomic_cas, atomic_exchange,
     atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, ballot, block_dim, block_idx,

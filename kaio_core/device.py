@@ -235,6 +235,9 @@ class DeviceArray:
         if not arr.flags.c_contiguous:
             raise ValueError(f"{what} needs a C-contiguous host array; use np.ascontiguousarray")
 
+    def __array__(self, *args, **kwargs):
+        raise TypeError("a kaio.DeviceArray is not converted to numpy implicitly: call .to_host()")
+
     def copy_from_host(self, arr: np.ndarray, stream=None) -> "DeviceArray":
         """Copy a host array of the same dtype and shape into this array."""
         self._check_host(arr, "copy_from_host")
@@ -282,6 +285,9 @@ def device_array(shape, dtype) -> DeviceArray:
 
 def to_device(arr, stream=None) -> DeviceArray:
     """A device copy of a numpy array (made C-contiguous first if it is not)."""
+    if hasattr(arr, "__cuda_array_interface__"):
+        raise TypeError(f"to_device: {type(arr).__name__} is already in device memory; pass it to "
+                        "kernels directly, or copy it with kaio.device_array(...).copy_(x)")
     arr = np.ascontiguousarray(arr)
     d = DeviceArray(arr.shape, arr.dtype)
     copy_htod(d.ptr, arr, stream)

@@ -20,12 +20,17 @@ import weakref
 
 from .errors import LaunchError
 
-_tls = threading.local()
+
+class _Local(threading.local):
+    graph = None  # a class default: reading it never raises (this is on every launch's path)
+
+
+_tls = _Local()
 
 
 def capturing() -> "Graph | None":
     """The graph being captured in this thread, if any."""
-    return getattr(_tls, "graph", None)
+    return _tls.graph
 
 
 def _destroy(fn: str, handle) -> None:
@@ -52,8 +57,9 @@ class Graph:
             raise LaunchError("kaio.graph() blocks cannot be nested")
         d = drv.driver()
         drv.context()
+        # relaxed: a kernel compiled and loaded on its first launch inside the block still works
         drv.call("cuStreamBeginCapture", _stream_arg(self.stream),
-                 d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                 d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
         _tls.graph = self
         return self
 

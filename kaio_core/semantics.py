@@ -94,9 +94,10 @@ def round_f64(dtype: dt.DType, x) -> np.ndarray:
     x = np.asarray(x, dtype=_F64)
     if dtype is dt.f64:
         return x
-    if dtype is dt.f32:
-        return x.astype(_F32)
-    return _round_to_odd_f32(x).astype(dtype.storage_np)
+    with np.errstate(all="ignore"):  # overflow to inf is the intended result
+        if dtype is dt.f32:
+            return x.astype(_F32)
+        return _round_to_odd_f32(x).astype(dtype.storage_np)
 
 
 def _two_sum(a, b):

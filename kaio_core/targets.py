@@ -2,7 +2,7 @@
 
 Targets:
 
-- ``sm_80``, ``sm_86``, ``sm_87``, ``sm_89``, ``sm_90``, ``sm_90a``: NVIDIA through kaio's own
+- ``sm_80``, ``sm_86``, ``sm_89``, ``sm_90``: NVIDIA through kaio's own
   PTX emitter (stages ``ir``, ``ptx``);
 - ``gfx90a``, ``gfx942``, ``gfx1100``: AMD through LLVM (stages ``ir``, ``llvm``, ``asm``,
   ``hsaco``);
@@ -14,7 +14,7 @@ Targets:
 """
 from __future__ import annotations
 
-NVIDIA_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a")
+NVIDIA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")  # what backends/ptx.py emits
 AMD_ARCHS = ("gfx90a", "gfx942", "gfx1100")
 NVPTX_TARGETS = ("nvptx64-sm_80", "nvptx64-sm_90")
 TARGETS = NVIDIA_ARCHS + AMD_ARCHS + NVPTX_TARGETS

@@ -49,7 +49,10 @@ class KernelCase:
     - ``reference(inputs) -> dict`` computes the same outputs with numpy (float64 where
       precision matters);
     - ``flops(size)`` / ``bytes(size)``: work per ``run`` call, for TFLOP/s and GB/s;
-    - ``checksum(outputs)``: the RAJAPerf checksum of the outputs (RAJAPerf ports only).
+    - ``checksum(outputs)``: the RAJAPerf checksum of the outputs (RAJAPerf ports only);
+    - ``bench(inputs) -> launch``: optional; copies the inputs to the device once and returns a
+      function that only launches the kernel(s) on device-resident data, so a runner can time
+      the kernels without host<->device copies (needs a backend with device arrays).
     """
 
     name: str
@@ -66,6 +69,7 @@ class KernelCase:
     reps: int = 1
     checksum: Callable[[dict], float] | None = None
     checksum_rtol: float | None = None
+    bench: Callable[[dict], Callable[[], None]] | None = None
     tags: tuple = field(default_factory=tuple)
 
     def check(self, outputs: dict, expected: dict) -> tuple[bool, float]:

@@ -1,9 +1,8 @@
 """Small helpers shared by the library's kernels: dtypes by name and launch shapes."""
 from __future__ import annotations
 
-import numpy as np
-
 import kaio
+import numpy as np
 
 #: the activation dtypes the ML ops accept (storage); math is f32 inside the kernels
 FLOAT_DTYPES = {"f32": kaio.f32, "f16": kaio.f16, "bf16": kaio.bf16}

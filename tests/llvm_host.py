@@ -13,7 +13,6 @@ import ctypes.util
 import itertools
 
 import numpy as np
-
 from kaio.backends import amdgpu
 from kaio.backends.abi import kernel_abi
 from kaio.backends.llvm import emit_llvm
@@ -78,16 +77,22 @@ def host_module(kernel):
 def run_on_host(kernel, args: list, grid, block) -> list:
     """Run ``kernel`` over ``grid`` x ``block`` serially; numpy buffers in ``args`` are
     updated in place (they are the results)."""
-    ee, addr, k = host_module(kernel)
-    abi = kernel_abi(k)
-    fn = ctypes.CFUNCTYPE(None, *[_CT[p.dtype] for p in abi.params])(addr)
     flat = []
-    for a, v in zip(args, k.args):
+    for a, v in zip(args, kernel.args):
         if isinstance(v.type, BufType):
             flat.append(a.ctypes.data)
             flat.extend(int(s) for s in a.shape)
         else:
             flat.append(int(a) if v.type.is_bool else a.item() if isinstance(a, np.generic) else a)
+    run_flat(kernel, flat, grid, block)
+    return args
+
+
+def run_flat(kernel, flat: list, grid, block) -> None:
+    """Run ``kernel`` with its flat ABI arguments (pointers are host addresses)."""
+    ee, addr, k = host_module(kernel)
+    abi = kernel_abi(k)
+    fn = ctypes.CFUNCTYPE(None, *[_CT[p.dtype] for p in abi.params])(addr)
     cell = {(s, ax): ctypes.c_int32.from_address(ee.get_global_value_address(f"__kaio_{s}_{ax}"))
             for s in ("thread_idx", "block_idx", "block_dim", "grid_dim") for ax in "xyz"}
     for ax, g, b in zip("xyz", grid, block):
@@ -99,4 +104,3 @@ def run_on_host(kernel, args: list, grid, block) -> list:
             cell["thread_idx", "y"].value = ty
             cell["thread_idx", "z"].value = tz
             fn(*flat)
-    return args

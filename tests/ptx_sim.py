@@ -101,6 +101,12 @@ class Machine:
             if m:
                 self.widths[m.group(2)] = 1 if m.group(1) == "pred" else int(m.group(1)[1:])
                 continue
+            m = re.match(r"\.const \.align \d+ \.b64 (\w+)\[(\d+)\] = \{(.*)\};", line)
+            if m:
+                words = [int(w, 0) for w in m.group(3).split(",")]
+                self.const_data = b"".join(w.to_bytes(8, "little") for w in words)
+                self.symbols[m.group(1)] = ("const", len(self.const_data))
+                continue
             m = re.match(r"(?:\.extern )?\.(shared|local) \.align \d+ \.b8 (\w+)\[(\d*)\];", line)
             if m:
                 self.symbols[m.group(2)] = (m.group(1), int(m.group(3) or 1 << 16))
@@ -170,6 +176,9 @@ class Machine:
     # --- memory ---------------------------------------------------------------------------
     def addr(self, o):
         inner = o.strip("[]")
+        if "+" in inner:
+            base, off = inner.split("+")
+            return self.raw(base) + int(off, 0)
         return self.raw(inner) if inner.startswith("%") or inner in self.symbols else self.param_addr(inner)
 
     def param_addr(self, name):
@@ -235,7 +244,8 @@ class Machine:
             self.special[f"%ntid.{c}"] = ntid[ax]
             self.special[f"%nctaid.{c}"] = nctaid[ax]
         self.mem["local"] = bytearray(1 << 16)
-        self.sym_base, off = {}, {"shared": 16, "local": 16}
+        self.sym_base, off = {}, {"shared": 16, "local": 16, "const": 0}
+        self.mem["const"] = bytearray(getattr(self, "const_data", b""))
         for name, (space, size) in sorted(self.symbols.items(), key=lambda kv: kv[0] == "dyn_smem"):
             self.sym_base[name] = off[space]
             off[space] += size + (-size) % 16
@@ -458,6 +468,9 @@ def _int_op(m, name, opc, t, ops):
     w = WIDTH[t[1:]]
     if name == "mul" and "wide" in opc:
         m.put(ops[0], st[0] + str(2 * w), m.get(ops[1], st) * m.get(ops[2], st))
+        return
+    if name == "mul" and "hi" in opc:
+        m.put(ops[0], st, (m.get(ops[1], st) * m.get(ops[2], st)) >> w)
         return
     if name == "mad":
         m.put(ops[0], st, m.get(ops[1], st) * m.get(ops[2], st) + m.get(ops[3], st))

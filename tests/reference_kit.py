@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kaio import dtypes as dt
 from kaio.backends.reference import ReferenceBackend
-from kaio.ir import Builder, BufType, Loc, Param
+from kaio.ir import BufType, Builder, Loc, Param
 from kaio.ir.indexmath import IndexMath
 
 FILE = "kern.py"

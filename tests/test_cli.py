@@ -150,3 +150,55 @@ def test_console_script():
     cmd = [exe] if exe else [sys.executable, "-m", "kaio.cli"]
     r = subprocess.run(cmd + ["compile", "/nonexistent.py:k"], capture_output=True, text=True)
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+REDUCE = textwrap.dedent('''
+    import kaio
+    from kaio import f32
+
+    @kaio.kernel
+    def bsum(x: kaio.In[f32], out: kaio.Atomic[f32]):
+        s = kaio.warp_sum(x[kaio.global_id()])
+        if kaio.lane_id() == 0:
+            kaio.atomic_add(out, 0, s)
+''')
+
+
+def test_ir_per_target_warp_width(capsys, tmp_path):
+    """--emit ir with a target shows that target's lowering: warp 32 vs 64 differ."""
+    p = tmp_path / "reduce_for_cli.py"
+    p.write_text(REDUCE)
+    outs = {}
+    for t in (None, "sm_90", "gfx942"):
+        rc, out, err = run(capsys, "compile", f"{p}:bsum", "--emit", "ir", *(["--target", t] if t else []))
+        assert rc == 0, err
+        outs[t] = out
+    assert "warp_reduce" in outs[None]
+    assert "warp_reduce" not in outs["sm_90"] and "warp_reduce" not in outs["gfx942"]
+    # the xor butterfly has log2(width) steps: 5 shuffles at 32 lanes, 6 at 64
+    assert outs["sm_90"].count("shuffle") == 5 and outs["gfx942"].count("shuffle") == 6
+
+
+@pytest.mark.parametrize("target, stage, marker", [
+    ("gfx942", "llvm", "amdgcn-amd-amdhsa"),
+    ("gfx90a", "asm", "gfx90a"),
+    ("nvptx64-sm_90", "ptx", ".target sm_90"),
+])
+def test_compile_llvm_targets(capsys, kfile, target, stage, marker):
+    pytest.importorskip("kaio.backends.amdgpu")
+    rc, out, err = run(capsys, "compile", f"{kfile}:saxpy", "--target", target, "--emit", stage)
+    assert rc == 0, err
+    assert marker in out
+
+
+def test_compile_hsaco_needs_output(capsys, kfile, tmp_path):
+    pytest.importorskip("kaio.backends.amdgpu")
+    if shutil.which("ld.lld") is None and shutil.which("ld.lld-19") is None:
+        pytest.skip("no ld.lld to link a code object")
+    rc, out, err = run(capsys, "compile", f"{kfile}:saxpy", "--target", "gfx942", "--emit", "hsaco")
+    assert rc == 2 and "binary" in err
+    dest = tmp_path / "saxpy.hsaco"
+    rc, out, err = run(capsys, "compile", f"{kfile}:saxpy", "--target", "gfx942", "--emit", "hsaco",
+                       "-o", str(dest))
+    assert rc == 0, err
+    assert dest.read_bytes()[:4] == b"\x7fELF"

@@ -368,3 +368,27 @@ def test_fold_preserves_location():
     k = constfold.run(b.finish())
     c = k.body.ops[-1].operands[-1].owner
     assert c.opcode == "const" and c.attrs["value"] == 5 and c.loc.line == 42
+
+
+# --- canonical constants (kaio.ir.scalars) ---------------------------------------------------------
+def test_round_to_matches_numpy_single_roundings():
+    rng = np.random.default_rng(5)
+    h = rng.standard_normal(4000).astype(np.float16)
+    h = h[np.isfinite(h)]
+    up = np.nextafter(h, np.float16(np.inf))
+    mids = (h.astype(np.float64) + up.astype(np.float64)) / 2  # exact ties
+    for x in np.concatenate([mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf)]):
+        assert round_to(float(x), dt.f16) == float(np.float16(x))
+    f = (rng.standard_normal(4000) * 1e3).astype(np.float32)
+    for x in f:  # f32 -> bf16 is a single rounding in ml_dtypes
+        assert round_to(float(x), dt.bf16) == float(x.astype(dt.bf16.np))
+    assert round_to(2**53 + 1, dt.f64) == 2.0**53 and round_to(2**24 + 3, dt.f32) == 2.0**24 + 4
+    assert round_to(2**64 - 1, dt.f32) == 2.0**64 and round_to(70000, dt.f16) == math.inf
+    assert round_to(2.0 ** -25, dt.f16) == 0.0 and round_to(-(2.0 ** -25), dt.f16) == -0.0
+    assert round_to(3 * 2.0 ** -26, dt.f16) == 2.0 ** -24  # above half the smallest subnormal
+
+
+def test_canonical_wraps_ints_and_rounds_floats():
+    assert canonical(-1, dt.u32) == 2**32 - 1 and canonical(128, dt.i8) == -128
+    assert canonical(1.0000001, dt.bf16) == 1.0 and canonical(True, dt.f32) == 1.0
+    assert canonical(np.float32(0.1), dt.f64) == float(np.float32(0.1))

@@ -266,7 +266,8 @@ def test_bad_ptx_reports_jit_log():
         be.load_ptx(ptx, KernelABI("broken", []), "broken_kernel")
     e = ei.value
     assert e.call == "cuModuleLoadDataEx" and e.kernel == "broken_kernel"
-    assert "JIT error log" in str(e) and "%r1" in str(e)  # the driver's ptxas message is shown
+    # the driver's own message (ptxas: "line 6; error : Unknown symbol '%r1'") is in the error
+    assert "JIT error log" in str(e) and "line 6" in str(e) and "error" in str(e).split("JIT error log")[1]
 
 
 _FAULT_SCRIPT = textwrap.dedent('''
@@ -358,3 +359,17 @@ def test_graph_replay():
     with pytest.raises(kaio.LaunchError, match="inside kaio.graph"):
         with kaio.graph():
             saxpy[16, 256](1.0, np.ones(4096, np.float32), y)
+
+
+def test_from_dlpack_torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA support here")
+    t = torch.arange(1000, device="cuda", dtype=torch.float32)
+    d = kaio.from_dlpack(t)
+    assert d.shape == (1000,) and d.dtype == np.float32 and d.ptr == t.data_ptr()
+    y = kaio.to_device(np.zeros(1000, np.float32))
+    saxpy(2.0, d, y)
+    np.testing.assert_array_equal(y.to_host(), 2 * np.arange(1000, dtype=np.float32))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        kaio.from_dlpack(torch.ones(10, 10, device="cuda").t())

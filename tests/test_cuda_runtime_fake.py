@@ -216,7 +216,7 @@ class FakeDriver:
         return 0, 1.5
 
     # graphs: capture records launches on the stream; replay re-runs them
-    CUstreamCaptureMode = _ns("CU_STREAM_CAPTURE_MODE_THREAD_LOCAL")
+    CUstreamCaptureMode = _ns("CU_STREAM_CAPTURE_MODE_RELAXED")
 
     def cuStreamBeginCapture(self, s, mode):
         self.capture = (s, [])
@@ -248,14 +248,16 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("KAIO_CACHE_DIR", str(tmp_path / "cache"))
     from kaio import cache
     cache.set_default_cache(None)
+    from kaio.device import temp_pool
+    # on a GPU machine the real driver's pooled blocks must never reach the fake, nor back
+    saved_pool = (temp_pool._free, temp_pool._cached, temp_pool.live)
+    temp_pool._free, temp_pool._cached, temp_pool.live = {}, 0, 0
     saved = drv._driver
     drv.set_driver(f)
     yield f
     drv.set_driver(saved)
     cache.set_default_cache(None)
-    from kaio.device import temp_pool
-    temp_pool._free.clear()
-    temp_pool._cached = 0
+    temp_pool._free, temp_pool._cached, temp_pool.live = saved_pool
 
 
 def _arg(params, i, ctype):
@@ -304,7 +306,7 @@ def test_probe_and_properties(fake):
 
 def test_arch_for_cc():
     assert [drv.arch_for_cc(*c) for c in [(8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (12, 0)]] == \
-        ["sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90", "sm_90"]
+        ["sm_80", "sm_86", "sm_86", "sm_89", "sm_90", "sm_90", "sm_90"]
     with pytest.raises(ValueError, match="older than 8.0"):
         drv.arch_for_cc(7, 5)
 
@@ -542,6 +544,10 @@ def test_device_array_api(fake):
     assert kaio.device_array(0, kaio.f32).ptr == 0
     bf = kaio.to_device(np.array([1.5, -2], ml_dtypes.bfloat16))
     np.testing.assert_array_equal(bf.to_host().astype(np.float32), [1.5, -2])
+    with pytest.raises(TypeError, match="to_host"):
+        np.asarray(d)
+    with pytest.raises(TypeError, match="already in device memory"):
+        kaio.to_device(d)
     n_before = len(fake.mem)
     d.free()
     assert len(fake.mem) == n_before - 1
@@ -632,3 +638,30 @@ def test_graph_capture_and_replay(fake):
     assert capturing() is None
     with pytest.raises(kaio.LaunchError, match="not been captured"):
         kaio.graph().replay()
+
+
+def test_dlpack_import_parses_and_frees(monkeypatch):
+    """from_dlpack reads the DLManagedTensor and calls the producer's deleter when the view dies.
+    numpy exports CPU tensors, so the test treats the CPU device type as the CUDA one."""
+    import gc
+    import weakref
+
+    from kaio import dlpack
+    a = np.arange(24, dtype=np.int16).reshape(4, 6)
+    info = dlpack.read_capsule(a.__dlpack__())
+    assert info["shape"] == (4, 6) and info["dtype"] == np.int16 and info["ptr"] == a.ctypes.data
+    assert info["strides"] in (None, (6, 1))
+    with pytest.raises(ValueError, match="not CUDA"):
+        kaio.from_dlpack(a)
+    monkeypatch.setattr(dlpack, "K_DL_CUDA", dlpack.K_DL_CPU)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        kaio.from_dlpack(a[:, ::2])
+    alive = weakref.ref(a)
+    d = kaio.from_dlpack(a)
+    assert (d.shape, d.dtype, d.ptr) == ((4, 6), np.int16, a.ctypes.data)
+    del a
+    gc.collect()
+    assert alive() is not None  # the producer keeps its memory while kaio holds the tensor
+    del d
+    gc.collect()
+    assert alive() is None  # deleter called exactly when the view went away

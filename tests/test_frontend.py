@@ -1,6 +1,5 @@
 """Frontend tests: each language construct lowers to the expected IR (structure, types,
 printer/parser round trip, verifier) and, on the reference backend, computes what numpy says."""
-from __future__ import annotations
 
 import kaio
 import numpy as np
@@ -578,3 +577,118 @@ def test_geometry_intrinsics():
     expect = [tx + 10 * ty + 100 * (by * 2 + ty) + 2000 + 20000
               for by in range(2) for ty in range(2) for tx in range(4)]
     assert list(y) == expect
+
+
+@kaio.func
+def first_negative(x, n):
+    """Index of the first negative element of x[:n], or -1 (return inside a loop)."""
+    for j in range(n):
+        if x[j] < 0.0:
+            return j
+    return -1
+
+
+@kaio.func
+def minmax(a, b):
+    if a < b:
+        return a, b
+    return b, a
+
+
+@kaio.kernel
+def nested_flow(x: kaio.In[f32], y: kaio.Out[i32], n: i32):
+    from_kaio_ws = kaio.warp_size  # noqa: F841  (reads a target constant)
+    for i in y.owned():
+        hits = 0
+        for a in range(n):
+            if a == 1:
+                continue
+            for b in range(n):
+                if b > a:
+                    break
+                if (a + b) % 2 == 1:
+                    continue
+                hits += 1
+        lo, hi = minmax(first_negative(x, n), hits)
+        y[i] = lo * 100 + hi
+
+
+def test_nested_loops_funcs_with_returns_in_loops():
+    lower(nested_flow)
+    x = np.array([1, 2, 3, -1, 5], np.float32)
+    y = np.zeros(2, np.int32)
+    nested_flow(x, y, 5)
+    hits = sum(1 for a in range(5) if a != 1 for b in range(a + 1) if (a + b) % 2 == 0)
+    lo, hi = sorted((3, hits))
+    assert list(y) == [lo * 100 + hi] * 2
+
+
+@kaio.kernel
+def not_found(x: kaio.In[f32], y: kaio.Out[i32]):
+    for i in y.owned():
+        y[i] = first_negative(x, len(x))
+
+
+def test_device_function_fallthrough_return():
+    y = np.zeros(1, np.int32)
+    not_found(np.ones(4, np.float32), y)
+    assert y[0] == -1
+
+
+# --- typing across every dtype --------------------------------------------------------------
+def _arith_kernel(T):
+    @kaio.kernel
+    def arith(a: kaio.In[T], b: kaio.In[T], s: kaio.Out[T], p: kaio.Out[T], q: kaio.Out[T]):
+        for i in s.owned():
+            s[i] = a[i] + b[i] + 1
+            p[i] = a[i] * b[i] * 3
+            q[i] = a[i] // 2 - b[i] % 3
+    return arith
+
+
+INT_TYPES = [kaio.i8, kaio.u8, kaio.i16, kaio.u16, kaio.i32, kaio.u32, kaio.i64, kaio.u64]
+
+
+@pytest.mark.parametrize("T", INT_TYPES, ids=lambda t: t.name)
+def test_integer_ops_keep_the_dtype_and_wrap(T):
+    k = _arith_kernel(T)
+    ir = lower(k)
+    assert not ops(ir, "cast")
+    for opc, count in (("add", 2), ("mul", 2), ("div", 1), ("rem", 1), ("sub", 1)):
+        assert len([op for op in ops(ir, opc) if op.results[0].type is T]) >= count, opc
+    rng = np.random.default_rng(T.bits)
+    info = np.iinfo(T.np)
+    a = rng.integers(info.min, info.max, 64, dtype=T.np, endpoint=True)
+    b = rng.integers(info.min, info.max, 64, dtype=T.np, endpoint=True)
+    b[b == 0] = 1
+    s, p, q = (np.zeros(64, T.np) for _ in range(3))
+    k(a, b, s, p, q)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(s, a + b + T.np.type(1))
+        np.testing.assert_array_equal(p, a * b * T.np.type(3))
+    ai, bi = a.astype(object), b.astype(object)
+
+    def cdiv(x, y):
+        return abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)
+    expect = [(cdiv(x, 2) - (y - 3 * cdiv(y, 3))) for x, y in zip(ai, bi)]
+    mod = 1 << T.bits
+    expect = [((e % mod) + (mod if T.is_signed and (e % mod) >= mod // 2 else 0)) % mod
+              - (mod if T.is_signed and (e % mod) >= mod // 2 else 0) for e in expect]
+    np.testing.assert_array_equal(q.astype(object), np.array(expect, dtype=object))
+
+
+@pytest.mark.parametrize("T", [kaio.f16, kaio.bf16, kaio.f32, kaio.f64], ids=lambda t: t.name)
+def test_float_literals_take_the_float_type(T):
+    @kaio.kernel
+    def scale(x: kaio.In[T], y: kaio.Out[T]):
+        for i in y.owned():
+            y[i] = x[i] * 2.5 + 1 - x[i] / 4
+    ir = lower(scale)
+    assert not ops(ir, "cast")
+    assert {c.results[0].type for c in ops(ir, "const") if isinstance(c.attrs["value"], float)} == {T}
+    x = np.arange(8).astype(T.np)
+    y = np.zeros(8, T.np)
+    scale(x, y)
+    xf = x.astype(np.float64)
+    rtol = 1e-2 if T.bits == 16 else 1e-6  # each op rounds to T
+    np.testing.assert_allclose(y.astype(np.float64), xf * 2.5 + 1 - xf / 4, rtol=rtol)

@@ -390,7 +390,9 @@ def test_stored_literal_must_fit_the_buffer_type():
     def big(y: kaio.Out[i32]):
         for i in y.owned():
             y[i] = 5000000000  # ERR
-    check(big, "literal 5000000000 (value stored to 'y') does not fit in i32", "wider type")
+    e = check(big, "literal 5000000000 (value stored to 'y') does not fit in i32", "wider type")
+    line = inspect.getsourcelines(big.fn)[0][3]  # an indented kernel: columns map to the file
+    assert (e.col, e.end_col) == (line.index("5000000000"), line.index("5000000000") + 10)
 
 
 def test_errors_are_compile_errors_with_structured_fields():
@@ -475,3 +477,45 @@ def test_more_errors(k, message, hint):
 def test_intrinsic_arity():
     e = compile_error(shuffle_missing_lane)
     assert "kaio.shuffle_xor() takes 2 argument(s) but 1 were given" in str(e)
+
+
+@kaio.func
+def bad_helper(v):
+    return v / 2  # ERR
+
+
+@kaio.kernel
+def calls_bad_helper(x: kaio.In[i32], y: kaio.Out[i32]):
+    for i in y.owned():
+        y[i] = bad_helper(x[i])
+
+
+def test_error_inside_device_function_names_the_call_site():
+    e = compile_error(calls_bad_helper)
+    lines, first = inspect.getsourcelines(bad_helper.fn)
+    assert e.line == first + next(i for i, line in enumerate(lines) if "# ERR" in line)
+    call_line = inspect.getsourcelines(calls_bad_helper.fn)[1] + 3
+    assert f"called at {__file__}:{call_line}" in str(e)
+    assert "//" in e.hint
+
+
+def test_numpy_math_points_to_kaio_math():
+    import numpy as np
+
+    @kaio.kernel
+    def k(x: kaio.In[f32], y: kaio.Out[f32]):
+        for i in y.owned():
+            y[i] = np.sqrt(x[i])  # ERR
+    check(k, "numpy.sqrt cannot be used in a kernel", "kaio.math.sqrt")
+
+
+@kaio.kernel
+def loop_var_after_loop(y: kaio.Out[i32], n: i32):
+    for i in y.owned():
+        for j in range(n):
+            pass
+        y[i] = j  # ERR
+
+
+def test_loop_variable_is_not_available_after_the_loop():
+    check(loop_var_after_loop, "variable 'j' may be undefined here (a loop variable", "inside the loop")

@@ -7,7 +7,7 @@ import math
 import pytest
 from ir_samples import buf, builder, every_op_kernel
 from kaio import dtypes as dt
-from kaio.ir import ParseError, parse_kernel, print_kernel
+from kaio.ir import Loc, ParseError, parse_kernel, print_kernel
 from kaio.ir import ops as O
 from kaio.ir.rewrite import erase, inline_region, insert_before, replace_all_uses
 from kaio.ir.scalars import canonical
@@ -46,7 +46,7 @@ def test_round_trip_preserves_names_and_attrs():
     k = every_op_kernel()
     k.attrs["block"] = [256, 1, 1]
     k2 = parse_kernel(print_kernel(k))
-    assert k2.attrs == {"block": [256, 1, 1]}
+    assert k2.attrs == {"block": [256, 1, 1]} and k2.loc == k.loc == Loc("sample.py", 1, 0)
     fors = [op for op in k2.walk() if op.opcode == "for"]
     assert fors[0].attrs == {"owned": "y"} and fors[0].regions[0].args[0].name == "it"
     assert [p.name for p in k2.params] == ["x", "y", "c", "n", "a"]
@@ -110,6 +110,8 @@ def test_op_after_result_free_op_is_not_swallowed():
     ("kernel @k() params {} {\n  = barrier\n}", "expected an opcode"),
     ("kernel @k() params {} {\n  %a = lane_id : i32\n  store %a, \n}", "expected an operand"),
     ("kernel @k() params {} {\n  %a = lane_id : i33\n}", "unknown dtype"),
+    ("kernel @k(%n: i32) params {} {\n}", "no entry in the params table"),
+    ("kernel @k() params {} {\n  barrier loc(3:4)\n}", "quoted file name"),
 ])
 def test_parse_errors(text, message):
     with pytest.raises((ParseError, ValueError), match=message):

@@ -2,6 +2,7 @@
 32 and 64 with bit-identical block sums) and the pass pipelines."""
 from __future__ import annotations
 
+import kaio
 import numpy as np
 import pytest
 from ir_samples import buf, builder, every_op_kernel
@@ -82,7 +83,7 @@ def _reduce_kernel(kind, dtype, which):
 
 ALLOWED_AFTER_LOWERING = {"const", "thread_idx", "block_idx", "block_dim", "grid_dim", "load",
                           "store", "add", "mul", "max", "min", "and", "cmp", "if", "barrier",
-                          "shared_array", "shuffle"}
+                          "shared_array", "shuffle", "yield"}
 
 
 @pytest.mark.parametrize("ws", [32, 64])
@@ -258,3 +259,29 @@ def test_warp_reduce_every_lane_gets_its_warp_result(ws, kind, np_fn):
     # xor butterfly: all lanes of a warp agree bit for bit
     assert all(len(set(w.tobytes()[i:i + 4] for i in range(0, 4 * ws, 4))) == 1
                for w in yf.reshape(-1, ws))
+
+
+# --- the same promise through the public API, on every available backend (CUDA on a GPU host) -----
+def _block_sum_kernel():
+    @kaio.kernel
+    def block_sums_any_shape(x: kaio.In[dt.f32], out: kaio.Raw[dt.f32]):
+        n = kaio.block_dim.x * kaio.block_dim.y * kaio.block_dim.z
+        t = (kaio.thread_idx.z * kaio.block_dim.y + kaio.thread_idx.y) * kaio.block_dim.x \
+            + kaio.thread_idx.x
+        s = kaio.block_sum(x[kaio.block_idx.x * n + t])
+        if t == 0:
+            out[kaio.block_idx.x] = s
+    return block_sums_any_shape
+
+
+@pytest.mark.parametrize("block", [(100, 1, 1), (1000, 1, 1), (8, 4, 3), (1024, 1, 1)], ids=str)
+def test_block_sum_bits_on_each_backend(backend, block):
+    k = _block_sum_kernel()
+    nt, grid = int(np.prod(block)), 5
+    rng = np.random.default_rng(nt)
+    x = (rng.standard_normal(grid * nt) * 10.0 ** rng.integers(-4, 5, grid * nt)).astype(np.float32)
+    out = np.zeros(grid, np.float32)
+    k[grid, block](x, out)
+    want = [tree_reduce(x[b * nt:(b + 1) * nt], lambda a, c: np.float32(a) + np.float32(c))
+            for b in range(grid)]
+    assert out.tobytes() == np.array(want, np.float32).tobytes()

@@ -6,12 +6,14 @@ ptxas is the validator here (no GPU needed); scripts/ptx_smoke.py runs kernels o
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 
+import numpy as np
 import pytest
 
 import kaio
@@ -418,3 +420,103 @@ def test_frontend_kernels_assemble():
     for k in irs:
         ptx = assemble(target_pipeline(k, 32))["sm_80"]
         assert ".loc" in ptx
+
+
+# --- numerics, executed by the single-thread PTX simulator (tests/ptx_sim.py) -------------------
+def _smoke_module():
+    import importlib.util
+    pytest.importorskip("cuda.bindings.driver", reason="scripts/ptx_smoke.py imports cuda-python")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
+                        "ptx_smoke.py")
+    spec = importlib.util.spec_from_file_location("ptx_smoke", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _SimDevice:
+    """The smoke script's device interface, running the emitted PTX in the simulator."""
+
+    def launch(self, k, arch, args, grid, block, shared=0):
+        from ptx_sim import Machine
+        ptx, abi = emit_ptx(k, arch)
+        Machine(ptx).launch(args, abi, grid, block, shared)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("case", ["saxpy_f32", "elementwise_f16", "elementwise_bf16",
+                                  "int8_wrap_div_shift", "loops_for_while", "casts_nan_inf_saturate"])
+def test_smoke_cases_in_simulator(case, arch):
+    """The GPU smoke kernels (minus the ones needing real warps/barriers), checked exactly."""
+    import warnings
+    smoke = _smoke_module()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ok, msg = smoke.CASES[case](_SimDevice(), arch)
+    assert ok, msg
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ARCHS)
+def test_atomics_in_simulator(arch):
+    ok, msg = _smoke_module().CASES["atomics"](_SimDevice(), arch)
+    assert ok, msg
+
+
+_SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-30, -1e-30, 1e30, -1e30, 0.5, -0.5,
+             1.0, -1.0, 2.0, 88.0, -100.0, 3.14159, 1e6, -7.25, 1e-5]
+_Y = [1.0, -1.0, 2.0, 0.5, -2.0, 3.0, 0.0, -0.0, math.inf, -math.inf, math.nan, 1.5, -3.0, 7.0,
+      0.25, 1e-3, 10.0, -0.5, 2.5, 100.0]
+_MATH_REF = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "atan": np.arctan,
+    "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh, "expm1": np.expm1,
+    "log1p": np.log1p, "erf": lambda a: np.array([math.erf(v) if not math.isnan(v) else v for v in a]),
+    "sqrt": np.sqrt, "rsqrt": lambda a: 1 / np.sqrt(a), "floor": np.floor, "ceil": np.ceil,
+    "trunc": np.trunc, "rint": np.rint, "pow": np.power, "atan2": np.arctan2,
+    "copysign": np.copysign, "fmod": np.fmod}
+
+
+@pytest.mark.parametrize("t", [dt.f32, dt.f64, dt.bf16], ids=str)
+def test_math_special_values_in_simulator(t):
+    """Accurate math on IEEE special values and ordinary ones: within 1 ulp for f32/bf16
+    (f64: the documented few-ulp bounds), NaN where numpy gives NaN, signed zeros kept."""
+    import warnings
+    from ptx_sim import Machine
+    fns = list(_MATH_REF)
+    n = len(_SPECIALS)
+
+    def body(b, x_, y_, o_):
+        i = tid(b)
+        a, c = b.load(x_, [i]), b.load(y_, [i])
+        for k, fn in enumerate(fns):
+            v = b.math(fn, *([a, c][:MATH_FNS[fn]]))
+            b.store(o_, [b.binary("add", i, b.const(k * n, dt.i32))], v)
+    k = kernel(f"mathsim_{t}", [("x", gbuf(t, "in")), ("y", gbuf(t, "in")), ("o", gbuf(t, "out"))], body)
+    st = t.storage_np
+    x, y = np.array(_SPECIALS).astype(st), np.array(_Y).astype(st)
+    out = np.zeros(len(fns) * n, st)
+    ptx, abi = emit_ptx(k, "sm_80")
+    Machine(ptx).launch([x, y, out], abi, (1,), (n,))
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    bad = []
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for j, fn in enumerate(fns):
+            want = _MATH_REF[fn](xd, yd) if MATH_FNS[fn] == 2 else _MATH_REF[fn](xd)
+            got = out[j * n:(j + 1) * n].astype(np.float64)
+            wr = want.astype(st).astype(np.float64)
+            ulp = np.abs(np.spacing(want.astype(st))).astype(np.float64)
+            tol = 1 if t.bits < 64 else (256 if fn in ("pow", "erf", "asin", "acos", "tan") else 8)
+            for i in range(n):
+                g, w, r = got[i], want[i], wr[i]
+                if math.isnan(w) or math.isnan(g):
+                    ok = math.isnan(w) and math.isnan(g)
+                elif g == r:
+                    ok = w != 0 or math.copysign(1, g) == math.copysign(1, w)
+                else:
+                    ok = math.isfinite(w) and abs(g - w) <= tol * max(ulp[i], np.finfo(st).smallest_subnormal)
+                if not ok:
+                    bad.append(f"{fn}({xd[i]!r}{', ' + repr(yd[i]) if MATH_FNS[fn] == 2 else ''}) "
+                               f"= {g!r}, want {w!r}")
+    assert not bad, "\n".join(bad[:30])

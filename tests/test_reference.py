@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import math
 
+import kaio
 import ml_dtypes
 import numpy as np
 import pytest
-from reference_kit import at, buf, build, elementwise, gid_guard, guarded, run
-
-import kaio
 from kaio import dtypes as dt
-from kaio.backends.reference import (DivergentBarrierError, OutOfBoundsError, ReferenceBackend,
-                                     UninitializedReadError)
+from kaio.backends.reference import (
+    DivergentBarrierError,
+    OutOfBoundsError,
+    ReferenceBackend,
+    UninitializedReadError,
+)
+from reference_kit import at, buf, build, elementwise, gid_guard, guarded, run
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -165,7 +168,7 @@ def test_float_compares_follow_python_on_nan():
     for pred, f in (("eq", lambda a, b: a == b), ("ne", lambda a, b: a != b),
                     ("lt", lambda a, b: a < b), ("le", lambda a, b: a <= b),
                     ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b)):
-        k = elementwise(pred, [dt.f64, dt.f64], dt.bool_, lambda b, p, q: b.cmp(pred, p, q))
+        k = elementwise(pred, [dt.f64, dt.f64], dt.bool_, lambda b, p, q, pred=pred: b.cmp(pred, p, q))
         out = np.zeros(len(x), bool)
         run(k, 1, 32, x, y, out)
         assert list(out) == [f(float(a), float(b)) for a, b in zip(x, y)], pred
@@ -176,7 +179,7 @@ def test_saturating_float_to_int_casts():
     for to, want in ((dt.i32, [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 2, -2, 0, 255, 300]),
                      (dt.u8, [0, 255, 0, 255, 0, 2, 0, 0, 255, 255]),
                      (dt.i64, [0, 2**63 - 1, -2**63, 3000000000, -3000000000, 2, -2, 0, 255, 300])):
-        k = elementwise("cast", [dt.f32], to, lambda b, v: b.cast(v, to))
+        k = elementwise("cast", [dt.f32], to, lambda b, v, to=to: b.cast(v, to))
         out = np.zeros(len(x), to.storage_np)
         run(k, 1, 32, x, out)
         assert [int(v) for v in out] == want, to

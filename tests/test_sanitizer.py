@@ -2,13 +2,12 @@
 lines and kind; race-free kernels raise nothing."""
 from __future__ import annotations
 
+import kaio
 import numpy as np
 import pytest
-from reference_kit import at, buf, build, gid_guard, guarded, run
-
-import kaio
 from kaio import dtypes as dt
 from kaio.backends.reference import ReferenceBackend
+from reference_kit import at, buf, build, gid_guard, guarded, run
 
 
 def _neighbour_write_kernel():

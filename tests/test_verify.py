@@ -5,7 +5,7 @@ import kaio
 import pytest
 from ir_samples import buf, builder, every_op_kernel
 from kaio import dtypes as dt
-from kaio.ir import Block, Loc, Op
+from kaio.ir import Block, BufType, Loc, Op
 from kaio.passes import verify
 from kaio.passes.verify import IRVerifyError
 
@@ -277,3 +277,9 @@ def test_owned_loop_names_a_buffer_parameter():
     def fill(b, x, y, c, n, i, f):
         b.for_(i, n, i, attrs={"owned": "n"})
     _fails(fill, "owned='n' does not name a buffer parameter")
+
+
+def test_buffer_parameters_are_global():
+    b = builder("p", [("s", BufType(dt.f32, 1, "shared", "scratch", (4,)))])
+    with pytest.raises(IRVerifyError, match="buffer parameter 's' must be a global buffer"):
+        verify.run(b.finish())

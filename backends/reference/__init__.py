@@ -1,7 +1,6 @@
 """The reference backend: a numpy SIMT interpreter of kaio IR with a race sanitizer."""
 from .backend import ReferenceBackend
-from .errors import (DivergentBarrierError, KernelRuntimeError, OutOfBoundsError,
-                     UninitializedReadError)
+from .errors import DivergentBarrierError, KernelRuntimeError, OutOfBoundsError, UninitializedReadError
 
 __all__ = ["ReferenceBackend", "KernelRuntimeError", "OutOfBoundsError", "DivergentBarrierError",
            "UninitializedReadError"]

@@ -15,10 +15,16 @@ import numpy as np
 
 from ... import dtypes as dt
 from ... import semantics
+from ...errors import source_excerpt
 from ...ir.ops import BINARY, SPECIAL, UNARY
 from . import atomics, warp
 from .errors import DivergentBarrierError
 from .memory import Buf
+
+
+#: right identities of integer ops (x op e == x), used to skip whole-array no-ops
+_IDENTITY = {"add": 0, "sub": 0, "or": 0, "xor": 0, "shl": 0, "shr": 0, "mul": 1, "div": 1}
+_COMMUTATIVE = ("add", "or", "xor", "mul")
 
 
 def _sel(mask):
@@ -62,6 +68,13 @@ class Interpreter:
         loc = op.loc
         return f"{loc.file}:{loc.line}: " if loc is not None else ""
 
+    @staticmethod
+    def excerpt(op) -> str:
+        """The op's source line with a caret, on a new line ('' when unavailable)."""
+        loc = op.loc
+        ex = source_excerpt(loc.file, loc.line, loc.col, loc.end_col) if loc is not None else ""
+        return "\n" + ex if ex else ""
+
     def block(self, block, mask):
         env = self.env
         for op in block.ops:
@@ -85,7 +98,16 @@ class Interpreter:
 
     def op_binary(self, op, mask):
         a, b = self._vals(op)
-        self._set(op, semantics.binary(op.opcode, op.operands[0].type, a, b))
+        t = op.operands[0].type
+        if t.is_int:  # skip x + 0, 0 + x, x * 1, ... on lane arrays (index math): exact for ints
+            e = _IDENTITY.get(op.opcode)
+            if np.ndim(b) == 0 and np.ndim(a) and int(b) == e:
+                self._set(op, a)
+                return
+            if np.ndim(a) == 0 and np.ndim(b) and op.opcode in _COMMUTATIVE and int(a) == e:
+                self._set(op, b)
+                return
+        self._set(op, semantics.binary(op.opcode, t, a, b))
 
     def op_unary(self, op, mask):
         (a,) = self._vals(op)
@@ -217,7 +239,9 @@ class Interpreter:
             raise DivergentBarrierError(
                 f"{self.where(op)}in kernel '{self.kernel.name}': {what} in divergent control flow: "
                 f"only {waiting} of the {self.batch.T} threads of block "
-                f"{self.batch.describe_thread(b * self.batch.T).split(' thread')[0][6:]} reach it",
+                f"{self.batch.describe_thread(b * self.batch.T).split(' thread')[0][6:]} reach it"
+                f"{self.excerpt(op)}\nhint: every thread of a block must reach the same barriers; "
+                f"move kaio.sync() out of the branch or make the condition block-uniform",
                 kernel=self.kernel.name, line=op.loc.line if op.loc else None)
         return anyb
 

@@ -49,7 +49,7 @@ class Buf:
         n = batch.L if sel is None else len(sel)
         small = len(self.flat) < 2**31
         lin = None
-        for d, (v, extent, stride) in enumerate(zip(index_vals, self.shape, self.strides)):
+        for v, extent, stride in zip(index_vals, self.shape, self.strides):
             if np.ndim(v):
                 v = v if sel is None else v[sel]
                 if v.size and (int(v.min()) < 0 or int(v.max()) >= extent):
@@ -74,6 +74,6 @@ class Buf:
                                                         "load from")
         raise OutOfBoundsError(
             f"{where}in kernel '{ctx.kernel.name}': {what} '{self.name}' at index {idx} is out of "
-            f"bounds for shape {self.shape} ({ctx.batch.describe_thread(lane)})",
+            f"bounds for shape {self.shape} ({ctx.batch.describe_thread(lane)}){ctx.excerpt(op)}",
             kernel=ctx.kernel.name, buffer=self.name, index=idx, shape=self.shape,
             thread=int(ctx.batch.gtid[lane]), line=op.loc.line if op.loc else None)

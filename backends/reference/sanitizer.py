@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import RaceError
+from ...errors import RaceError, source_excerpt
 from .errors import UninitializedReadError
 from .lanes import describe_gtid
 
@@ -171,13 +171,18 @@ class Sanitizer:
         else:
             pairs = [(pos, th)]
         for p, t in pairs:
-            a, b = one[p], two[p]
+            a = one[p]
+            if a.size and a.max() == -1:  # first access of this role here: the common case
+                one[p] = t
+                one_op[p] = me
+                continue
             set_one = a == -1
-            set_two = ~set_one & (a != t) & (b == -1)
-            one[p[set_one]] = t[set_one]
-            one_op[p[set_one]] = me
-            two[p[set_two]] = t[set_two]
-            two_op[p[set_two]] = me
+            set_two = ~set_one & (a != t) & (two[p] == -1)
+            one[p] = np.where(set_one, t, a)
+            one_op[p] = np.where(set_one, me, one_op[p])
+            if set_two.any():
+                two[p[set_two]] = t[set_two]
+                two_op[p[set_two]] = me
 
     # --- reporting ----------------------------------------------------------------------
     def _index(self, buf, p: int) -> tuple:
@@ -192,21 +197,28 @@ class Sanitizer:
         idx = self._index(buf, p)
         l1, o1 = self._line(op1)
         l2, o2 = self._line(op2)
-
-        def at(o):
-            return f"{o.loc.file}:{o.loc.line}" if o is not None and o.loc else "?"
-
-        where = ""
-        if buf.instances == "block":
-            where = f" (shared memory of block {p // buf.inst_stride} of the batch, one barrier interval)"
-        first = "write" if kind == "write/write" else ("access" if o1 is None else
-                                                       _verb(o1))
-        msg = (f"in kernel '{self.kernel.name}': data race ({kind}) on '{buf.name}' at index "
-               f"{idx}{where}: {first} by {describe_gtid(t1, self.grid, self.block)} at {at(o1)} "
-               f"and {_verb(o2)} by {describe_gtid(t2, self.grid, self.block)} at {at(o2)}")
-        raise RaceError(msg, kernel=self.kernel.name, buffer=buf.name, index=idx,
+        shared = buf.instances == "block"
+        where = " in shared memory within one barrier interval" if shared else ""
+        first = "write" if kind == "write/write" and o1 is None else _verb(o1)
+        lines = [f"in kernel '{self.kernel.name}': data race ({kind}) on '{buf.name}' at index "
+                 f"{idx}{where}:"]
+        for verb, t, o in ((first, t1, o1), (_verb(o2), t2, o2)):
+            at = f"{o.loc.file}:{o.loc.line}" if o is not None and o.loc else "?"
+            lines.append(f"  {verb} by {describe_gtid(t, self.grid, self.block)} at {at}")
+            if o is not None and o.loc:
+                ex = source_excerpt(o.loc.file, o.loc.line, o.loc.col, o.loc.end_col)
+                if ex:
+                    lines.append(ex)
+        lines.append("hint: " + (
+            "separate the two accesses with kaio.sync(), or let each thread touch only its own "
+            "elements between barriers" if shared else
+            "a thread may only touch elements no other thread writes in the same launch: use a "
+            "Region buffer with a partition, separate input and output buffers, or atomics"))
+        raise RaceError("\n".join(lines), kernel=self.kernel.name, buffer=buf.name, index=idx,
                         threads=(t1, t2), lines=(l1, l2), kind=kind)
 
 
 def _verb(op) -> str:
+    if op is None:
+        return "access"
     return {"load": "read", "store": "write", "atomic": "atomic"}.get(op.opcode, op.opcode)

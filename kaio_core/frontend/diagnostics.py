@@ -66,6 +66,11 @@ def parse_function(fn, kernel_name: str) -> Source:
                            file=file, line=first,
                            hint="write kernels and @kaio.func functions with `def` "
                                 "(lambdas and async functions are not supported)")
+    if code is not None and tree.name != code.co_name:
+        # inspect reads the file as it is now; it was edited after the module was imported
+        raise CompileError(f"the source of '{fn.__name__}' in {file} changed after it was imported",
+                           kernel=kernel_name, file=file, line=first,
+                           hint="re-import (reload) the module that defines it")
     src = Source(fn, tree, file, first, indent)
     if code is not None:
         _SOURCES[code] = src

@@ -81,6 +81,10 @@ class IntrinsicsMixin:
             raise self.err(node.func, f"{obj.__name__}(...) is not supported in kernels",
                            hint="cast with a kaio dtype: kaio.i32(x), kaio.f32(x), or compare: x != 0")
         name = getattr(obj, "__name__", repr(obj))
+        mod = getattr(obj, "__module__", None) or type(obj).__module__ or ""
+        if (mod.split(".")[0] in ("numpy", "math") or mod == "builtins") and name in MATH_FNS:
+            raise self.err(node.func, f"{mod.split('.')[0]}.{name} cannot be used in a kernel",
+                           hint=f"use kaio.math.{name}(...)")
         raise self.err(node.func, f"'{name}' is not callable in a kernel: decorate it with @kaio.func",
                        hint="only kaio intrinsics, kaio.math, dtype casts and @kaio.func functions "
                             "can be called inside kernels")

@@ -112,8 +112,9 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
         if name in env:
             v = env[name]
             if isinstance(v, Undef):
-                raise self.err(node, f"variable '{name}' may be undefined here ({v.why})",
-                               hint=f"assign '{name}' before the if/loop so it is defined on every path")
+                hint = ("copy it into another variable inside the loop" if "loop variable" in v.why
+                        else f"assign '{name}' before the if/loop so it is defined on every path")
+                raise self.err(node, f"variable '{name}' may be undefined here ({v.why})", hint=hint)
             return v
         fn = self.frame.src.fn
         code = fn.__code__
@@ -225,21 +226,28 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
         if isinstance(v, (ShapeOf, OwnedMethod)):
             raise self.err(node, f"cannot store {describe(v)} in a variable",
                            hint="index it directly: x.shape[0]")
-        old = self.env.get(name)
-        if isinstance(old, Value) and is_scalar(old):
-            if isinstance(v, Lit):
-                v = self.lit_value(v, old.type, node, f"assigned to '{name}'")
-            elif isinstance(v, Value) and is_scalar(v) and v.type is not old.type:
-                raise self.err(node, f"variable '{name}' has type {old.type.name} but is assigned "
-                                     f"a {v.type.name} value",
-                               hint=f"a variable keeps one type: cast explicitly with "
-                                    f"kaio.{old.type.name}(...) or use a new name")
-            elif not is_scalar(v):
-                raise self.err(node, f"variable '{name}' holds a {old.type.name} value but is "
-                                     f"assigned {describe(v)}", hint="use a new name")
+        v = self.keep_type(name, self.env.get(name), v, node)
         if isinstance(v, Value) and v.name is None:
             v.name = name
         self.env[name] = v
+
+    def keep_type(self, name: str, old, v, node):
+        """``v`` converted to the type ``old`` already has (literals convert; others must match)."""
+        if isinstance(old, TupleV) and isinstance(v, TupleV) and len(old.items) == len(v.items):
+            return TupleV(tuple(self.keep_type(name, o, x, node) for o, x in zip(old.items, v.items)))
+        if not (isinstance(old, Value) and is_scalar(old)):
+            return v
+        if isinstance(v, Lit):
+            return self.lit_value(v, old.type, node, f"assigned to '{name}'")
+        if isinstance(v, Value) and is_scalar(v) and v.type is not old.type:
+            raise self.err(node, f"variable '{name}' has type {old.type.name} but is assigned "
+                                 f"a {v.type.name} value",
+                           hint=f"a variable keeps one type: cast explicitly with "
+                                f"kaio.{old.type.name}(...) or use a new name")
+        if not is_scalar(v):
+            raise self.err(node, f"variable '{name}' holds a {old.type.name} value but is "
+                                 f"assigned {describe(v)}", hint="use a new name")
+        return v
 
     # --- device functions ---------------------------------------------------------------
     def call_func(self, dfn, args, kwargs, node):
@@ -296,10 +304,23 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
                     self.lower_block(body)
             else:
                 result = self.lower_func_with_returns(body, tree)
+        except CompileError as e:
+            raise self._called_from(e, dfn, node) from None
         finally:
             self.frames.pop()
             self.inlining.pop()
         return result
+
+    def _called_from(self, e: CompileError, dfn, node) -> CompileError:
+        """Add the call site to an error raised inside an inlined function (innermost only)."""
+        if getattr(e, "call_site", None) is not None or type(e) is not CompileError:
+            return e
+        site = self.frames[-2].src.loc(node)
+        new = CompileError(f"{e.bare_message} (in @kaio.func '{dfn.name}' called at "
+                           f"{site.file}:{site.line})", kernel=e.kernel, file=e.file, line=e.line,
+                           col=e.col, end_col=e.end_col, hint=e.hint)
+        new.call_site = site
+        return new
 
     def lower_func_with_returns(self, body, tree):
         """Early returns: a hidden flag guards the rest; a hidden variable carries the value."""

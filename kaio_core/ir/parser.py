@@ -149,6 +149,20 @@ class _Parser:
         self.scopes.pop()
         return block
 
+    def loc(self) -> Loc | None:
+        if self.peek()[1] != "loc":
+            return None
+        self.next()
+        self.expect("(")
+        kind, text, line = self.next()
+        if kind != "str":
+            raise ParseError(f"line {line}: expected a quoted file name in loc(...), got {text!r}")
+        parts = []
+        while self.accept(":"):
+            parts.append(int(self.next()[1]))
+        self.expect(")")
+        return Loc(json.loads(text), *parts)
+
     def op(self) -> Op:
         results = []
         if self.peek()[0] == "val":
@@ -180,17 +194,7 @@ class _Parser:
         regions = []
         while self.peek()[1] == "(":
             regions.append(self.region())
-        loc = None
-        if self.peek()[1] == "loc":
-            self.next()
-            self.expect("(")
-            file = json.loads(self.next()[1])
-            parts = []
-            while self.accept(":"):
-                parts.append(int(self.next()[1]))
-            self.expect(")")
-            loc = Loc(file, *parts)
-        op = Op(opcode, operands, types, attrs, regions, loc)
+        op = Op(opcode, operands, types, attrs, regions, self.loc())
         for name, v in zip(results, op.results):
             self.define(name, v)
         return op
@@ -205,8 +209,11 @@ class _Parser:
         attrs = {}
         if self.accept("attrs"):
             attrs = self.attr()
+        loc = self.loc()
         params = []
         for v in body.args:
+            if v.name not in meta:
+                raise ParseError(f"parameter %{v.name} has no entry in the params table")
             m = meta[v.name]
             part = m.get("partition")
             if part is not None:
@@ -216,7 +223,7 @@ class _Parser:
         self.expect("{")
         while not self.accept("}"):
             body.append(self.op())
-        return Kernel(name, body, params, None, attrs)
+        return Kernel(name, body, params, loc, attrs)
 
 
 def parse_kernel(text: str) -> Kernel:

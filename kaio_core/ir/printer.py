@@ -86,10 +86,14 @@ class Printer:
             out.append(s)
             self.block(r, indent + "  ", out)
             s = indent + "}"
-        if op.loc is not None and self.with_locs:
-            s += f" loc({json.dumps(op.loc.file)}:{op.loc.line}:{op.loc.col}"
-            s += (f":{op.loc.end_col})" if op.loc.end_col is not None else ")")
+        s += self.loc(op.loc)
         out.append(s)
+
+    def loc(self, loc) -> str:
+        if loc is None or not self.with_locs:
+            return ""
+        end = f":{loc.end_col}" if loc.end_col is not None else ""
+        return f" loc({json.dumps(loc.file)}:{loc.line}:{loc.col}{end})"
 
     def region_head(self, b: Block) -> str:
         return "(" + ", ".join(f"{self.name(a)}: {type_str(a.type)}" for a in b.args) + ")"
@@ -105,6 +109,7 @@ class Printer:
         head = f"kernel @{k.name}{self.region_head(k.body)} params {format_attr(meta)}"
         if k.attrs:
             head += " attrs " + format_attr(k.attrs)
+        head += self.loc(k.loc)
         out.append(head + " {")
         self.block(k.body, "  ", out)
         out.append("}")

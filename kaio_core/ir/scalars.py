@@ -2,8 +2,9 @@
 
 Constants in the IR are Python scalars in canonical form (see the ``const`` op): an ``int`` in
 the dtype's range, a ``float`` exactly representable in the dtype, a ``bool``. These helpers
-produce that form exactly; they never round through numpy, whose f64 -> bf16 cast (via f32)
-rounds twice.
+produce that form exactly: numpy narrows doubles to f32/f16 correctly, but its (ml_dtypes')
+f64 -> bf16 cast goes through f32 and rounds twice, so bf16 and non-float inputs are rounded
+here from exact rationals.
 """
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ _FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127)
 
 def round_to(x, t: dt.DType) -> float:
     """``x`` (int, float or Fraction) rounded to float dtype ``t`` (RNE, overflow to inf)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return x
+    if isinstance(x, float):
+        if not math.isfinite(x) or t.name == "f64":
+            return x
+        if t.name in ("f32", "f16"):  # numpy narrows a double directly, correctly rounded
+            with np.errstate(over="ignore"):
+                return float(np.array(x).astype(t.storage_np))
     p, emin, emax = _FORMATS[t.name]
     r = Fraction(x)
     if r == 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 def frontend_pipeline(kernel):
     """Verify, check Regions ownership, fold and clean a kernel fresh from the frontend (in
     place); returns the kernel."""
-    from . import constfold, dce, verify
+    from . import constfold, cse, dce, verify
     verify.run(kernel)
     try:
         from ..regions.checker import check as check_regions
@@ -18,6 +18,7 @@ def frontend_pipeline(kernel):
     if check_regions is not None:
         check_regions(kernel)
     kernel = constfold.run(kernel)
+    kernel = cse.run(kernel)
     kernel = dce.run(kernel)
     verify.run(kernel)
     return kernel

@@ -15,8 +15,9 @@ Dead ops left behind (the folded constants' operands) are removed by :mod:`kaio.
 """
 from __future__ import annotations
 
+from ..dtypes import DType
 from ..ir.core import Block, Kernel, Op, Value
-from ..ir.rewrite import erase, inline_region, insert_before, resolve, substitute
+from ..ir.rewrite import resolve, substitute
 from .fold_eval import eval_op
 
 _MAX_ROUNDS = 8
@@ -45,14 +46,15 @@ def _is_const(v: Value) -> bool:
     return isinstance(v.owner, Op) and v.owner.opcode == "const"
 
 
-def _new_const(anchor: Op, value, dtype, name=None) -> Value:
-    c = Op("const", [], [dtype], {"value": value}, loc=anchor.loc,
-           result_names=[name] if name else None)
-    insert_before(anchor, [c])
-    return c.result
+def _const_op(anchor: Op, value, dtype, name=None) -> Op:
+    return Op("const", [], [dtype], {"value": value}, loc=anchor.loc,
+              result_names=[name] if name else None)
 
 
 class _Folder:
+    """One folding sweep. Each op handler returns None (keep the op) or the list of ops that
+    replace it; blocks are rebuilt in one pass, so a sweep is linear in the kernel's size."""
+
     def __init__(self):
         self.mapping: dict[int, Value] = {}   # replaced value id -> replacement
         self.changed = False
@@ -62,13 +64,20 @@ class _Folder:
         self.changed = True
 
     def block(self, b: Block):
-        for op in list(b.ops):
-            if op.parent is not b:
-                continue  # erased or moved while folding an earlier op
+        out = []
+        for op in b.ops:
             op.operands = [resolve(self.mapping, v) for v in op.operands]
             for r in op.regions:
                 self.block(r)
-            self.op(op)
+            repl = self.op(op)
+            if repl is None:
+                out.append(op)
+                continue
+            op.parent = None
+            for o in repl:
+                o.parent = b
+            out.extend(repl)
+        b.ops = out
 
     def op(self, op: Op):
         name = op.opcode
@@ -79,22 +88,20 @@ class _Folder:
         if name == "select":
             return self.fold_select(op)
         if name == "const" or len(op.results) != 1 or op.regions:
-            return
+            return None
         if op.operands and all(_is_const(v) for v in op.operands):
             value = eval_op(op, [const_value(v) for v in op.operands])
             if value is not None:
-                self.replace(op.result, _new_const(op, value, op.result.type, op.result.name))
-                erase(op)
-                return
-        self.identity(op)
+                c = _const_op(op, value, op.result.type, op.result.name)
+                self.replace(op.result, c.result)
+                return [c]
+        return self.identity(op)
 
     def identity(self, op: Op):
-        if len(op.operands) != 2 or op.opcode in ("cmp",):
-            return
-        a, b = op.operands
         t = op.result.type
-        if getattr(t, "is_bool", True) or not hasattr(t, "is_float"):
-            return
+        if len(op.operands) != 2 or op.opcode == "cmp" or not isinstance(t, DType) or t.is_bool:
+            return None
+        a, b = op.operands
         cb, ca = const_value(b), const_value(a)
         name = op.opcode
         out = None
@@ -103,40 +110,44 @@ class _Folder:
                     (name in ("add", "or", "xor") and ca == 0):
                 out = a if cb == 0 else b
             elif name == "mul" and (cb == 0 or ca == 0):
-                self.replace(op.result, _new_const(op, 0, t))
-                erase(op)
-                return
+                c = _const_op(op, 0, t)
+                self.replace(op.result, c.result)
+                return [c]
         if name == "mul" and (cb == 1 or ca == 1):
             out = a if cb == 1 else b
         elif name == "div" and cb == 1 and not op.attrs.get("fast"):
             out = a
-        if out is not None and out.type == t:
-            self.replace(op.result, out)
-            erase(op)
+        if out is None:
+            return None
+        self.replace(op.result, out)
+        return []
 
     def fold_select(self, op: Op):
         c, a, b = op.operands
         cv = const_value(c)
-        if cv is not None or a is b:
-            self.replace(op.result, a if (a is b or cv) else b)
-            erase(op)
+        if cv is None and a is not b:
+            return None
+        self.replace(op.result, a if (a is b or cv) else b)
+        return []
 
     def fold_if(self, op: Op):
         cv = const_value(op.operands[0])
         if cv is None:
-            return
-        yielded = inline_region(op, op.regions[0 if cv else 1])
-        for r, v in zip(op.results, yielded):
+            return None
+        taken = op.regions[0 if cv else 1]
+        term = taken.terminator
+        for r, v in zip(op.results, term.operands if term is not None else []):
             self.replace(r, v)
-        erase(op)
         self.changed = True
+        return [o for o in taken.ops if o is not term]
 
     def fold_for(self, op: Op):
         lb, ub, step = (const_value(v) for v in op.operands[:3])
         if lb is None or ub is None or step is None:
-            return
+            return None
         if (step > 0 and lb >= ub) or (step < 0 and lb <= ub):
             for r, v in zip(op.results, op.operands[3:]):
                 self.replace(r, v)
-            erase(op)
             self.changed = True
+            return []
+        return None

@@ -12,7 +12,7 @@ from collections import ChainMap
 
 from ..ir import ops as O
 from ..ir.core import Block, Kernel, Op, Value
-from ..ir.rewrite import erase, resolve, substitute
+from ..ir.rewrite import resolve, substitute
 
 _NEVER = ("load", "shared_array", "dyn_shared", "local_array")
 
@@ -33,16 +33,18 @@ def _key(op: Op):
 
 
 def _block(b: Block, seen: ChainMap, mapping: dict) -> None:
-    for op in list(b.ops):
+    kept = []
+    for op in b.ops:
         op.operands = [resolve(mapping, v) for v in op.operands]
         for r in op.regions:
             _block(r, seen.new_child(), mapping)
         key = _key(op)
-        if key is None:
-            continue
-        first = seen.get(key)
+        first = None if key is None else seen.get(key)
         if first is None:
-            seen[key] = op.results[0]
+            if key is not None:
+                seen[key] = op.results[0]
+            kept.append(op)
         else:
             mapping[op.results[0].id] = first
-            erase(op)
+            op.parent = None
+    b.ops = kept

@@ -14,7 +14,6 @@ from collections import Counter
 
 from ..ir import ops as O
 from ..ir.core import Block, Kernel, Op
-from ..ir.rewrite import erase
 from .constfold import const_value
 
 
@@ -30,15 +29,19 @@ def run(kernel: Kernel) -> Kernel:
 
 def _block(b: Block, uses: Counter) -> None:
     # reverse order: users are visited before the ops defining their operands
-    for op in reversed(list(b.ops)):
+    kept = []
+    for op in reversed(b.ops):
         for r in op.regions:
             _block(r, uses)
         if any(uses[r.id] for r in op.results) or not _removable(op):
+            kept.append(op)
             continue
         for inner in op.walk():
             for v in inner.operands:
                 uses[v.id] -= 1
-        erase(op)
+        op.parent = None
+    kept.reverse()
+    b.ops = kept
 
 
 def _removable(op: Op) -> bool:

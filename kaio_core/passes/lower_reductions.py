@@ -15,6 +15,8 @@ and ``n`` the block's thread count (at most 1024):
     result = scratch[0]; barrier          # the last barrier lets the scratch be reused
 
 Each site gets its own 1024-element shared array, declared at the top of the kernel body.
+Thread ``t``'s own partial ``scratch[t]`` is carried in a register (an ``if`` result), since
+no other thread writes it; the pairing and so the bits are those of the tree above.
 """
 from __future__ import annotations
 
@@ -70,16 +72,22 @@ def _block(b: Builder, op: Op, buf: Value) -> Value:
     combine = _COMBINE[op.attrs["op"]]
     t = im.thread_linear_id()
     n = im.block_threads()
-    b.store(buf, [t], op.operands[0])
+    mine = op.operands[0]
+    b.store(buf, [t], mine)
     b.barrier()
     s = MAX_BLOCK_THREADS // 2
     while s >= 1:
         partner = im.add(t, s)
         active = im.and_(im.lt(t, s), im.lt(partner, n))
-        with b.if_(active) as (then, _else, _):
+        # only thread t writes scratch[t], so its running value stays in a register
+        with b.if_(active, [mine.type]) as (then, other, (merged,)):
             with b.at(then):
-                mine = b.load(buf, [t])
-                b.store(buf, [t], b.binary(combine, mine, b.load(buf, [partner])))
+                v = b.binary(combine, mine, b.load(buf, [partner]))
+                b.store(buf, [t], v)
+                b.yield_(v)
+            with b.at(other):
+                b.yield_(mine)
+        mine = merged
         b.barrier()
         s //= 2
     out = b.load(buf, [im.const(0)])

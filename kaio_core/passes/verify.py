@@ -61,6 +61,9 @@ class _Verifier:
                 self.fail(None, f"parameter '{p.name}' has kind {p.kind!r}; expected 'scalar' or 'buffer'")
             if (p.kind == "buffer") != isinstance(a.type, BufType):
                 self.fail(None, f"parameter '{p.name}' is declared {p.kind} but has type {_tn(a.type)}")
+            if isinstance(a.type, BufType) and (a.type.space != "global" or a.type.intent == "scratch"):
+                self.fail(None, f"buffer parameter '{p.name}' must be a global buffer with a "
+                                f"parameter intent, got {a.type}")
         self.block(k.body, parent=None)
 
     def define(self, op: Op | None, v: Value, what: str) -> None:

@@ -7,12 +7,20 @@
 
 Single head; batch and heads are independent and map to more launches (or more rows).
 """
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f32
 
-from .quant import int8_matmul, int8_matmul_ref, quantize_rows, quantize_rows_ref
+from ..rajaperf._tiled import matmul_tiled, tiled_launcher
+from .quant import (
+    int8_matmul,
+    int8_matmul_ref,
+    quantize_rows,
+    quantize_rows_kernel,
+    quantize_rows_ref,
+    w8a8_kernel,
+    w8a8_launch_config,
+)
 
 
 def _rows():
@@ -58,16 +66,6 @@ def _scores_kernel():
 _SCORES = None
 
 
-@kaio.kernel
-def matmul_f32(a: kaio.In[f32, 2], b: kaio.In[f32, 2], c: kaio.Out[f32, 2]):
-    """c = a @ b, one output per thread, f32 accumulation in k order."""
-    for i, j in c.owned():
-        acc = f32(0.0)
-        for k in range(a.shape[1]):
-            acc += a[i, k] * b[k, j]
-        c[i, j] = acc
-
-
 def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:
     """Attention over x [S, Dm] (f32) with int8 weights w* [Dm, D] and per-column scales s* [D]."""
     global _SCORES
@@ -79,9 +77,38 @@ def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.n
     v = int8_matmul(xq, wv, sx, sv)
     p = np.empty((x.shape[0], x.shape[0]), dtype=np.float32)
     _SCORES(q, k, p, float(1.0 / np.sqrt(q.shape[1])), bool(causal))
-    out = np.empty((x.shape[0], v.shape[1]), dtype=np.float32)
-    matmul_f32(p, v, out)
-    return out
+    return matmul_tiled(p, v)   # shared-memory tiles, f32 accumulation
+
+
+def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None):
+    """A launch-only closure of the whole pipeline on device arrays (intermediates allocated
+    once with ``alloc(shape, dtype)``, default ``kaio.device_array``), for timing without
+    host<->device copies. The output array is ``launch.output``."""
+    global _SCORES
+    if _SCORES is None:
+        _SCORES = _scores_kernel()
+    if alloc is None:
+        from .._bench import empty as alloc
+    s, dm = x.shape
+    d = wq.shape[1]
+    xq = alloc((s, dm), np.int8)
+    sx = alloc((s, 1), np.float32)
+    q, k, v, o = (alloc((s, d), np.float32) for _ in range(4))
+    p = alloc((s, s), np.float32)
+    quantize = quantize_rows_kernel("f32")[(s,), (256,)]
+    project = w8a8_kernel()[w8a8_launch_config(s, d)]
+    pv = tiled_launcher(p, v, o)
+    scale = float(1.0 / np.sqrt(d))
+
+    def launch():
+        quantize(x, xq, sx)
+        project(xq, wq, sx, sq, q)
+        project(xq, wk, sx, sk, k)
+        project(xq, wv, sx, sv, v)
+        _SCORES(q, k, p, scale, bool(causal))
+        pv()
+    launch.output = o
+    return launch
 
 
 def quantized_attention_ref(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:

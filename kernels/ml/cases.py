@@ -15,6 +15,7 @@ inputs, so they only have to cover the kernel's own rounding:
 import numpy as np
 
 from .. import KernelCase, Tolerance, register
+from .._bench import empty, launcher, up
 from .._launch import np_dtype
 from . import attention, elementwise, norms, quant
 
@@ -56,6 +57,8 @@ for _dt in ("f32", "f16", "bf16"):
         reference=lambda i: {"y": elementwise.silu_gate_ref(i["x"], i["gate"])},
         default_size=1 << 24, small_size=1 << 14, tolerance=_tol(_dt),
         flops=lambda n: 5.0 * n, bytes=lambda n, b=n_bytes: 3.0 * b * n,
+        bench=lambda i, d=_dt: launcher(elementwise.silu_gate_kernel(d), *up(i, "x", "gate"),
+                                        empty(i["x"].shape, i["x"].dtype)),
         description="x * sigmoid(x) * gate"))
     register(KernelCase(
         name=f"ml/gelu_exact{suffix}", group="ml",
@@ -65,6 +68,8 @@ for _dt in ("f32", "f16", "bf16"):
         default_size=1 << 24, small_size=1 << 14,
         tolerance=_tol(_dt, f32=(4e-7, 1e-6), why=_GELU_WHY),
         flops=lambda n: 5.0 * n, bytes=lambda n, b=n_bytes: 2.0 * b * n,
+        bench=lambda i, d=_dt: launcher(elementwise.gelu_exact_kernel(d), *up(i, "x"),
+                                        empty(i["x"].shape, i["x"].dtype)),
         description="0.5 x (1 + erf(x / sqrt 2))"))
     register(KernelCase(
         name=f"ml/gelu_tanh{suffix}", group="ml",
@@ -73,6 +78,8 @@ for _dt in ("f32", "f16", "bf16"):
         reference=lambda i: {"y": elementwise.gelu_tanh_ref(i["x"])},
         default_size=1 << 24, small_size=1 << 14, tolerance=_tol(_dt),
         flops=lambda n: 9.0 * n, bytes=lambda n, b=n_bytes: 2.0 * b * n,
+        bench=lambda i, d=_dt: launcher(elementwise.gelu_tanh_kernel(d), *up(i, "x"),
+                                        empty(i["x"].shape, i["x"].dtype)),
         description="x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3)))"))
 
 
@@ -101,6 +108,8 @@ for _dt in ("f32", "f16", "bf16"):
         reference=lambda i: {"y": norms.rmsnorm_ref(i["x"], i["w"], 1e-6)},
         default_size=(4096, 8192), small_size=(6, 300), tolerance=tol,
         flops=lambda s: 4.0 * s[0] * s[1], bytes=lambda s, b=b: 2.0 * b * s[0] * s[1],
+        bench=lambda i, d=_dt: launcher(norms.rmsnorm_kernel(d, d), *up(i, "x", "w"),
+                                        empty(i["x"].shape, i["x"].dtype), 1e-6),
         description="one block per row, block_sum of squares"))
     register(KernelCase(
         name=f"ml/layernorm{suffix}", group="ml", make_inputs=_row_inputs(_dt, True),
@@ -108,6 +117,8 @@ for _dt in ("f32", "f16", "bf16"):
         reference=lambda i: {"y": norms.layernorm_ref(i["x"], i["w"], i["b"], 1e-5)},
         default_size=(4096, 8192), small_size=(6, 300), tolerance=tol,
         flops=lambda s: 7.0 * s[0] * s[1], bytes=lambda s, b=b: 2.0 * b * s[0] * s[1],
+        bench=lambda i, d=_dt: launcher(norms.layernorm_kernel(d, d), *up(i, "x", "w", "b"),
+                                        empty(i["x"].shape, i["x"].dtype), 1e-5),
         description="one block per row, two-pass mean/variance"))
     register(KernelCase(
         name=f"ml/softmax{suffix}", group="ml", make_inputs=_row_inputs(_dt, False),
@@ -116,6 +127,8 @@ for _dt in ("f32", "f16", "bf16"):
         default_size=(4096, 8192), small_size=(6, 300),
         tolerance=_tol(_dt, f32=(1e-9, 1e-5), why=_ROW_WHY + "; exp within a few ulp"),
         flops=lambda s: 5.0 * s[0] * s[1], bytes=lambda s, b=b: 2.0 * b * s[0] * s[1],
+        bench=lambda i, d=_dt: launcher(norms.softmax_kernel(d, d), *up(i, "x"),
+                                        empty(i["x"].shape, i["x"].dtype)),
         description="max-subtracted, one block per row"))
 
 
@@ -134,6 +147,8 @@ register(KernelCase(
     default_size=(4096, 4096), small_size=(64, 100),
     tolerance=Tolerance(rtol=2.0 ** -24, why="one f32 product of exact operands: half an ulp"),
     flops=lambda s: 1.0 * s[0] * s[1], bytes=lambda s: 5.0 * s[0] * s[1],
+    bench=lambda i: launcher(quant.dequantize_kernel("f32"), *up(i, "q", "scale"),
+                             empty(i["q"].shape, np.float32)),
     description="per-channel scales"))
 
 
@@ -152,9 +167,14 @@ register(KernelCase(
     reference=lambda i: {"c": quant.int8_matmul_ref(i["a"], i["b"], i["sa"], i["sb"])},
     default_size=(2048, 4096, 2048), small_size=(16, 64, 24),
     tolerance=Tolerance(rtol=4 * 2.0 ** -24,
-                        why="exact int32 sum, then three f32 roundings (cast, two scales): 3 half-ulps, with margin"),
+                        why="exact int32 sum, then three f32 roundings (cast, two scales): "
+                            "3 half-ulps, with margin"),
     flops=lambda s: 2.0 * s[0] * s[1] * s[2],
     bytes=lambda s: float(s[0] * s[1] + s[1] * s[2] + 4 * s[0] * s[2]),
+    bench=lambda i: launcher(quant.w8a8_kernel(), *up(dict(i, sa=i["sa"].reshape(-1, 1)),
+                                                      "a", "b", "sa", "sb"),
+                             empty((i["a"].shape[0], i["b"].shape[1]), np.float32),
+                             config=quant.w8a8_launch_config(i["a"].shape[0], i["b"].shape[1])),
     description="int8 x int8 -> int32 accumulate, per-row/per-col scales"))
 
 
@@ -178,6 +198,8 @@ register(KernelCase(
                             "below 1; the f32 accumulation error (~1e-5 here) is far smaller"),
     flops=lambda s: 2.0 * s[0] * s[1] * s[2],
     bytes=lambda s: float(2 * s[0] * s[1] + s[1] * s[2] // 2 + 2 * s[0] * s[2]),
+    bench=lambda i: launcher(quant.w4a16_kernel("f16"), *up(i, "x", "packed", "scales"),
+                             empty((i["x"].shape[0], i["packed"].shape[1]), i["x"].dtype), i["group"]),
     description="group-wise scales, two nibbles per byte (low first)"))
 
 
@@ -208,4 +230,6 @@ for _causal in (False, True):
         default_size=(1024, 512, 128), small_size=(32, 32, 16), tolerance=_ATTN_TOL,
         flops=lambda s: 2.0 * 3 * s[0] * s[1] * s[2] + 4.0 * s[0] * s[0] * s[2],
         bytes=lambda s: float(4 * s[0] * s[1] + 3 * s[1] * s[2] + 8 * s[0] * s[0] + 4 * s[0] * s[2]),
+        bench=lambda i, c=_causal: attention.device_pipeline(
+            *up(i, "x", "wq", "wk", "wv", "sq", "sk", "sv"), causal=c),
         description="int8 Q/K/V projections + softmax(QK^T/sqrt d) V"))

@@ -5,9 +5,8 @@ rounds once when it stores. One element per thread (the default Region partition
 """
 import functools
 
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f32
 
 from .._launch import kdtype, np_dtype

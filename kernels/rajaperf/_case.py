@@ -29,21 +29,25 @@ def raja_case(*, name: str, group: str, make: Callable[[int], dict], run: Callab
               tolerance: Tolerance = ARITH, flops: Callable = lambda n: 0.0,
               bytes: Callable = lambda n: 0.0, checksum_scale: float = 1.0,
               checksum_rtol: float = 1e-12, checksum_keys: tuple = (),
+              checksum_select: Callable | None = None, bench: Callable | None = None,
               description: str = "") -> KernelCase:
     """Register a RAJAPerf port. ``make(size)`` builds the suite's deterministic inputs (the
     seed is ignored: the suite has none); the checksum adds the checksums of the outputs the
-    suite checksums (``checksum_keys``; default: every output)."""
+    suite checksums (``checksum_keys``; default: every output), or of the arrays
+    ``checksum_select(outputs)`` returns when the suite checksums part of an output."""
 
     def checksum(outputs: dict) -> float:
-        keys = checksum_keys or sorted(outputs)
-        return checksum_of(*(np.asarray(outputs[k], dtype=np.float64) for k in keys),
-                           scale=checksum_scale)
+        if checksum_select is not None:
+            arrays = checksum_select(outputs)
+        else:
+            arrays = [outputs[k] for k in (checksum_keys or sorted(outputs))]
+        return checksum_of(*(np.asarray(a, dtype=np.float64) for a in arrays), scale=checksum_scale)
 
     case = KernelCase(name=f"rajaperf/{name}", group=f"rajaperf/{group}",
                       make_inputs=lambda size, seed=0: make(size), run=run, reference=reference,
                       default_size=default_size, small_size=small_size, tolerance=tolerance,
                       flops=flops, bytes=bytes, description=description, reps=reps,
-                      checksum=checksum, checksum_rtol=checksum_rtol)
+                      checksum=checksum, checksum_rtol=checksum_rtol, bench=bench)
     return register(case)
 
 

@@ -10,12 +10,12 @@
   partitioned output) and the host scatters it into the node-sized array for the checksum, so
   no Raw buffer is needed.
 """
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f64, i32
 
 from .. import Tolerance
+from .._bench import empty, launcher, up
 from ._case import raja_case
 from .checksum import DataInit
 
@@ -200,6 +200,9 @@ _ENERGY_ARRAYS = ("e_new", "e_old", "delvc", "p_new", "p_old", "q_new", "q_old",
                   "comp_half", "p_half", "bvc", "pbvc", "ql_old", "qq_old", "vnewc")
 
 
+_ENERGY_INPUTS = tuple(k for k in _ENERGY_ARRAYS if k not in ("e_new", "q_new"))
+
+
 def _energy_in(n):
     d = DataInit()
     out = {k: (d.const(n, 0.0) if k in ("e_new", "q_new") else d.real(n)) for k in _ENERGY_ARRAYS}
@@ -328,7 +331,7 @@ def _ddv_ref(i):
 
 def _fir_in(n):
     d = DataInit()
-    return {"inp": d.real(n + FIR_COEFF.size - 1), "n": n}
+    return {"inp": d.rand_value(n + FIR_COEFF.size - 1), "n": n}
 
 
 def _fir_run(i):
@@ -348,8 +351,9 @@ def _fir_ref(i):
 def _ltimes_in(size):
     nz, ng, nm, nd = size
     d = DataInit()
-    return {"psi": d.real(nz * ng * nd).reshape(nz, ng, nd), "ell": d.real(nm * nd).reshape(nm, nd),
-            "phi": d.const(nz * ng * nm, 0.0).reshape(nz, ng, nm)}
+    phi = d.const(nz * ng * nm, 0.0).reshape(nz, ng, nm)
+    ell = d.real(nm * nd).reshape(nm, nd)
+    return {"phi": phi, "ell": ell, "psi": d.real(nz * ng * nd).reshape(nz, ng, nd)}
 
 
 def _ltimes_run(i):
@@ -373,19 +377,27 @@ raja_case(name="PRESSURE", group="apps", make=_pressure_in, reps=700, default_si
           bytes=lambda n: 8.0 * 5 * n, checksum_keys=("p_new",), description="LULESH pressure")
 raja_case(name="ENERGY", group="apps", make=_energy_in, reps=130, default_size=N, small_size=SMALL,
           run=_energy_run, reference=_energy_ref, tolerance=_SQRT, flops=lambda n: 58.0 * n,
-          bytes=lambda n: 8.0 * 15 * n, description="LULESH energy (6 loop bodies per thread)")
+          bytes=lambda n: 8.0 * 15 * n, description="LULESH energy (6 loop bodies per thread)",
+          bench=lambda i: launcher(energy, *up(i, *_ENERGY_INPUTS),
+                                   empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64),
+                                   i["rho0"], i["e_cut"], i["emin"], i["q_cut"]))
 raja_case(name="VOL3D", group="apps", make=_vol3d_in, reps=100, default_size=100, small_size=10,
           run=_vol3d_run, reference=lambda i: {"vol": vol3d_ref(i["x"], i["y"], i["z"])},
           flops=lambda n: 72.0 * n ** 3, bytes=lambda n: 8.0 * (3 * (n + 1) ** 3 + n ** 3),
-          description="hexahedron volumes")
+          description="hexahedron volumes",
+          bench=lambda i: launcher(vol3d, *up(i, "x", "y", "z"),
+                                   empty(tuple(s - 1 for s in i["x"].shape), np.float64), VNORMQ))
 raja_case(name="DEL_DOT_VEC_2D", group="apps", make=_ddv_in, reps=100, default_size=1000,
           small_size=40, run=_ddv_run, reference=_ddv_ref, flops=lambda n: 54.0 * n * n,
           bytes=lambda n: 8.0 * 5 * n * n, description="2-D divergence over an index list")
 raja_case(name="FIR", group="apps", make=_fir_in, reps=160, default_size=N, small_size=SMALL,
           run=_fir_run, reference=_fir_ref, flops=lambda n: 32.0 * n, bytes=lambda n: 16.0 * n,
-          description="16-tap FIR filter")
+          description="16-tap FIR filter",
+          bench=lambda i: launcher(fir, *up(i, "inp"), up({"c": FIR_COEFF}, "c")[0],
+                                   empty(i["n"], np.float64)))
 raja_case(name="LTIMES", group="apps", make=_ltimes_in, reps=50, default_size=(488, 32, 25, 64),
           small_size=(6, 4, 5, 8), run=_ltimes_run, reference=_ltimes_ref,
           flops=lambda s: 2.0 * s[0] * s[1] * s[2] * s[3],
           bytes=lambda s: 8.0 * (2 * s[0] * s[1] * s[2] + s[0] * s[1] * s[3] + s[2] * s[3]),
-          description="phi += ell psi (discrete-ordinates moments)")
+          description="phi += ell psi (discrete-ordinates moments)",
+          bench=lambda i: launcher(ltimes, *up(i, "ell", "psi", "phi")))

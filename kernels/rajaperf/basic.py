@@ -8,15 +8,15 @@ through the ``rows_per_block`` partition of an [nblocks, 1] buffer, and a host c
 import functools
 import math
 
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f64, i32
 
 from .. import Tolerance
+from .._bench import empty, launcher, up
 from .._launch import BLOCK, reduction_grid
 from ._case import REDUCTION, raja_case
-from ._tiled import matmul_tiled
+from ._tiled import matmul_tiled, tiled_launcher
 from .checksum import DataInit
 
 N = 1_000_000
@@ -167,7 +167,8 @@ def mat_mat_shared(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # --- cases -------------------------------------------------------------------------------------
 def _daxpy_in(n):
     d = DataInit()
-    return {"x": d.real(n), "y": d.real(n), "a": d.scalar()}
+    y = d.const(n, 0.0)
+    return {"y": y, "x": d.real(n), "a": d.scalar()}
 
 
 def _run_daxpy(i):
@@ -178,7 +179,8 @@ def _run_daxpy(i):
 
 raja_case(name="DAXPY", group="basic", make=_daxpy_in, reps=500, default_size=N, small_size=SMALL,
           run=_run_daxpy, reference=lambda i: {"y": i["y"] + i["a"] * i["x"]},
-          flops=lambda n: 2.0 * n, bytes=lambda n: 24.0 * n, description="y += a * x")
+          flops=lambda n: 2.0 * n, bytes=lambda n: 24.0 * n, description="y += a * x",
+          bench=lambda i: launcher(daxpy, *up(i, "x", "y"), i["a"]))
 
 
 def _ifquad_in(n):
@@ -301,4 +303,5 @@ raja_case(name="MAT_MAT_SHARED", group="basic", make=_matmat_in, reps=5, default
           small_size=40, run=lambda i: {"c": mat_mat_shared(i["a"], i["b"])},
           reference=lambda i: {"c": i["a"] @ i["b"]},
           flops=lambda n: 2.0 * n ** 3, bytes=lambda n: 24.0 * n * n,
-          checksum_scale=1e-6, description="16x16 shared-memory tiles")
+          checksum_scale=1e-6, description="16x16 shared-memory tiles",
+          bench=lambda i: tiled_launcher(*up(i, "a", "b"), empty(i["a"].shape, np.float64)))

@@ -6,6 +6,7 @@ Initialisation (the suite's data utilities):
   the order of initialisation calls in a kernel's set-up (every call counts, constants too);
 - ``const(n, c)``: all ``c``;
 - ``rand_sign(n)``: ``real`` values with a sign drawn from C ``rand()`` seeded with 4793;
+- ``rand_value(n)``: ``rand()/RAND_MAX`` (seed 4793);
 - ``ints(n)``: +1/-1 from C ``rand()`` (seed 4793), then one random entry set to -58 and one to 19;
 - ``scalar()``: ``f*1.1/1.12345``.
 
@@ -76,6 +77,11 @@ class DataInit:
         i = np.arange(n, dtype=np.float64)
         sign = np.where(glibc_rand(4793, n) / RAND_MAX < 0.5, -1.0, 1.0)
         return sign * f * (i + 1.1) / (i + 1.12345)
+
+    def rand_value(self, n: int) -> np.ndarray:
+        """Values in [0, 1] from C ``rand()`` seeded with 4793."""
+        self.count += 1
+        return glibc_rand(4793, n) / RAND_MAX
 
     def ints(self, n: int) -> np.ndarray:
         self.count += 1

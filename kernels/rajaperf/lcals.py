@@ -12,11 +12,11 @@ DIFF_PREDICT and INT_PREDICT work on one long array ``px`` viewed as rows of len
 """
 import functools
 
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f64
 
+from .._bench import empty, launcher, up
 from .._launch import exact_threads_block
 from ._case import TRANSCENDENTAL, copy, raja_case
 from .checksum import DataInit
@@ -170,7 +170,7 @@ def _hydro_in(n):
 
 def _int_in(n):
     d = DataInit()
-    out = {"px": d.real(13 * n), "n": n}
+    out = {"px": d.const(13 * n, 1.0), "n": n}
     for name in ("dm22", "dm23", "dm24", "dm25", "dm26", "dm27", "dm28", "c0"):
         out[name] = d.scalar()
     return out
@@ -254,7 +254,8 @@ raja_case(name="DIFF_PREDICT", group="lcals", make=_diff_in, reps=200, default_s
           description="difference predictor (column chain, grid-stride ownership)")
 raja_case(name="EOS", group="lcals", make=_with_n(_eos_in), reps=500, default_size=N, small_size=SMALL,
           run=_run_out(eos, ("y", "z", "u"), ("q", "r", "t")), reference=_eos_ref,
-          flops=lambda n: 16.0 * n, bytes=lambda n: 8.0 * 5 * n, description="equation of state")
+          flops=lambda n: 16.0 * n, bytes=lambda n: 8.0 * 5 * n, description="equation of state",
+          checksum_scale=1e-4)
 raja_case(name="FIRST_DIFF", group="lcals",
           make=_with_n(lambda n: {"y": _first_y(n)}), reps=2000,
           default_size=N, small_size=SMALL, run=_run_out(first_diff, ("y",)),
@@ -264,14 +265,19 @@ raja_case(name="HYDRO_1D", group="lcals", make=_with_n(_hydro_in), reps=1000, de
           small_size=SMALL, run=_run_out(hydro_1d, ("y", "z"), ("q", "r", "t")),
           reference=lambda i: {"x": i["q"] + i["y"] * (i["r"] * i["z"][10:10 + i["n_out"]]
                                                        + i["t"] * i["z"][11:11 + i["n_out"]])},
-          flops=lambda n: 5.0 * n, bytes=lambda n: 24.0 * n, description="hydro fragment")
+          flops=lambda n: 5.0 * n, bytes=lambda n: 24.0 * n, description="hydro fragment",
+          bench=lambda i: launcher(hydro_1d, *up(i, "y", "z"), empty(i["n_out"], np.float64),
+                                   i["q"], i["r"], i["t"]))
 raja_case(name="INT_PREDICT", group="lcals", make=_int_in, reps=400, default_size=N, small_size=SMALL,
           run=_run_int, reference=_int_ref, flops=lambda n: 17.0 * n, bytes=lambda n: 8.0 * 11 * n,
+          checksum_select=lambda out: [out["px"][:out["px"].shape[0] // 13]],
           description="integrate predictors (row 0 from rows 2..12)")
 raja_case(name="PLANCKIAN", group="lcals", make=_planck_in, reps=50, default_size=N, small_size=SMALL,
           run=_run_planck, reference=_planck_ref, tolerance=TRANSCENDENTAL,
           flops=lambda n: 4.0 * n, bytes=lambda n: 8.0 * 5 * n, checksum_keys=("w",),
-          description="y = u/v; w = x/(exp(y) - 1)")
+          description="y = u/v; w = x/(exp(y) - 1)",
+          bench=lambda i: launcher(planckian, *up(i, "x", "u", "v"), empty(i["x"].shape, np.float64),
+                                   empty(i["x"].shape, np.float64)))
 raja_case(name="TRIDIAG_ELIM", group="lcals", make=_tridiag_in, reps=1000, default_size=N,
           small_size=SMALL, run=_run_tridiag, reference=_tridiag_ref, flops=lambda n: 2.0 * n,
           bytes=lambda n: 32.0 * n, description="xout[i] = z[i] (y[i] - xin[i-1])")

@@ -1,19 +1,21 @@
 """RAJAPerf Polybench group: ATAX, GEMM, JACOBI_1D, JACOBI_2D, HEAT_3D, MVT, FDTD_2D, 2MM.
 
-Inputs use PolyBench's initialisation formulas (e.g. ``A[i][j] = ((i + j) % N) / (5 N)``), which
-give every element a different value. Stencils keep two buffers and swap roles each half-step
+Inputs follow the suite's set-up (its generic ``initData`` in call order, see ``_suite_inputs``).
+Those values vary little across an array, so :func:`varied_inputs` also provides PolyBench's own
+initialisation formulas (e.g. ``A[i][j] = ((i + j) % N) / (5 N)``) for tests that must tell
+neighbouring elements apart. Stencils keep two buffers and swap roles each half-step
 (read A, write B; read B, write A): every point is written by its own thread and neighbours
 are only read from the other buffer, so no step races. Matrix-vector products use one thread
 per output element; matrix-matrix products use the shared-memory tiled kernel.
 """
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f64, i32
 
 from .. import Tolerance
+from .._bench import empty, up
 from ._case import REDUCTION, copy, raja_case
-from ._tiled import matmul_tiled
+from ._tiled import matmul_tiled, tiled_launcher
 from .checksum import DataInit
 
 
@@ -104,7 +106,48 @@ def fdtd_hz(ex: kaio.In[f64, 2], ey: kaio.In[f64, 2], hz: kaio.Region[f64, 2]):
             hz[i, j] = hz[i, j] - 0.7 * (ex[i, j + 1] - ex[i, j] + ey[i + 1, j] - ey[i, j])
 
 
-# --- inputs (PolyBench formulas) ---------------------------------------------------------------
+# --- inputs -------------------------------------------------------------------------------------
+def _suite_inputs(name, size):
+    """The suite's set-up for each kernel: arrays initialised in its order (then reshaped)."""
+    d = DataInit()
+    if name == "ATAX":
+        n = size
+        d.real(n)  # tmp: initialised by the suite, overwritten by the kernel
+        x = d.real(n)
+        return {"x": x, "a": d.real(n * n).reshape(n, n)}
+    if name == "GEMM":
+        ni, nj, nk = size
+        return {"a": d.real(ni * nk).reshape(ni, nk), "b": d.real(nk * nj).reshape(nk, nj), "alpha": 0.62}
+    if name in ("JACOBI_1D", "JACOBI_2D", "HEAT_3D"):
+        n, steps = size
+        shape = {"JACOBI_1D": (n,), "JACOBI_2D": (n, n), "HEAT_3D": (n, n, n)}[name]
+        cells = int(np.prod(shape))
+        return {"a": d.real(cells).reshape(shape), "b": d.real(cells).reshape(shape), "steps": steps}
+    if name == "MVT":
+        n = size
+        y1, y2 = d.real(n), d.real(n)
+        a = d.real(n * n).reshape(n, n)
+        return {"y1": y1, "y2": y2, "a": a, "x1": d.const(n, 0.0), "x2": d.const(n, 0.0)}
+    if name == "2MM":
+        ni, nj, nk, nl = size
+        d.real(ni * nj)  # tmp
+        a, b = d.real(ni * nk).reshape(ni, nk), d.real(nk * nj).reshape(nk, nj)
+        c = d.real(nj * nl).reshape(nj, nl)
+        return {"a": a, "b": b, "c": c, "d": d.const(ni * nl, 0.0).reshape(ni, nl),
+                "alpha": 1.5, "beta": 1.2}
+    raise KeyError(name)
+
+
+def _suite(name):
+    return lambda size: _suite_inputs(name, size)
+
+
+def varied_inputs(name, size):
+    """PolyBench's initialisation formulas (every element distinct), for tests."""
+    return {"ATAX": _atax_in, "GEMM": _gemm_in, "JACOBI_1D": _jacobi1_in, "JACOBI_2D": _jacobi2_in,
+            "HEAT_3D": _heat_in, "MVT": _mvt_in, "2MM": _2mm_in}[name](size)
+
+
 def _grid(*shape):
     return np.meshgrid(*(np.arange(s, dtype=np.int64) for s in shape), indexing="ij")
 
@@ -273,30 +316,44 @@ def _2mm_ref(inp):
 _STENCIL = Tolerance(atol=1e-13, rtol=1e-13,
                      why="float64 stencil, same expression order as the reference")
 
-raja_case(name="ATAX", group="polybench", make=_atax_in, reps=100, default_size=1000, small_size=48,
+raja_case(name="ATAX", group="polybench", make=_suite("ATAX"), reps=100, default_size=1000, small_size=48,
           run=_atax_run, reference=lambda i: {"y": i["a"].T @ (i["a"] @ i["x"])},
           tolerance=REDUCTION, flops=lambda n: 4.0 * n * n, bytes=lambda n: 16.0 * n * n,
           description="y = A^T (A x)")
-raja_case(name="GEMM", group="polybench", make=_gemm_in, reps=4, default_size=(1000, 1000, 1200),
+raja_case(name="GEMM", group="polybench", make=_suite("GEMM"), reps=4, default_size=(1000, 1000, 1200),
           small_size=(40, 36, 50), run=lambda i: {"c": matmul_tiled(i["a"], i["b"], alpha=i["alpha"])},
           reference=lambda i: {"c": (i["alpha"] * i["a"]) @ i["b"]}, tolerance=REDUCTION,
           flops=lambda s: 2.0 * s[0] * s[1] * s[2],
           bytes=lambda s: 8.0 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]),
-          description="C = sum_k alpha A[i][k] B[k][j] (the suite's beta C term is overwritten)")
-raja_case(name="JACOBI_1D", group="polybench", make=_jacobi1_in, reps=100,
+          description="C = sum_k alpha A[i][k] B[k][j] (the suite's beta C term is overwritten)",
+          bench=lambda i: tiled_launcher(*up(i, "a", "b"), empty((i["a"].shape[0], i["b"].shape[1]),
+                                                                 np.float64), alpha=i["alpha"]))
+raja_case(name="JACOBI_1D", group="polybench", make=_suite("JACOBI_1D"), reps=100,
           default_size=(1_000_002, 16), small_size=(1000, 4), run=_jacobi1_run,
           reference=_jacobi1_ref, tolerance=_STENCIL, flops=lambda s: 6.0 * s[0] * s[1],
-          bytes=lambda s: 32.0 * s[0] * s[1], checksum_keys=("a", "b"),
+          bytes=lambda s: 32.0 * s[0] * s[1], checksum_keys=("a", "b"), checksum_scale=1e-4,
           description="3-point average, ping-pong A/B")
-raja_case(name="JACOBI_2D", group="polybench", make=_jacobi2_in, reps=50, default_size=(1002, 40),
+raja_case(name="JACOBI_2D", group="polybench", make=_suite("JACOBI_2D"), reps=50, default_size=(1002, 40),
           small_size=(34, 3), run=_jacobi2_run, reference=_jacobi2_ref, tolerance=_STENCIL,
           flops=lambda s: 10.0 * s[0] ** 2 * s[1], bytes=lambda s: 32.0 * s[0] ** 2 * s[1],
-          checksum_keys=("a", "b"), description="5-point average, ping-pong A/B")
-raja_case(name="HEAT_3D", group="polybench", make=_heat_in, reps=20, default_size=(102, 20),
+          checksum_keys=("a", "b"), checksum_scale=1e-4, description="5-point average, ping-pong A/B",
+          bench=lambda i: _pingpong(jacobi_2d_step, i))
+raja_case(name="HEAT_3D", group="polybench", make=_suite("HEAT_3D"), reps=20, default_size=(102, 20),
           small_size=(14, 2), run=_heat_run, reference=_heat_ref, tolerance=_STENCIL,
           flops=lambda s: 30.0 * s[0] ** 3 * s[1], bytes=lambda s: 32.0 * s[0] ** 3 * s[1],
-          checksum_keys=("a", "b"), description="7-point heat equation, ping-pong A/B")
-raja_case(name="MVT", group="polybench", make=_mvt_in, reps=100, default_size=1000, small_size=48,
+          checksum_keys=("a", "b"), checksum_scale=1e-4, description="7-point heat equation, ping-pong A/B",
+          bench=lambda i: _pingpong(heat_3d_step, i))
+
+
+def _pingpong(step, inputs):
+    a, b = up(inputs, "a", "b")
+
+    def launch():
+        for _ in range(inputs["steps"]):
+            step(a, b)
+            step(b, a)
+    return launch
+raja_case(name="MVT", group="polybench", make=_suite("MVT"), reps=100, default_size=1000, small_size=48,
           run=_mvt_run, reference=lambda i: {"x1": i["x1"] + i["a"] @ i["y1"],
                                              "x2": i["x2"] + i["a"].T @ i["y2"]},
           tolerance=REDUCTION, flops=lambda n: 4.0 * n * n, bytes=lambda n: 16.0 * n * n,
@@ -305,8 +362,8 @@ raja_case(name="FDTD_2D", group="polybench", make=_fdtd_in, reps=10, default_siz
           small_size=(20, 24, 3), run=_fdtd_run, reference=_fdtd_ref, tolerance=_STENCIL,
           flops=lambda s: 11.0 * s[0] * s[1] * s[2], bytes=lambda s: 8.0 * 9 * s[0] * s[1] * s[2],
           checksum_keys=("hz",), description="2-D finite-difference time domain")
-raja_case(name="2MM", group="polybench", make=_2mm_in, reps=2, default_size=(1000, 1000, 1000, 1000),
+raja_case(name="2MM", group="polybench", make=_suite("2MM"), reps=2, default_size=(1000, 1000, 1000, 1000),
           small_size=(24, 20, 36, 28), run=_2mm_run, reference=_2mm_ref, tolerance=REDUCTION,
           flops=lambda s: 2.0 * s[0] * s[1] * s[2] + 2.0 * s[0] * s[3] * s[1],
           bytes=lambda s: 8.0 * (s[0] * s[2] + s[2] * s[1] + s[1] * s[3] + 2 * s[0] * s[3]),
-          checksum_keys=("d",), description="D = alpha A B C + beta D")
+          checksum_keys=("d",), checksum_scale=1e-6, description="D = alpha A B C + beta D")

@@ -7,11 +7,11 @@ factors). DOT is a reduction: each block reduces its grid-stride partial sums wi
 """
 import math
 
-import numpy as np
-
 import kaio
+import numpy as np
 from kaio import f64
 
+from .._bench import empty, launcher, up
 from .._launch import BLOCK, reduction_grid
 from ._case import REDUCTION, raja_case
 from .checksum import DataInit
@@ -74,35 +74,59 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(partial.sum())
 
 
-def _abc(n):
-    d = DataInit()
-    return {"a": d.real(n), "b": d.real(n), "c": d.real(n), "alpha": d.scalar()}
+def _setup(*spec):
+    """Inputs in the suite's set-up order: (name, 'real' | 'const' | 'scalar') items."""
+    def make(n):
+        d = DataInit()
+        out = {}
+        for name, kind in spec:
+            out[name] = d.real(n) if kind == "real" else d.const(n, 0.0) if kind == "const" else d.scalar()
+        return out
+    return make
 
 
 def _bw(arrays):
     return lambda n: 8.0 * arrays * n
 
 
-raja_case(name="ADD", group="stream", make=_abc, reps=1000, default_size=N, small_size=SMALL,
+raja_case(name="ADD", group="stream", make=_setup(("a", "real"), ("b", "real"), ("c", "const")),
+          reps=1000, default_size=N, small_size=SMALL,
           run=lambda i: {"c": _run(stream_add, i["a"], i["b"], out=i["a"])},
           reference=lambda i: {"c": i["a"] + i["b"]},
-          flops=lambda n: 1.0 * n, bytes=_bw(3), description="c = a + b")
-raja_case(name="COPY", group="stream", make=_abc, reps=1800, default_size=N, small_size=SMALL,
+          flops=lambda n: 1.0 * n, bytes=_bw(3), description="c = a + b",
+          bench=lambda i: launcher(stream_add, *up(i, "a", "b"), empty(i["a"].shape, np.float64)))
+raja_case(name="COPY", group="stream", make=_setup(("a", "real"), ("c", "const")),
+          reps=1800, default_size=N, small_size=SMALL,
           run=lambda i: {"c": _run(stream_copy, i["a"], out=i["a"])},
-          reference=lambda i: {"c": i["a"].copy()}, bytes=_bw(2), description="c = a")
-raja_case(name="MUL", group="stream", make=_abc, reps=1800, default_size=N, small_size=SMALL,
+          reference=lambda i: {"c": i["a"].copy()}, bytes=_bw(2), description="c = a",
+          bench=lambda i: launcher(stream_copy, *up(i, "a"), empty(i["a"].shape, np.float64)))
+raja_case(name="MUL", group="stream", make=_setup(("b", "const"), ("c", "real"), ("alpha", "scalar")),
+          reps=1800, default_size=N, small_size=SMALL,
           run=lambda i: {"b": _run(stream_mul, i["c"], out=i["c"], scalars=(i["alpha"],))},
           reference=lambda i: {"b": i["alpha"] * i["c"]},
-          flops=lambda n: 1.0 * n, bytes=_bw(2), description="b = alpha * c")
-raja_case(name="TRIAD", group="stream", make=_abc, reps=1000, default_size=N, small_size=SMALL,
+          flops=lambda n: 1.0 * n, bytes=_bw(2), description="b = alpha * c",
+          bench=lambda i: launcher(stream_mul, *up(i, "c"), empty(i["c"].shape, np.float64), i["alpha"]))
+raja_case(name="TRIAD", group="stream",
+          make=_setup(("a", "const"), ("b", "real"), ("c", "real"), ("alpha", "scalar")),
+          reps=1000, default_size=N, small_size=SMALL,
           run=lambda i: {"a": _run(stream_triad, i["b"], i["c"], out=i["b"], scalars=(i["alpha"],))},
           reference=lambda i: {"a": i["b"] + i["alpha"] * i["c"]},
-          flops=lambda n: 2.0 * n, bytes=_bw(3), description="a = b + alpha * c")
-raja_case(name="DOT", group="stream", make=_abc, reps=2000, default_size=N, small_size=SMALL,
+          flops=lambda n: 2.0 * n, bytes=_bw(3), description="a = b + alpha * c",
+          bench=lambda i: launcher(stream_triad, *up(i, "b", "c"), empty(i["b"].shape, np.float64),
+                                   i["alpha"]))
+raja_case(name="DOT", group="stream", make=_setup(("a", "real"), ("b", "real")),
+          reps=2000, default_size=N, small_size=SMALL,
           run=lambda i: {"dot": np.array(dot(i["a"], i["b"]))},
           reference=lambda i: {"dot": np.array(math.fsum(i["a"] * i["b"]))},
           tolerance=REDUCTION, flops=lambda n: 2.0 * n, bytes=_bw(2),
-          description="dot += a[i] * b[i] (block partials + host sum)")
+          description="dot += a[i] * b[i] (block partials + host sum)", bench=lambda i: _dot_bench(i))
+
+
+def _dot_bench(i):
+    dot(i["a"][:1], i["b"][:1])  # builds the kernel
+    blocks = reduction_grid(i["a"].shape[0])
+    return launcher(_DOT[0], *up(i, "a", "b"), empty((blocks, 1), np.float64),
+                    config=((blocks,), (BLOCK,)))
 
 
 def _run(kernel, *ins, out, scalars=()):

@@ -14,6 +14,7 @@ from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 def neighbour_write(x: kaio.In[f32], y: kaio.Region[f32]):
     i = kaio.global_id()
     if i + 1 < y.shape[0]:
+        y[i] = x[i]
         y[i + 1] = x[i]  # RACE
 
 
@@ -243,6 +244,7 @@ def block_reduce_divergent(x: kaio.In[f32], y: kaio.Out[f32]):
 def data_dependent_read_region(idx: kaio.In[i32], y: kaio.Region[f32], z: kaio.Out[f32]):
     for i in y.owned():
         z[i] = y[idx[i]]  # RACE
+        y[i] = 0.0
 
 
 @kaio.kernel
@@ -252,39 +254,48 @@ def store_to_in(x: kaio.In[f32]):
         kaio.atomic_add(x, i, 1.0)  # RACE
 
 
-# buffer named in the message, launch (grid, block) for the sanitizer run, args maker, and
-# whether the race shows at run time (barrier misuse is a deadlock/UB, not a data race)
+# name -> (buffer the message names, launch for the sanitizer run, args maker, what the reference
+# backend raises when the kernel runs with the checker disabled: "race" (kaio.RaceError),
+# "barrier" (divergent barrier), "uninit" (Out read before write), "frontend" (the frontend
+# already rejects it), or None (an ownership violation that is no dynamic conflict on this
+# launch: e.g. a permutation that writes elements other threads own but never write))
 def _f(n):
     return np.arange(n, dtype=np.float32)
 
 
+def _f2(r, c):
+    return np.arange(r * c, dtype=np.float32).reshape(r, c)
+
+
 CASES = {
-    "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), True),
-    "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), True),
-    "missing_barrier": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
-    "divergent_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), False),
-    "barrier_thread_loop": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), False),
-    "overlapping_blocks": ("y", ((1,), (16,)), lambda: (_f(32), _f(32)), True),
-    "out_read_unwritten": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), False),
-    "region_read_neighbour": ("y", ((2,), (32,)), lambda: (_f(64), _f(64), _f(64)), True),
-    "data_index_store": ("y", ((1,), (32,)), lambda: (np.zeros(32, np.int32), _f(32), _f(32)), True),
-    "shared_const_write": ("tile", ((1,), (32,)), lambda: (_f(32), _f(32)), True),
-    "shared_neighbour_read": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
-    "atomic_plain_mix": ("hist", ((1,), (32,)), lambda: (np.zeros(32, np.int32), np.zeros(4, np.int32)), True),
-    "unguarded_tree": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), True),
-    "tree_no_sync": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), True),
-    "short_stride": ("y", ((2,), (16,)), lambda: (_f(64), _f(64)), True),
-    "rows_transposed": ("y", ((1,), (8,)), lambda: (_f(64).reshape(8, 8), _f(64).reshape(8, 8)), False),
-    "whole_row_per_thread": ("y", ((4,), (32,)), lambda: (_f(128).reshape(4, 32), _f(128).reshape(4, 32)), True),
-    "shifted_tile": ("y", ((2, 2), (8, 8)), lambda: (_f(256).reshape(16, 16), _f(256).reshape(16, 16)), False),
-    "modular_index": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), True),
-    "reversed_write": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), False),
-    "shared_two_writes": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
-    "shared_loop_carry": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), True),
-    "divergent_while_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), False),
-    "blocked_overrun": ("y", ((1,), (8,)), lambda: (_f(32), _f(32)), True),
-    "block_reduce_divergent": (None, ((1,), (32,)), lambda: (_f(32) - 16, _f(32)), False),
-    "data_dependent_read_region": ("y", ((1,), (32,)), lambda: (np.zeros(32, np.int32), _f(32), _f(32)), True),
-    "store_to_in": ("x", ((1,), (32,)), lambda: (_f(32),), False),
+    "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), "race"),
+    "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), "race"),
+    "missing_barrier": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
+    "divergent_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), "barrier"),
+    "barrier_thread_loop": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), "barrier"),
+    "overlapping_blocks": ("y", ((1,), (16,)), lambda: (_f(32), _f(32)), "race"),
+    "out_read_unwritten": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "uninit"),
+    "region_read_neighbour": ("y", ((2,), (32,)), lambda: (_f(64), _f(64), _f(64)), "race"),
+    "data_index_store": ("y", ((1,), (32,)), lambda: (np.zeros(32, np.int32), _f(32), _f(32)), "race"),
+    "shared_const_write": ("tile", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
+    "shared_neighbour_read": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
+    "atomic_plain_mix": ("hist", ((1,), (32,)), lambda: (np.zeros(32, np.int32), np.zeros(4, np.int32)),
+                         "frontend"),
+    "unguarded_tree": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), "race"),
+    "tree_no_sync": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), "race"),
+    "short_stride": ("y", ((2,), (16,)), lambda: (_f(64), _f(64)), "race"),
+    "rows_transposed": ("y", ((1,), (8,)), lambda: (_f2(8, 8), _f2(8, 8)), None),
+    "whole_row_per_thread": ("y", ((4,), (32,)), lambda: (_f2(4, 32), _f2(4, 32)), "race"),
+    "shifted_tile": ("y", ((2, 2), (8, 8)), lambda: (_f2(16, 16), _f2(16, 16)), None),
+    "modular_index": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
+    "reversed_write": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), None),
+    "shared_two_writes": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
+    "shared_loop_carry": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
+    "divergent_while_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), "barrier"),
+    "blocked_overrun": ("y", ((1,), (8,)), lambda: (_f(32), _f(32)), "race"),
+    "block_reduce_divergent": (None, ((1,), (32,)), lambda: (_f(32) - 16, _f(32)), "barrier"),
+    "data_dependent_read_region": ("y", ((1,), (32,)),
+                                   lambda: (np.zeros(32, np.int32), _f(32), _f(32)), "race"),
+    "store_to_in": ("x", ((1,), (32,)), lambda: (_f(32),), "frontend"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

@@ -1,0 +1,154 @@
+"""The ML ops of kaio.kernels: every case at its CI size on the reference backend against its
+float64 numpy reference, plus the properties the references alone would not catch (packing
+layout, stability on huge logits, widths that are not multiples of the block, failing checks)."""
+import kaio
+import kaio.kernels as K
+import numpy as np
+import pytest
+from kaio.kernels import Tolerance, compare, ml
+from kaio.kernels.ml import quant
+
+ML_CASES = [c.name for c in K.cases("ml")]
+
+
+@pytest.fixture
+def reference():
+    from kaio import backends as be
+    previous = be._current
+    kaio.set_backend("reference")
+    yield
+    be._current = previous
+
+
+def test_registry_has_the_nine_ops_in_three_dtypes():
+    names = set(ML_CASES)
+    for op in ("silu_gate", "gelu_exact", "gelu_tanh", "rmsnorm", "layernorm", "softmax"):
+        assert {f"ml/{op}", f"ml/{op}_f16", f"ml/{op}_bf16"} <= names
+    for op in ("dequantize_int8", "int8_matmul_w8a8", "int4_matmul_w4a16", "quantized_attention",
+               "quantized_attention_causal"):
+        assert f"ml/{op}" in names
+    for c in K.cases("ml"):
+        assert c.tolerance.why, f"{c.name} gives no reason for its tolerance"
+        assert c.tolerance.exact or c.tolerance.rtol <= 1e-2, f"{c.name}: tolerance too loose"
+
+
+@pytest.mark.parametrize("name", ML_CASES)
+def test_case_matches_reference(name, reference):
+    case = K.get(name)
+    inputs = case.make_inputs(case.small_size, seed=0)
+    before = {k: np.copy(v) for k, v in inputs.items() if isinstance(v, np.ndarray)}
+    outputs = case.run(inputs)
+    ok, ratio = case.check(outputs, case.reference(inputs))
+    assert ok, f"{name}: worst error is {ratio:.3g} x its tolerance ({case.tolerance.describe()})"
+    for k, v in before.items():  # run() must leave its inputs alone
+        np.testing.assert_array_equal(inputs[k], v)
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
+def test_row_ops_wide_rows_not_a_multiple_of_the_block(op, reference):
+    case = K.get(f"ml/{op}")
+    inputs = case.make_inputs((3, 4099), seed=5)
+    ok, ratio = case.check(case.run(inputs), case.reference(inputs))
+    assert ok, ratio
+
+
+def test_softmax_is_stable_on_huge_logits(reference):
+    x = np.array([[1e4, 1e4 - 1.0, -1e4, 0.0], [-3e4, -3e4, -3e4, -3e4]], np.float32)
+    y = ml.softmax(x)
+    assert np.all(np.isfinite(y))
+    np.testing.assert_allclose(y.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(y[1], 0.25, rtol=1e-6)
+    np.testing.assert_allclose(y[0, :2], [1 / (1 + np.exp(-1.0)), np.exp(-1.0) / (1 + np.exp(-1.0))],
+                               rtol=1e-6)
+
+
+def test_int4_packing_is_low_nibble_first_twos_complement():
+    w = np.array([[1, -8], [-1, 7], [0, 3], [-2, -5]], np.int8)     # [K=4, N=2]
+    packed = quant.pack_int4(w)
+    assert packed.dtype == np.uint8 and packed.shape == (2, 2)
+    # byte (0, 0) holds k=0 (1 -> 0x1) low and k=1 (-1 -> 0xF) high
+    assert packed[0, 0] == 0xF1 and packed[0, 1] == 0x78 and packed[1, 0] == 0xE0
+    np.testing.assert_array_equal(quant.unpack_int4(packed), w)
+    with pytest.raises(ValueError):
+        quant.pack_int4(np.array([[8], [0]]))
+
+
+def test_int4_matmul_small_exact_values(reference):
+    w = np.array([[1, -8], [-1, 7], [2, 3], [-2, -5]], np.int8)
+    x = np.array([[1.0, 2.0, 3.0, 4.0]], np.float16)
+    scales = np.array([[0.5, 0.25], [2.0, 1.0]], np.float16)           # group = 2
+    y = ml.int4_matmul(x, quant.pack_int4(w), scales, group=2)
+    expect = [0.5 * (1 - 2) + 2.0 * (6 - 8), 0.25 * (-8 + 14) + 1.0 * (9 - 20)]
+    np.testing.assert_array_equal(y.astype(np.float64), [expect])
+
+
+def test_int8_matmul_accumulates_exactly_in_int32(reference):
+    k = 512
+    a = np.full((2, k), 127, np.int8)
+    b = np.full((k, 3), -127, np.int8)
+    c = ml.int8_matmul(a, b, np.ones(2, np.float32), np.ones(3, np.float32))
+    np.testing.assert_array_equal(c, np.float32(-127 * 127 * k))
+
+
+def test_quantize_rows_matches_reference_exactly(reference):
+    x = np.random.default_rng(2).normal(0, 3, (5, 77)).astype(np.float32)
+    x[3] = 0.0                                      # an all-zero row gets scale 1, q = 0
+    q, s = ml.quantize_rows(x)
+    q_ref, s_ref = quant.quantize_rows_ref(x)
+    np.testing.assert_array_equal(q, q_ref)
+    np.testing.assert_array_equal(s, s_ref)
+    assert np.abs(q).max() == 127
+
+
+def test_dequantize_per_channel(reference):
+    q = np.array([[-128, 0, 127], [1, 2, 3]], np.int8)
+    y = ml.dequantize(q, np.array([0.5, 2.0], np.float32))
+    np.testing.assert_array_equal(y, [[-64.0, 0.0, 63.5], [2.0, 4.0, 6.0]])
+
+
+def test_causal_attention_first_row_attends_only_to_itself(reference):
+    case = K.get("ml/quantized_attention_causal")
+    inputs = case.make_inputs((8, 16, 8), seed=3)
+    out = case.run(inputs)["o"]
+    xq, sx = quant.quantize_rows_ref(inputs["x"])
+    v = quant.int8_matmul_ref(xq, inputs["wv"], sx, inputs["sv"])
+    np.testing.assert_allclose(out[0], v[0], rtol=1e-5, atol=1e-6)   # softmax over one key is 1
+    full = K.get("ml/quantized_attention").run(inputs)["o"]
+    assert not np.allclose(full[0], v[0], rtol=1e-3)                   # unmasked row 0 mixes keys
+
+
+def test_attention_device_pipeline_matches_the_host_path(reference):
+    # the launch-only pipeline used for timing, run here with numpy arrays as its "device" memory
+    case = K.get("ml/quantized_attention_causal")
+    inputs = case.make_inputs((24, 16, 8), seed=4)
+    names = ("x", "wq", "wk", "wv", "sq", "sk", "sv")
+    launch = ml.attention.device_pipeline(*(inputs[n] for n in names), causal=True, alloc=np.empty)
+    launch()
+    np.testing.assert_array_equal(launch.output, case.run(inputs)["o"])
+
+
+def test_compare_fails_outside_the_tolerance():
+    ref = {"y": np.array([1.0, -2.0, 0.0])}
+    tol = Tolerance(atol=1e-6, rtol=1e-3, why="test")
+    assert compare({"y": ref["y"] * (1 + 5e-4)}, ref, tol)[0]
+    assert not compare({"y": ref["y"] * (1 + 5e-3)}, ref, tol)[0]
+    assert not compare({"y": np.array([1.0, -2.0, 1e-5])}, ref, tol)[0]
+    assert not compare({"y": np.array([1.0, np.nan, 0.0])}, ref, tol)[0]
+    assert not compare({"y": np.zeros(2)}, ref, tol)[0]
+    assert not compare({"x": ref["y"]}, ref, tol)[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ML_CASES)
+def test_case_default_size_on_gpu(name):
+    from kaio import backends as be
+    from kaio.showcase import pick_backend
+    previous = be._current
+    kaio.set_backend(pick_backend(None))
+    try:
+        case = K.get(name)
+        inputs = case.make_inputs(case.default_size, seed=0)
+        ok, ratio = case.check(case.run(inputs), case.reference(inputs))
+        assert ok, f"{name}: worst error {ratio:.3g} x tolerance"
+    finally:
+        be._current = previous

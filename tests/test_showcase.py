@@ -1,0 +1,88 @@
+"""`kaio showcase`: runs, validates, prints the table, and its exit status reflects failures."""
+import kaio.kernels as K
+import numpy as np
+import pytest
+from kaio import showcase
+from kaio.kernels import KernelCase, Tolerance
+
+
+@pytest.fixture
+def restore_backend():
+    from kaio import backends as be
+    previous = be._current
+    yield
+    be._current = previous
+
+
+def test_one_kernel_passes_and_prints_a_row(capsys, restore_backend):
+    assert showcase.main(["rajaperf/DAXPY", "--backend", "reference", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rajaperf/DAXPY" in out and "PASS" in out and "reference" in out and "GB/s" in out
+
+
+def test_group_selection_and_bare_names():
+    assert {c.name for c in showcase.select_cases("rajaperf/stream", False)} == {
+        f"rajaperf/{n}" for n in ("ADD", "COPY", "DOT", "MUL", "TRIAD")}
+    assert [c.name for c in showcase.select_cases("rmsnorm", False)] == ["ml/rmsnorm"]
+    default = [c.name for c in showcase.select_cases(None, False)]
+    assert "ml/quantized_attention" in default and "rajaperf/MAT_MAT_SHARED" in default
+    assert len(showcase.select_cases(None, True)) == len(K.cases())
+
+
+def test_a_wrong_kernel_fails_and_sets_the_exit_status(capsys, restore_backend):
+    bad = KernelCase(name="test/off_by_one", group="test",
+                     make_inputs=lambda size, seed: {"x": np.arange(size, dtype=np.float64)},
+                     run=lambda i: {"y": i["x"] + 1.0}, reference=lambda i: {"y": i["x"]},
+                     default_size=8, small_size=8, tolerance=Tolerance(rtol=1e-12, why="test"))
+    K.REGISTRY[bad.name] = bad
+    try:
+        assert showcase.main(["test/off_by_one", "--backend", "reference", "--repeat", "1"]) == 1
+    finally:
+        del K.REGISTRY[bad.name]
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_a_crashing_kernel_is_reported_not_raised(capsys, restore_backend):
+    def boom(inputs):
+        raise RuntimeError("device fell over")
+    bad = KernelCase(name="test/crash", group="test", make_inputs=lambda size, seed: {},
+                     run=boom, reference=lambda i: {}, default_size=1, small_size=1,
+                     tolerance=Tolerance(exact=True, why="test"))
+    K.REGISTRY[bad.name] = bad
+    try:
+        assert showcase.main(["test/crash", "--backend", "reference"]) == 1
+    finally:
+        del K.REGISTRY[bad.name]
+    assert "device fell over" in capsys.readouterr().out
+
+
+def test_unknown_kernel_and_list(capsys):
+    assert showcase.main(["no_such_kernel", "--backend", "reference"]) == 2
+    assert showcase.main(["--list"]) == 0
+    assert "rajaperf/LTIMES" in capsys.readouterr().out
+
+
+BENCH_CASES = [c.name for c in K.cases() if c.bench is not None]
+
+
+@pytest.mark.parametrize("name", BENCH_CASES)
+def test_bench_closures_launch_their_kernels(name, restore_backend):
+    # the launch-only closures used for GPU timing, run on the reference backend with numpy
+    # arrays standing in for device memory: they must launch without error
+    import kaio
+    from kaio.kernels._bench import host_memory
+    kaio.set_backend("reference")
+    case = K.get(name)
+    inputs = case.make_inputs(case.small_size, seed=0)
+    with host_memory():
+        launch = case.bench(inputs)
+    launch()
+    launch()
+
+
+def test_throughput_units():
+    case = K.get("rajaperf/TRIAD")
+    assert showcase._throughput(case, 1_000_000, 1e-3).endswith("GB/s")     # 24 MB in 1 ms
+    assert showcase._throughput(case, 1_000_000, 1e-3).startswith("24.000")
+    mm = K.get("rajaperf/MAT_MAT_SHARED")
+    assert showcase._throughput(mm, 1000, 1e-2) == "0.200 TFLOP/s"          # 2e9 flop in 10 ms
