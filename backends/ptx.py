@@ -14,7 +14,7 @@ from __future__ import annotations
 from .. import __version__
 from .. import dtypes as dt
 from ..ir.types import BufType
-from . import ptx_math, ptx_mem, ptx_ops
+from . import ptx_math, ptx_mem, ptx_ops, ptx_vec
 from .abi import KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -73,6 +73,11 @@ class _Renderer:
         self.em = Emitter(arch, fast_math)
         self.bufs: dict[int, ptx_mem.BufInfo] = {}
         self.n_arrays = 0
+        self.vec: dict[int, ptx_vec.Group] = {}
+        blocks = [kernel.body] + [r for op in kernel.walk() for r in op.regions]
+        for blk in blocks:
+            self.vec.update(ptx_vec.plan(blk))
+        self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
 
     # --- driver ------------------------------------------------------------------------
     def run(self) -> list[str]:
@@ -101,6 +106,11 @@ class _Renderer:
                     ext64.append(w)
                 self.bufs[value.id] = ptx_mem.BufInfo("global", ptr, exts, ext64, nc=t.intent == "in")
                 em.define(value, ptr)
+                if any(g.buf is value for g in self.vec.values()):
+                    low, p = em.tmp("rd"), em.tmp("p")
+                    em.ins(f"and.b64 {low}, {raw}, 15")
+                    em.ins(f"setp.eq.u64 {p}, {low}, 0")
+                    self.aligned[value.id] = p
             elif t.is_bool:
                 w = em.tmp("r")
                 em.ins(f"ld.param.u8 {w}, [{flat[0].name}]")
@@ -198,14 +208,38 @@ class _Renderer:
             self.set(op, info.extents[axis])
 
     def h_load(self, op):
+        if id(op) in self.vec:
+            return self._vector(self.vec[id(op)], op)
         buf, *idx = op.operands
         addr = self._addr(buf, idx)
         self.set(op, ptx_mem.load(self.em, self._buf(buf), buf.type.dtype, addr))
 
     def h_store(self, op):
+        if id(op) in self.vec:
+            return self._vector(self.vec[id(op)], op)
         buf, *idx, val = op.operands
         addr = self._addr(buf, idx)
         ptx_mem.store(self.em, self._buf(buf), buf.type.dtype, addr, self.v(val))
+
+    def _vector(self, g: ptx_vec.Group, op):
+        """A v4 access at the group's anchor op (the other members emit nothing)."""
+        if op is not g.at:
+            return
+        em, info, t = self.em, self._buf(g.buf), g.buf.type.dtype
+        addr = ptx_mem.address(em, info, t, [self.v(g.base)])
+        p = self.aligned[g.buf.id]
+        space = "global.nc" if info.nc else "global"
+        mt = ptx_mem.mem_type(t)
+        if g.kind == "load":
+            regs = [em.define(o.result) for o in g.ops]
+            em.ins(f"@{p} ld.{space}.v4.{mt} {{{', '.join(regs)}}}, [{addr}]")
+            for k, r in enumerate(regs):
+                em.ins(f"@!{p} ld.{space}.{mt} {r}, [{addr}+{4 * k}]")
+        else:
+            regs = [self.v(o.operands[-1]) for o in g.ops]
+            em.ins(f"@{p} st.global.v4.{mt} [{addr}], {{{', '.join(regs)}}}")
+            for k, r in enumerate(regs):
+                em.ins(f"@!{p} st.global.{mt} [{addr}+{4 * k}], {r}")
 
     def h_atomic(self, op):
         kind = op.attrs["op"]

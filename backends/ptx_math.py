@@ -225,8 +225,8 @@ def _payne_hanek(D: _D, x, r, q):
     if _table_decl() not in em.module_decls:
         em.module_decls.append(_table_decl())
     R = lambda: em.tmp("rd")  # noqa: E731
-    bits, m, e64, o, j, sh, rsh = R(), R(), R(), R(), R(), R(), R()
-    e, b, nb = em.tmp("r"), em.tmp("r"), em.tmp("r")
+    bits, m, e64, o, j = R(), R(), R(), R(), R()
+    b, nb = em.tmp("r"), em.tmp("r")
     em.ins(f"mov.b64 {bits}, {x}")
     em.ins(f"and.b64 {m}, {bits}, 0x000FFFFFFFFFFFFF")
     em.ins(f"or.b64 {m}, {m}, 0x0010000000000000")     # 53-bit integer mantissa M

@@ -46,11 +46,11 @@ def _bootstrap_kaio():
 
 
 _bootstrap_kaio()
+from cuda.bindings import driver as cu  # noqa: E402
 from kaio import dtypes as dt  # noqa: E402
 from kaio.backends.ptx import emit_ptx  # noqa: E402
-from kaio.ir import Builder, BufType, Param  # noqa: E402
+from kaio.ir import BufType, Builder, Param  # noqa: E402
 from kaio.passes import target_pipeline  # noqa: E402
-from cuda.bindings import driver as cu  # noqa: E402
 
 BF16 = dt.bf16.storage_np
 I32 = dt.i32

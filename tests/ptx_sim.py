@@ -13,7 +13,6 @@ import struct
 from fractions import Fraction
 
 import numpy as np
-
 from kaio import dtypes as dt
 
 BF16 = dt.bf16.storage_np
@@ -199,13 +198,14 @@ class Machine:
         self.mem[space][a:a + n] = (bits & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
 
     # --- running ---------------------------------------------------------------------------
-    def launch(self, args: list, abi, grid, block, shared=0):
-        """``args`` in IR order: numpy arrays (updated in place) or scalars."""
+    def launch(self, args: list, abi, grid, block, shared=0, misalign=0):
+        """``args`` in IR order: numpy arrays (updated in place) or scalars. ``misalign`` places
+        every buffer that many bytes past a 256-byte boundary."""
         gbytes = bytearray(8)
         bases, self.param_values = {}, {}
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
-                bases[i] = len(gbytes) + (-len(gbytes)) % 256
+                bases[i] = len(gbytes) + (-len(gbytes)) % 256 + misalign
                 gbytes.extend(b"\0" * (bases[i] - len(gbytes)))
                 gbytes.extend(a.tobytes())
         for p in abi.params:
@@ -382,6 +382,17 @@ def execute(m: Machine, opc: list, ops: list) -> None:
         else:
             b = m.raw(a)
             m.regs[d] = b & ((1 << m.width(d)) - 1) if m.width(d) > 1 else int(bool(b))
+        return
+    if name in ("ld", "st") and "v4" in opc:
+        regs = [r.strip() for r in (ops[0] if name == "ld" else ops[1]).strip("{}").split(",")]
+        a = m.addr(ops[1] if name == "ld" else ops[0])
+        if a % 16:
+            raise PtxError(f"misaligned vector access at {a:#x}")
+        for k, r in enumerate(regs):
+            if name == "ld":
+                m.regs[r] = m.load(opc[1], a + 4 * k, "u32")
+            else:
+                m.store(opc[1], a + 4 * k, "u32", m.raw(r))
         return
     if name == "ld":
         space = opc[1]

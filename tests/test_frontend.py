@@ -162,15 +162,18 @@ def ranges(n: i32, st: i32, y: kaio.Out[i32]):
             acc += j
         for j in range(0, n, st):      # dynamic step
             acc += 100 * j
+        for j in range(n, 0, -st):     # dynamic negative step
+            acc += 10000 * j
         y[i] = acc
 
 
 def test_ranges_negative_and_dynamic_steps():
     ir = lower(ranges)
-    assert len(ops(ir, "for")) == 2
+    assert len(ops(ir, "for")) == 3
     y = np.zeros(2, np.int32)
     ranges(9, 3, y)
-    assert list(y) == [sum(range(9, 0, -2)) + 100 * sum(range(0, 9, 3))] * 2
+    expect = sum(range(9, 0, -2)) + 100 * sum(range(0, 9, 3)) + 10000 * sum(range(9, 0, -3))
+    assert list(y) == [expect] * 2
 
 
 @kaio.kernel
@@ -692,3 +695,24 @@ def test_float_literals_take_the_float_type(T):
     xf = x.astype(np.float64)
     rtol = 1e-2 if T.bits == 16 else 1e-6  # each op rounds to T
     np.testing.assert_allclose(y.astype(np.float64), xf * 2.5 + 1 - xf / 4, rtol=rtol)
+
+
+@kaio.kernel
+def countdown(x: kaio.In[i32], y: kaio.Out[i32], n: i32, st: i32):
+    for i in y.owned():
+        last = -1
+        for j in range(n - 1, -1, st):   # run-time step sign and a break
+            if x[j] > 0:
+                last = j
+                break
+        y[i] = last
+
+
+@pytest.mark.parametrize("st", [-1, -2, 1])
+def test_break_with_run_time_step_sign(st):
+    assert ops(lower(countdown), "select")  # the loop test picks < or > by the step's sign
+    x = np.array([0, 5, 0, 0, 7, 0, 0], np.int32)
+    y = np.zeros(1, np.int32)
+    countdown(x, y, 7, st)
+    expect = next((j for j in range(6, -1, st) if x[j] > 0), -1)
+    assert y[0] == expect

@@ -519,3 +519,12 @@ def loop_var_after_loop(y: kaio.Out[i32], n: i32):
 
 def test_loop_variable_is_not_available_after_the_loop():
     check(loop_var_after_loop, "variable 'j' may be undefined here (a loop variable", "inside the loop")
+
+
+@kaio.kernel
+def uses_print(y: kaio.Out[f32]):
+    print(1)  # ERR
+
+
+def test_python_builtins_are_named():
+    check(uses_print, "the Python builtin 'print' cannot be used in a kernel", "range")

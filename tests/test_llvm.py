@@ -3,6 +3,7 @@ this CPU (one call per thread) against numpy references."""
 from __future__ import annotations
 
 import copy
+import ctypes
 import math
 import re
 import shutil
@@ -290,3 +291,68 @@ def test_nvptx_retarget_is_a_drop_in_for_the_cuda_backend(name):
     width = {"u8": 8, "b8": 8, "u16": 16, "b16": 16, "f32": 32, "u32": 32, "b32": 32, "f64": 64,
              "u64": 64, "b64": 64}
     assert [width[t] for t, _ in params] == [8 * p.size for p in abi.params]
+
+
+class _FakeCudaDriver:
+    """Just enough of cuda.bindings.driver for scripts/llvm_nvptx_smoke.py; a launch runs the
+    same kernel on this CPU, decoding the kernelParams array the script built."""
+
+    def __init__(self):
+        self.mem, self.kernel = {}, None
+
+    def cuModuleLoadData(self, image):
+        assert image.endswith(b"\0") and b".entry" in image
+        return 0, "module"
+
+    def cuModuleGetFunction(self, module, name):
+        return 0, name
+
+    def cuMemAlloc(self, n):
+        buf = ctypes.create_string_buffer(n)
+        self.mem[ctypes.addressof(buf)] = buf
+        return 0, ctypes.addressof(buf)
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        ctypes.memmove(dst, src, n)
+        return (0,)
+
+    cuMemcpyDtoH = cuMemcpyHtoD
+
+    def cuMemFree(self, p):
+        del self.mem[p]
+        return (0,)
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        from kaio.backends.abi import kernel_abi
+        abi = kernel_abi(self.kernel)
+        ptrs = (ctypes.c_void_p * len(abi.params)).from_address(params)
+        flat = [llvm_host._CT[p.dtype].from_address(ptrs[i]).value for i, p in enumerate(abi.params)]
+        llvm_host.run_flat(self.kernel, flat, (gx, gy, gz), (bx, by, bz))
+        return (0,)
+
+    def cuCtxSynchronize(self):
+        return (0,)
+
+    def cuModuleUnload(self, m):
+        return (0,)
+
+
+def test_smoke_script_against_a_fake_driver(monkeypatch, capsys):
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "llvm_nvptx_smoke.py")
+    spec = importlib.util.spec_from_file_location("llvm_nvptx_smoke", path)
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    fake = _FakeCudaDriver()
+    monkeypatch.setattr(smoke, "setup", lambda: (fake, "nvptx64-sm_90", "fake GPU"))
+    real_run = smoke.run_sample
+
+    def run(cu, target, s):
+        fake.kernel = s.build()
+        return real_run(cu, target, s)
+    monkeypatch.setattr(smoke, "run_sample", run)
+    assert smoke.main(["saxpy", "loops", "atomics"]) == 0
+    out = capsys.readouterr().out
+    assert "3/3 passed" in out and "FAIL" not in out
+    assert not fake.mem

@@ -13,16 +13,15 @@ import shutil
 import subprocess
 import tempfile
 
+import kaio
 import numpy as np
 import pytest
-
-import kaio
 from kaio import dtypes as dt
 from kaio import f32, i32
 from kaio.backends.abi import kernel_abi, ptx_version_for
 from kaio.backends.ptx import emit_ptx
-from kaio.ir import Builder, BufType, Loc, Param
-from kaio.ir.ops import ATOMIC_OPS, MATH_FNS
+from kaio.ir import BufType, Builder, Loc, Param
+from kaio.ir.ops import MATH_FNS
 
 PTXAS = shutil.which("ptxas") or ("/usr/local/bin/ptxas" if os.path.exists("/usr/local/bin/ptxas") else None)
 ARCHS = ("sm_80", "sm_90")
@@ -482,6 +481,7 @@ def test_math_special_values_in_simulator(t):
     """Accurate math on IEEE special values and ordinary ones: within 1 ulp for f32/bf16
     (f64: the documented few-ulp bounds), NaN where numpy gives NaN, signed zeros kept."""
     import warnings
+
     from ptx_sim import Machine
     fns = list(_MATH_REF)
     n = len(_SPECIALS)
@@ -520,3 +520,141 @@ def test_math_special_values_in_simulator(t):
                     bad.append(f"{fn}({xd[i]!r}{', ' + repr(yd[i]) if MATH_FNS[fn] == 2 else ''}) "
                                f"= {g!r}, want {w!r}")
     assert not bad, "\n".join(bad[:30])
+
+
+# --- vectorised access ------------------------------------------------------------------------------
+def _vec4_kernel(t=dt.f32, base_kind="mul"):
+    def body(b, x, y):
+        i = tid(b)
+        base = (b.binary("mul", i, b.const(4, dt.i32)) if base_kind == "mul"
+                else b.binary("add", i, b.const(4, dt.i32)))
+        vals = []
+        for j in (2, 0, 3, 1):      # any order: grouped by offset
+            idx = base if j == 0 else b.binary("add", base, b.const(j, dt.i32))
+            vals.append((j, b.load(x, [idx])))
+        for j, v in sorted(vals, key=lambda p: p[0]):
+            idx = base if j == 0 else b.binary("add", base, b.const(j, dt.i32))
+            b.store(y, [idx], b.binary("add", v, v))
+    return kernel(f"vec4_{t}_{base_kind}", [("x", gbuf(t, "in")), ("y", gbuf(t, "out"))], body)
+
+
+@pytest.mark.parametrize("t", [dt.f32, dt.i32, dt.u32], ids=str)
+def test_vectorised_v4_load_and_store(t):
+    ptx = assemble(_vec4_kernel(t))["sm_80"]
+    mt = {"f32": "f32", "i32": "s32", "u32": "u32"}[t.name]
+    assert re.search(rf"@%p\d+ ld\.global\.nc\.v4\.{mt} \{{", ptx)
+    assert re.search(rf"@%p\d+ st\.global\.v4\.{mt} \[", ptx)
+    assert re.search(rf"@!%p\d+ ld\.global\.nc\.{mt} %\w+, \[%rd\d+\+12\]", ptx)   # unaligned fallback
+
+
+def test_no_vectorisation_without_a_provable_multiple_of_4():
+    ptx = assemble(_vec4_kernel(base_kind="add"))["sm_80"]
+    assert ".v4." not in ptx
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned-view"])
+def test_vectorised_access_values_in_simulator(offset):
+    """Both the v4 path and the scalar fallback (pointer not 16-byte aligned) give the values."""
+    from ptx_sim import Machine
+    k = _vec4_kernel()
+    ptx, abi = emit_ptx(k, "sm_90")
+    x = np.arange(40, dtype=np.float32) * 1.5
+    y = np.zeros(40, np.float32)
+    m = Machine(ptx)
+    if offset:   # shift every buffer by 4 bytes so the alignment test fails
+        orig = m.launch
+
+        def shifted(args, abi_, grid, block, shared=0):
+            return orig(args, abi_, grid, block, shared, misalign=4)
+        m.launch = shifted
+    m.launch([x, y], abi, (1,), (10,))
+    assert np.array_equal(y, x + x)
+
+
+# --- differential: PTX (simulated) vs the reference interpreter ----------------------------------
+def _random_values(t, n, seed):
+    r = np.random.default_rng(seed)
+    if t.is_bool:
+        return r.integers(0, 2, n).astype(np.bool_)
+    if t.is_int:
+        v = r.integers(t.min_value(), t.max_value(), n, endpoint=True, dtype=np.int64 if t.name != "u64" else np.uint64)
+        return v.astype(t.storage_np)
+    v = np.concatenate([r.standard_normal(n - 8) * 50, [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-3, 7.5, -2.0]])
+    return v.astype(t.storage_np)
+
+
+def _run_both(k, args, n):
+    from ptx_sim import Machine
+
+    from kaio.backends.reference.backend import ReferenceBackend
+    ref = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    ReferenceBackend(sanitize=False).launch(k, (1,), (n,), ref)
+    out = {}
+    for arch in ARCHS:
+        sim = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        ptx, abi = emit_ptx(k, arch)
+        Machine(ptx).launch(sim, abi, (1,), (n,))
+        out[arch] = sim
+    return ref, out
+
+
+def _equal(a, b):
+    """Bitwise equal, except that any NaN equals any NaN."""
+    if a.dtype.kind == "f" or a.dtype == dt.bf16.storage_np:
+        fa, fb = a.astype(np.float64), b.astype(np.float64)
+        both_nan = np.isnan(fa) & np.isnan(fb)
+        same = (a.view(f"u{a.itemsize}") == b.view(f"u{b.itemsize}")) | both_nan
+        return bool(same.all()), np.flatnonzero(~same)
+    same = a == b
+    return bool(same.all()), np.flatnonzero(~same)
+
+
+@pytest.mark.parametrize("src", SCALARS, ids=str)
+def test_casts_match_reference_interpreter(src):
+    n = 40
+    k = kernel(f"dcast_{src}", [("x", gbuf(src, "in"))] + [(f"o_{d}", gbuf(d, "out")) for d in SCALARS],
+               lambda b, x, *outs: [b.store(o, [tid(b)], b.cast(b.load(x, [tid(b)]), d))
+                                    for d, o in zip(SCALARS, outs)])
+    x = _random_values(src, n, 1)
+    args = [x] + [np.zeros(n, d.storage_np) for d in SCALARS]
+    ref, sims = _run_both(k, args, n)
+    for arch, sim in sims.items():
+        for d, r, s in zip(SCALARS, ref[1:], sim[1:]):
+            ok, bad = _equal(s, r)
+            assert ok, f"{arch} cast {src}->{d}: x={x[bad[:4]]} ptx={s[bad[:4]]} reference={r[bad[:4]]}"
+
+
+@pytest.mark.parametrize("t", SCALARS, ids=str)
+def test_arithmetic_matches_reference_interpreter(t):
+    n = 40
+
+    def body(b, x, y, out, flags):
+        i = tid(b)
+        a, c = b.load(x, [i]), b.load(y, [i])
+        j = 0
+        for opc in _binops(t) + _unops(t) + (["fma"] if t.is_float else []):
+            r = (b.unary(opc, a) if opc in _unops(t) else b.fma(a, c, a) if opc == "fma"
+                 else b.binary(opc, a, c))
+            b.store(out, [b.binary("add", i, b.const(j * n, dt.i32))], r)
+            j += 1
+        for p, pred in enumerate(("eq", "ne", "lt", "le", "gt", "ge")):
+            b.store(flags, [b.binary("add", i, b.const(p * n, dt.i32))], b.cmp(pred, a, c))
+        b.store(flags, [b.binary("add", i, b.const(6 * n, dt.i32))],
+                b.cmp("eq", b.select(b.cmp("lt", a, c), a, c), a))
+    nops = len(_binops(t)) + len(_unops(t)) + (1 if t.is_float else 0)
+    k = kernel(f"darith_{t}", [("x", gbuf(t, "in")), ("y", gbuf(t, "in")), ("out", gbuf(t, "out")),
+                               ("flags", gbuf(dt.bool_, "out"))], body)
+    x, y = _random_values(t, n, 2), _random_values(t, n, 3)
+    if t.is_int:   # division by zero and INT_MIN / -1 are unspecified: keep divisors safe
+        y = np.where((y == 0) | (y.astype(np.int64) == -1), 3, y).astype(t.storage_np)
+        y[:3] = np.array([1, 2, t.bits + 3], dtype=np.int64).astype(t.storage_np)  # shift amounts too
+    args = [x, y, np.zeros(nops * n, t.storage_np), np.zeros(7 * n, np.bool_)]
+    ref, sims = _run_both(k, args, n)
+    names = _binops(t) + _unops(t) + (["fma"] if t.is_float else [])
+    for arch, sim in sims.items():
+        for j, opc in enumerate(names):
+            ok, bad = _equal(sim[2][j * n:(j + 1) * n], ref[2][j * n:(j + 1) * n])
+            assert ok, (f"{arch} {opc}.{t}: x={x[bad[:4]]} y={y[bad[:4]]} "
+                        f"ptx={sim[2][j * n + bad[:4]]} reference={ref[2][j * n + bad[:4]]}")
+        ok, bad = _equal(sim[3], ref[3])
+        assert ok, f"{arch} compares/select on {t}: flag positions {bad[:6]}"

@@ -21,7 +21,6 @@ from . import atomics, warp
 from .errors import DivergentBarrierError
 from .memory import Buf
 
-
 #: right identities of integer ops (x op e == x), used to skip whole-array no-ops
 _IDENTITY = {"add": 0, "sub": 0, "or": 0, "xor": 0, "shl": 0, "shr": 0, "mul": 1, "div": 1}
 _COMMUTATIVE = ("add", "or", "xor", "mul")

@@ -463,9 +463,8 @@ class ControlMixin:
 
         def cond_fn():
             iv = self.env[ivn]
-            c = const_of(step) if isinstance(step, Lit) else None
-            if c is not None:
-                more = self.b.cmp("lt" if c > 0 else "gt", iv, ub)
+            if isinstance(step, Lit):
+                more = self.b.cmp("lt" if step.value > 0 else "gt", iv, ub)
             else:
                 up = self.b.cmp("gt", st, self.b.const(0, t))
                 more = self.b.select(up, self.b.cmp("lt", iv, ub), self.b.cmp("gt", iv, ub))

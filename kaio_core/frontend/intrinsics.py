@@ -85,6 +85,10 @@ class IntrinsicsMixin:
         if (mod.split(".")[0] in ("numpy", "math") or mod == "builtins") and name in MATH_FNS:
             raise self.err(node.func, f"{mod.split('.')[0]}.{name} cannot be used in a kernel",
                            hint=f"use kaio.math.{name}(...)")
+        if mod == "builtins":
+            raise self.err(node.func, f"the Python builtin '{name}' cannot be used in a kernel",
+                           hint="kernels support range, len, abs, min and max; loop with "
+                                "range(...) instead of enumerate/zip")
         raise self.err(node.func, f"'{name}' is not callable in a kernel: decorate it with @kaio.func",
                        hint="only kaio intrinsics, kaio.math, dtype casts and @kaio.func functions "
                             "can be called inside kernels")

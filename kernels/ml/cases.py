@@ -199,7 +199,8 @@ register(KernelCase(
     flops=lambda s: 2.0 * s[0] * s[1] * s[2],
     bytes=lambda s: float(2 * s[0] * s[1] + s[1] * s[2] // 2 + 2 * s[0] * s[2]),
     bench=lambda i: launcher(quant.w4a16_kernel("f16"), *up(i, "x", "packed", "scales"),
-                             empty((i["x"].shape[0], i["packed"].shape[1]), i["x"].dtype), i["group"]),
+                             empty((i["x"].shape[0], i["packed"].shape[1]), i["x"].dtype), i["group"],
+                             config=quant.w4a16_launch_config(i["x"].shape[0], i["packed"].shape[1])),
     description="group-wise scales, two nibbles per byte (low first)"))
 
 

@@ -14,8 +14,8 @@ Conventions (documented in docs/kernels.md):
   activation dtype.
 
 The weight layouts keep N fastest so neighbouring threads (neighbouring n) read neighbouring
-bytes. W8A8 stages 16 x 16 tiles in shared memory; W4A16 reads its operands directly (it is
-bandwidth-bound on the packed weights at decode-like M). Neither uses tensor cores yet.
+bytes. Both matmuls stage 16 x 16 tiles in shared memory (W4A16 dequantizes its weight tile
+to f32 as it loads it); neither uses tensor cores yet.
 """
 import functools
 
@@ -93,25 +93,46 @@ def int4_at(packed_byte, high):
 
 @functools.lru_cache(maxsize=None)
 def w4a16_kernel(dt: str):
+    """y = x @ dequant(w): TILE x TILE tiles of x and of the dequantized weights
+    (int4 * group scale, in f32) are staged in shared memory, one output per thread, f32
+    accumulation, one rounding to the activation dtype at the end."""
+    from kaio import regions
     T = kdtype(dt)
 
     @kaio.kernel
     def matmul_w4a16(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2], scales: kaio.In[T, 2],
-                     y: kaio.Out[T, 2], group: kaio.Const[int]):
+                     y: kaio.Out[T, regions.tiles(TILE, TILE)], group: kaio.Const[int]):
+        x_tile = kaio.shared_array(f32, (TILE, TILE))
+        w_tile = kaio.shared_array(f32, (TILE, TILE))
+        tx = kaio.thread_idx.x
+        ty = kaio.thread_idx.y
+        row = kaio.block_idx.y * TILE + ty
+        col = kaio.block_idx.x * TILE + tx
         k_len = x.shape[1]
+        acc = f32(0.0)
+        for t in range((k_len + TILE - 1) // TILE):
+            xv = f32(0.0)
+            if row < x.shape[0] and t * TILE + tx < k_len:
+                xv = f32(x[row, t * TILE + tx])
+            x_tile[ty, tx] = xv
+            wv = f32(0.0)
+            k = t * TILE + ty
+            if k < k_len and col < packed.shape[1]:
+                wv = f32(int4_at(packed[k // 2, col], k % 2)) * f32(scales[k // group, col])
+            w_tile[ty, tx] = wv
+            kaio.sync()
+            for kk in range(TILE):
+                acc += x_tile[ty, kk] * w_tile[kk, tx]
+            kaio.sync()
         for m, n in y.owned():
-            acc = f32(0.0)
-            for g in range(k_len // group):
-                part = f32(0.0)
-                for kk in range(0, group, 2):
-                    k = g * group + kk
-                    byte = packed[k // 2, n]
-                    part += f32(x[m, k]) * f32(int4_at(byte, 0))
-                    part += f32(x[m, k + 1]) * f32(int4_at(byte, 1))
-                acc += part * f32(scales[g, n])
             y[m, n] = T(acc)
 
     return matmul_w4a16
+
+
+def w4a16_launch_config(m: int, n: int):
+    """(grid, block) of the tiled W4A16 kernel for an [m, n] output."""
+    return w8a8_launch_config(m, n)
 
 
 def _rows():
@@ -161,7 +182,7 @@ def int4_matmul(x, packed, scales, group: int) -> np.ndarray:
     if x.shape[1] % group or group % 2:
         raise ValueError(f"K = {x.shape[1]} must be a multiple of the (even) group size {group}")
     y = np.empty((x.shape[0], packed.shape[1]), dtype=x.dtype)
-    w4a16_kernel(_name(x))(x, packed, scales, y, group)
+    w4a16_kernel(_name(x))[w4a16_launch_config(*y.shape)](x, packed, scales, y, group)
     return y
 
 

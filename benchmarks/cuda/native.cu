@@ -1,0 +1,38 @@
+// Hand-written CUDA C++ baselines for benchmarks/bench_gpu.py (compiled there with nvcc -O3).
+#include <cuda_runtime.h>
+
+extern "C" __global__ void saxpy(float a, const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
+// One block per row; blockDim.x threads stride the columns; shared-memory tree reductions.
+extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    __shared__ float red[1024];
+    const float* xr = x + (size_t)blockIdx.x * cols;
+    float* yr = y + (size_t)blockIdx.x * cols;
+    int t = threadIdx.x, nt = blockDim.x;
+    float m = -INFINITY;
+    for (int j = t; j < cols; j += nt) m = fmaxf(m, xr[j]);
+    red[t] = m; __syncthreads();
+    for (int s = nt / 2; s > 0; s >>= 1) { if (t < s) red[t] = fmaxf(red[t], red[t + s]); __syncthreads(); }
+    m = red[0]; __syncthreads();
+    float sum = 0.f;
+    for (int j = t; j < cols; j += nt) sum += __expf(xr[j] - m);
+    red[t] = sum; __syncthreads();
+    for (int s = nt / 2; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
+    float inv = 1.f / red[0];
+    for (int j = t; j < cols; j += nt) yr[j] = __expf(xr[j] - m) * inv;
+}
+
+// Partial dot products: one per block (second pass on the host side of the benchmark).
+extern "C" __global__ void dot_partials(const float* __restrict__ x, const float* __restrict__ y,
+                                        float* __restrict__ part, int n) {
+    __shared__ float red[1024];
+    int t = threadIdx.x;
+    float acc = 0.f;
+    for (int i = blockIdx.x * blockDim.x + t; i < n; i += gridDim.x * blockDim.x) acc += x[i] * y[i];
+    red[t] = acc; __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
+    if (t == 0) part[blockIdx.x] = red[0];
+}

@@ -1,0 +1,45 @@
+"""The kaio side of benchmarks/bench_gpu.py: the same algorithms as cuda/native.cu, in kaio."""
+from __future__ import annotations
+
+import kaio
+from kaio import f32
+from kaio.regions import grid_stride, rows_per_block
+
+
+@kaio.kernel
+def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = a * x[i] + y[i]
+
+
+@kaio.kernel(fast_math=True)
+def softmax_rows(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()]):
+    """One block per row: max, sum of exp, then normalise (fast exp, like __expf)."""
+    row = kaio.block_idx.x
+    cols = x.shape[1]
+    m = -kaio.math.inf
+    for j in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
+        m = max(m, x[row, j])
+    m = kaio.block_max(m)
+    s = 0.0
+    for j in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
+        s += kaio.math.exp(x[row, j] - m)
+    inv = 1.0 / kaio.block_sum(s)
+    for r, j in y.owned():
+        y[r, j] = kaio.math.exp(x[r, j] - m) * inv
+
+
+@kaio.kernel
+def dot_partials(x: kaio.In[f32], y: kaio.In[f32], part: kaio.Out[f32, 2, rows_per_block()]):
+    """Grid-stride partial dot products: block b writes part[b, 0] (``part`` is nblocks x 1)."""
+    acc = 0.0
+    n = x.shape[0]
+    stride = kaio.grid_dim.x * kaio.block_dim.x
+    for i in range(kaio.global_id(), n, stride):
+        acc += x[i] * y[i]
+    total = kaio.block_sum(acc)
+    for r, j in part.owned():
+        part[r, j] = total
+
+
+__all__ = ["saxpy", "softmax_rows", "dot_partials", "grid_stride"]
