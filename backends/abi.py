@@ -61,8 +61,11 @@ def _ident(name: str) -> str:
 def kernel_abi(kernel) -> KernelABI:
     """The ABI of an IR kernel (a :class:`kaio.ir.Kernel`)."""
     params: list[AbiParam] = []
+    taken = {_ident(m.name) for m in kernel.params}
     for idx, (meta, value) in enumerate(zip(kernel.params, kernel.args)):
-        base = f"{_ident(meta.name)}"
+        base = _ident(meta.name)
+        if isinstance(value.type, BufType) and any(f"{base}_{s}" in taken for s in ("ptr", "n0", "n1", "n2")):
+            base = f"{base}_{idx}"   # keep derived names clear of other parameters' names
         t = value.type
         if isinstance(t, BufType):
             params.append(AbiParam(f"{base}_ptr", "pointer", "u64", 8, 8, idx))

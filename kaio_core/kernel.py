@@ -35,7 +35,29 @@ def _dim3(v, what: str, kernel: str) -> tuple[int, int, int]:
     return t
 
 
+_LAUNCH_MEMO: dict = {}
+
+
 def normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
+    """(grid, block) as validated 3-tuples; valid shapes are memoised (launches repeat)."""
+    plain = _plain_dims(grid) and _plain_dims(block)  # bools hash like ints: keep them out
+    if plain:
+        hit = _LAUNCH_MEMO.get((grid, block))
+        if hit is not None:
+            return hit
+    out = _normalize_launch(kernel, grid, block)
+    if plain and len(_LAUNCH_MEMO) < 4096:
+        _LAUNCH_MEMO[(grid, block)] = out
+    return out
+
+
+def _plain_dims(v) -> bool:
+    if type(v) is int:
+        return True
+    return type(v) is tuple and all(type(x) is int for x in v)
+
+
+def _normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
     grid, block = _dim3(grid, "grid", kernel), _dim3(block, "block", kernel)
     if math.prod(block) > MAX_BLOCK_THREADS:
         raise LaunchError(f"kernel '{kernel}': block {block} has {math.prod(block)} threads; "
@@ -53,6 +75,9 @@ def _is_device_array(obj) -> bool:
 def check_scalar(kernel: str, p: ParamInfo, value):
     """Return the Python value for a scalar parameter, or raise TypeError/ValueError."""
     t: dt.DType = p.spec
+    if type(value) is float and t.is_float:  # the common case, one range test
+        if abs(value) <= _float_max(t) or value != value or abs(value) == float("inf"):
+            return value
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bool):
@@ -75,9 +100,28 @@ def check_scalar(kernel: str, p: ParamInfo, value):
     return value
 
 
+def _fast_buffer_ok(spec, arr) -> bool:
+    """The common case, checked without building any message: a well-formed numpy array."""
+    return (type(arr) is np.ndarray and arr.dtype == spec.dtype.np and arr.ndim == spec.ndim
+            and arr.flags.c_contiguous and (spec.intent == "in" or arr.flags.writeable)
+            and (arr.size == 0 or max(arr.shape) <= INDEX_LIMIT))
+
+
+_FLOAT_MAX: dict = {}
+
+
+def _float_max(t: dt.DType) -> float:
+    m = _FLOAT_MAX.get(t.name)
+    if m is None:
+        m = _FLOAT_MAX[t.name] = t.max_value()
+    return m
+
+
 def check_buffer(kernel: str, p: ParamInfo, arr):
     """Check one buffer argument's dtype, ndim, contiguity, writability and extents."""
     spec = p.spec
+    if _fast_buffer_ok(spec, arr):
+        return arr
     what = f"kernel '{kernel}': parameter '{p.name}' ({spec!r})"
     if not isinstance(arr, np.ndarray) and not _is_device_array(arr):
         raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
@@ -108,7 +152,10 @@ def check_aliasing(kernel: str, params: list[ParamInfo], values: list) -> None:
     bufs = [(p, v) for p, v in zip(params, values) if p.kind == "buffer" and isinstance(v, np.ndarray)]
     for i, (p, a) in enumerate(bufs):
         for q, b in bufs[i + 1:]:
-            if (p.spec.intent != "in" or q.spec.intent != "in") and np.shares_memory(a, b):
+            if p.spec.intent == "in" and q.spec.intent == "in":
+                continue
+            # may_share_memory is a cheap bounds test; the exact test only runs when it says yes
+            if np.may_share_memory(a, b) and np.shares_memory(a, b):
                 raise ValueError(f"kernel '{kernel}': parameters '{p.name}' and '{q.name}' share "
                                  "memory but one of them is written; pass separate arrays")
 
@@ -128,6 +175,11 @@ class KernelFunction:
         self._ir_cache: dict = {}
         self._compiled: dict = {}
         self._lock = threading.Lock()
+        self._shape_memo: dict = {}
+        self._has_consts = any(p.kind == "const" for p in self.params)
+        self._n_buffers = sum(p.kind == "buffer" for p in self.params)
+        self._owners = [(i, p, _partition(p)) for i, p in enumerate(self.params)
+                        if p.kind == "buffer" and p.spec.intent in ("region", "out")]
 
     # --- specialisation ---------------------------------------------------------------
     def _const_values(self, values: list) -> dict:
@@ -174,9 +226,8 @@ class KernelFunction:
 
     def compile(self, backend=None, **consts):
         """Compile for a backend (default: the current one); returns ``Compiled``."""
-        from .backends import get_backend  # noqa: F401
         be = backend if hasattr(backend, "compile") else _get_backend(backend)
-        key = (be.name, getattr(be, "target", None), tuple(sorted(consts.items())))
+        key = (id(be), tuple(sorted(consts.items())) if consts else ())
         c = self._compiled.get(key)
         if c is None:
             c = be.compile(self.specialize_ir(consts), {"fast_math": self.fast_math})
@@ -205,35 +256,45 @@ class KernelFunction:
         return self._launch(None, None, 0, None, args, kwargs)
 
     def _launch(self, grid, block, shared_bytes, stream, args, kwargs):
-        values = bind(self.name, self.params, args, kwargs)
-        consts = self._const_values(values)
+        if not kwargs and len(args) == len(self.params):
+            values = args  # the common call: all arguments positional
+        else:
+            values = bind(self.name, self.params, args, kwargs)
+        consts = self._const_values(values) if self._has_consts else {}
         runtime = []
         for p, v in zip(self.params, values):
             if p.kind == "scalar":
                 runtime.append(check_scalar(self.name, p, v))
             elif p.kind == "buffer":
                 runtime.append(check_buffer(self.name, p, v))
-        check_aliasing(self.name, self.params, values)
+        if self._n_buffers > 1:
+            check_aliasing(self.name, self.params, values)
         grid, block = self._launch_shape(grid, block, values)
         backend = _get_backend(None)
         compiled = self.compile(backend, **consts)
-        from .regions.checker import check_launch_attrs  # launch assumptions of the race proof
-        check_launch_attrs(compiled.kernel, grid, block)
+        _check_launch_attrs(compiled.kernel, grid, block)
         backend.launch(compiled, grid, block, runtime, shared_bytes, stream)
 
     def _launch_shape(self, grid, block, values):
-        owners = [(p, v) for p, v in zip(self.params, values)
-                  if p.kind == "buffer" and p.spec.intent in ("region", "out")]
+        key = (grid, block, tuple(values[i].shape for i, _, _ in self._owners))
+        hit = self._shape_memo.get(key)
+        if hit is None:
+            hit = self._derive_launch_shape(grid, block, values)
+            if len(self._shape_memo) < 256:
+                self._shape_memo[key] = hit
+        return hit
+
+    def _derive_launch_shape(self, grid, block, values):
         if grid is None:
-            if not owners:
+            if not self._owners:
                 raise LaunchError(
                     f"kernel '{self.name}' has no Region/Out parameter to derive its launch shape "
                     f"from; launch it explicitly: {self.name}[grid, block](...)")
-            p, v = owners[0]
-            grid, block = _partition(p).launch_shape(tuple(v.shape))
+            i, p, part = self._owners[0]
+            grid, block = part.launch_shape(tuple(values[i].shape))
             grid, block = normalize_launch(self.name, grid, block)
-        for p, v in owners:
-            _partition(p).check_launch(tuple(v.shape), grid, block, buffer=p.name, kernel=self.name)
+        for i, p, part in self._owners:
+            part.check_launch(tuple(values[i].shape), grid, block, buffer=p.name, kernel=self.name)
         return grid, block
 
     def __repr__(self):
@@ -246,8 +307,16 @@ def _partition(p: ParamInfo):
 
 
 def _get_backend(name):
-    from .backends import get_backend
-    return get_backend(name)
+    from . import backends
+    return backends.get_backend(name)
+
+
+def _check_launch_attrs(kernel_ir, grid, block):
+    """Launch assumptions the race proof relied on (e.g. block shape), checked per launch."""
+    global _check_launch_attrs
+    from .regions.checker import check_launch_attrs
+    _check_launch_attrs = check_launch_attrs
+    check_launch_attrs(kernel_ir, grid, block)
 
 
 class _BoundLaunch:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import kaio
-import numpy as np
 
 #: the activation dtypes the ML ops accept (storage); math is f32 inside the kernels
 FLOAT_DTYPES = {"f32": kaio.f32, "f16": kaio.f16, "bf16": kaio.bf16}
@@ -41,6 +40,3 @@ def exact_threads_block(n: int, limit: int = BLOCK) -> int:
             return b
     return 1
 
-
-def rng(seed: int) -> np.random.Generator:
-    return np.random.default_rng(seed)

@@ -159,3 +159,15 @@ def test_rewrite_helpers():
     verify.run(k)
     assert [op.opcode for op in k.walk()] == ["thread_idx", "const", "lane_id", "add", "const",
                                                "mul", "store"]
+
+
+def test_docs_ir_example_parses_and_verifies():
+    """docs/ir.md's text-form example is real IR."""
+    from pathlib import Path
+    doc = (Path(__file__).parent.parent / "docs" / "ir.md").read_text()
+    examples = [b.split("```")[0] for b in doc.split("```\nkernel ")[1:]]
+    assert examples
+    for body in examples:
+        k = parse_kernel("kernel " + body)
+        verify.run(k)
+        assert parse_kernel(print_kernel(k)) is not None

@@ -52,6 +52,27 @@ def test_row_ops_wide_rows_not_a_multiple_of_the_block(op, reference):
     assert ok, ratio
 
 
+@pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
+def test_row_ops_give_the_same_bits_at_warp_width_32_and_64(op, reference):
+    # block reductions combine in a fixed order, so AMD's 64-lane waves match NVIDIA's 32
+    from kaio.backends.reference import ReferenceBackend
+    from kaio.kernels.ml import norms
+    kernel = getattr(norms, f"{op}_kernel")("f32", "f32")
+    g = np.random.default_rng(7)
+    x = g.normal(0, 3, (3, 1000)).astype(np.float32)
+    w, b = g.uniform(0.5, 1.5, 1000).astype(np.float32), g.normal(size=1000).astype(np.float32)
+    args = {"rmsnorm": [x, w], "layernorm": [x, w, b], "softmax": [x]}[op]
+    extra = {"rmsnorm": [1e-6], "layernorm": [1e-5], "softmax": []}[op]
+    outs = []
+    for width in (32, 64):
+        backend = ReferenceBackend(warp_size=width)
+        compiled = backend.compile(kernel.specialize_ir({}), {})
+        y = np.empty_like(x)
+        backend.launch(compiled, (3, 1, 1), (256, 1, 1), [*args, y, *extra])
+        outs.append(y)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_softmax_is_stable_on_huge_logits(reference):
     x = np.array([[1e4, 1e4 - 1.0, -1e4, 0.0], [-3e4, -3e4, -3e4, -3e4]], np.float32)
     y = ml.softmax(x)

@@ -577,16 +577,16 @@ def _random_values(t, n, seed):
     if t.is_bool:
         return r.integers(0, 2, n).astype(np.bool_)
     if t.is_int:
-        v = r.integers(t.min_value(), t.max_value(), n, endpoint=True, dtype=np.int64 if t.name != "u64" else np.uint64)
+        wide = np.uint64 if t.name == "u64" else np.int64
+        v = r.integers(t.min_value(), t.max_value(), n, endpoint=True, dtype=wide)
         return v.astype(t.storage_np)
     v = np.concatenate([r.standard_normal(n - 8) * 50, [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-3, 7.5, -2.0]])
     return v.astype(t.storage_np)
 
 
 def _run_both(k, args, n):
-    from ptx_sim import Machine
-
     from kaio.backends.reference.backend import ReferenceBackend
+    from ptx_sim import Machine
     ref = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     ReferenceBackend(sanitize=False).launch(k, (1,), (n,), ref)
     out = {}

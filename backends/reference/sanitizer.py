@@ -160,7 +160,10 @@ class Sanitizer:
         """Record ``th`` among the first two distinct threads of ``role`` at each position."""
         one, one_op = tr.ensure(role + "1")
         two, two_op = tr.ensure(role + "2")
-        if len(pos) > 1 and (pos.strides == (0,) or not np.all(pos[1:] > pos[:-1])):
+        if len(pos) > 1 and pos.strides == (0,):  # one element (uniform index): lanes ascend
+            p1 = np.asarray(pos[:1])
+            pairs = [(p1, np.asarray(th[:1])), (p1, np.asarray(th[-1:]))]
+        elif len(pos) > 1 and not np.all(pos[1:] > pos[:-1]):
             # several lanes on one element: record its lowest and highest thread
             u, inv = np.unique(pos, return_inverse=True)
             lo = np.full(len(u), np.iinfo(np.int64).max)
