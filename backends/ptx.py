@@ -15,12 +15,12 @@ from .. import __version__
 from .. import dtypes as dt
 from ..ir.types import BufType
 from . import ptx_math, ptx_mem, ptx_ops, ptx_vec
-from .abi import KernelABI, kernel_abi, ptx_version_for
+from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
 __all__ = ["emit_ptx", "KernelABI", "SUPPORTED"]
 
-SUPPORTED = ("sm_80", "sm_86", "sm_89", "sm_90")
+SUPPORTED = SUPPORTED_ARCHS   # sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a
 FULL_MASK = "0xffffffff"
 #: special registers per axis
 _SPECIAL = {"thread_idx": "%tid", "block_idx": "%ctaid", "block_dim": "%ntid", "grid_dim": "%nctaid"}

@@ -83,7 +83,7 @@ def test_int_binary_edges(name, t):
 
 @pytest.mark.parametrize("t", dt.INTS, ids=lambda t: t.name)
 @pytest.mark.parametrize("name", INT_OPS)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(data=st.data())
 def test_int_binary_random(name, t, data):
     ints = st.integers(t.min_value(), t.max_value())
