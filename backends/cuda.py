@@ -224,8 +224,12 @@ class CudaBackend(Backend):
         return Compiled(kernel, artifacts, self.load_ptx(ptx, abi, kernel.name))
 
     def load_ptx(self, ptx: str, abi: KernelABI, kernel_name: str | None = None) -> LoadedKernel:
-        """Load PTX (once per distinct text and entry in this process)."""
-        key = hashlib.sha256(ptx.encode()).hexdigest() + ":" + abi.entry
+        """Load PTX (once per distinct text and ABI in this process).
+
+        The ABI is part of the key: f16 and bf16 kernels can have identical PTX (.b16 params)
+        but pack their scalar arguments differently."""
+        key = (hashlib.sha256(ptx.encode()).hexdigest() + ":" + abi.entry + ":"
+               + ",".join(p.dtype for p in abi.params))
         lk = self._modules.get(key)
         if lk is None:
             with self._lock:

@@ -287,6 +287,13 @@ class _Renderer:
             return d
 
         cls = reg_class(t)
+        far = None
+        c = lane.owner.attrs.get("value") if getattr(lane.owner, "opcode", None) == "const" else None
+        if mode in ("up", "down") and not (c is not None and 0 <= c < 32):
+            # PTX uses only the delta's low 5 bits; the IR reads the lane's own value when
+            # lane -/+ delta leaves the warp, so deltas >= 32 must not wrap
+            far = em.tmp("p")
+            em.ins(f"setp.gt.u32 {far}, {self.v(lane)}, 31")
         if cls in ("r", "f"):
             d = em.reg(t)
             em.ins(f"shfl.sync.{mode}.b32 {d}, {self.v(val)}, {self.v(lane)}, {clamp}, {FULL_MASK}")
@@ -301,6 +308,9 @@ class _Renderer:
         else:  # bool
             d = em.reg(t)
             em.ins(f"setp.ne.u32 {d}, {shfl32(em.pred_to_u32(self.v(val)))}, 0")
+        if far is not None:
+            own = ptx_ops.select(em, t, far, self.v(val), d)
+            d = own
         self.set(op, d)
 
     def h_vote(self, op):

@@ -88,8 +88,9 @@ def main(argv=None) -> int:
     saxpy_t, softmax_t = triton_kernels()
     results = []
 
-    def record(case, impl, ms, work, unit, err):
-        results.append({"case": case, "impl": impl, "ms": ms, "rate": work / ms / 1e6, "unit": unit,
+    def record(case, impl, ms, nbytes, unit, err):
+        # nbytes / (ms * 1e-3 s) / 1e9 = GB/s
+        results.append({"case": case, "impl": impl, "ms": ms, "rate": nbytes / ms / 1e6, "unit": unit,
                         "max_err": err})
 
     # --- saxpy: 3 x 4 bytes per element ------------------------------------------------------
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         err = float((y - want).abs().max())
         ms = timed(fn)
-        record(f"saxpy n=2^{n.bit_length() - 1} f32", name, ms, 12 * n / 1e3, "GB/s", err)
+        record(f"saxpy n=2^{n.bit_length() - 1} f32", name, ms, 12 * n, "GB/s", err)
 
     # --- softmax rows: read + write 4 bytes per element ------------------------------------
     rows, cols = (1024, 8192) if args.quick else (4096, 8192)
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         err = float((ys - want).abs().max())
         ms = timed(fn)
-        record(f"softmax {rows}x{cols} f32", name, ms, 8 * rows * cols / 1e3, "GB/s", err)
+        record(f"softmax {rows}x{cols} f32", name, ms, 8 * rows * cols, "GB/s", err)
 
     # --- dot: partial sums per block, then a sum of partials --------------------------------
     nb = 132 * 8
@@ -149,7 +150,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         err = abs(float(total) - want_dot) / abs(want_dot)
         ms = timed(fn)
-        record(f"dot n=2^{n.bit_length() - 1} f32 (rel err)", name, ms, 8 * n / 1e3, "GB/s", err)
+        record(f"dot n=2^{n.bit_length() - 1} f32 (rel err)", name, ms, 8 * n, "GB/s", err)
 
     # --- report ---------------------------------------------------------------------------
     by_case = {}

@@ -1,9 +1,11 @@
-"""A tiny single-thread PTX interpreter for testing kaio's PTX numerics without a GPU.
+"""A tiny PTX interpreter for testing kaio's PTX numerics and synchronisation without a GPU.
 
-It executes the subset of PTX that kaio's emitter produces, one thread at a time, with IEEE
-semantics computed exactly (fractions) and rounded per instruction, so casts, integer wrap,
-rounding modes, control flow and the f64 math sequences can be checked against numpy here.
-Threads run sequentially: kernels that rely on barriers, shuffles or votes are out of scope.
+It executes the subset of PTX that kaio's emitter produces with IEEE semantics computed exactly
+(fractions) and rounded per instruction, so casts, integer wrap, rounding modes, control flow
+and the f64 math sequences can be checked against numpy here. Each thread is a generator that
+runs until a ``bar.sync`` or a warp op (``shfl.sync``, ``vote.sync``); the block's threads meet
+there (warps by linear thread id), so barriers, shuffles, votes and ballots work too. Memory
+ordering between threads is sequential (no data races are modelled).
 """
 from __future__ import annotations
 
@@ -220,35 +222,73 @@ class Machine:
                 v = int(a)
             self.param_values[p.name] = v
         self.mem = {"global": gbytes}
+        self.mem["const"] = bytearray(getattr(self, "const_data", b""))
+        self.sym_base, off = {}, {"shared": 16, "local": 16, "const": 0}
+        for name, (space, size) in sorted(self.symbols.items(), key=lambda kv: kv[0] == "dyn_smem"):
+            self.sym_base[name] = off[space]
+            off[space] += size + (-size) % 16
         g = tuple(grid) + (1,) * (3 - len(grid))
         bl = tuple(block) + (1,) * (3 - len(block))
         for bz in range(g[2]):
             for by in range(g[1]):
                 for bx in range(g[0]):
-                    self.mem["shared"] = bytearray(1 << 18)
-                    for tz in range(bl[2]):
-                        for ty in range(bl[1]):
-                            for tx in range(bl[0]):
-                                self._thread((tx, ty, tz), (bx, by, bz), bl, g, shared)
+                    self._block((bx, by, bz), bl, g, shared)
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
                 flat = np.frombuffer(bytes(gbytes[bases[i]:bases[i] + a.nbytes]), a.dtype)
                 a[...] = flat.reshape(a.shape)
 
-    def _thread(self, tid, ctaid, ntid, nctaid, shared):
-        self.regs = {}
-        self.special = {"%laneid": tid[0] % 32, "%dynamic_smem_size": shared}
-        for ax, c in enumerate("xyz"):
-            self.special[f"%tid.{c}"] = tid[ax]
-            self.special[f"%ctaid.{c}"] = ctaid[ax]
-            self.special[f"%ntid.{c}"] = ntid[ax]
-            self.special[f"%nctaid.{c}"] = nctaid[ax]
-        self.mem["local"] = bytearray(1 << 16)
-        self.sym_base, off = {}, {"shared": 16, "local": 16, "const": 0}
-        self.mem["const"] = bytearray(getattr(self, "const_data", b""))
-        for name, (space, size) in sorted(self.symbols.items(), key=lambda kv: kv[0] == "dyn_smem"):
-            self.sym_base[name] = off[space]
-            off[space] += size + (-size) % 16
+    # --- one block: threads run until they reach a barrier or a warp op, then meet there ------
+    def _block(self, ctaid, ntid, nctaid, shared):
+        self.mem["shared"] = bytearray(1 << 18)
+        ctxs, gens = [], []
+        for tz in range(ntid[2]):
+            for ty in range(ntid[1]):
+                for tx in range(ntid[0]):
+                    lin = (tz * ntid[1] + ty) * ntid[0] + tx
+                    special = {"%laneid": lin % 32, "%dynamic_smem_size": shared}
+                    for ax, c in enumerate("xyz"):
+                        special[f"%tid.{c}"] = (tx, ty, tz)[ax]
+                        special[f"%ctaid.{c}"] = ctaid[ax]
+                        special[f"%ntid.{c}"] = ntid[ax]
+                        special[f"%nctaid.{c}"] = nctaid[ax]
+                    ctxs.append(({}, special, bytearray(1 << 12)))
+                    gens.append(self._thread())
+        done = object()
+        reqs = [None] * len(gens)
+
+        def step(i, value=None):
+            self.regs, self.special, self.mem["local"] = ctxs[i]
+            try:
+                reqs[i] = gens[i].send(value)
+            except StopIteration:
+                reqs[i] = done
+
+        for i in range(len(gens)):
+            step(i)
+        while True:
+            live = [i for i, r in enumerate(reqs) if r is not done]
+            if not live:
+                return
+            moved = False
+            for w in sorted({i // 32 for i in live}):
+                lanes = [i for i in live if i // 32 == w]
+                if all(reqs[i][0] == "warp" for i in lanes):
+                    results = _warp_op(lanes, [reqs[i] for i in lanes])
+                    for i, r in zip(lanes, results):
+                        step(i, r)
+                    moved = True
+            if moved:
+                continue
+            if all(reqs[i][0] == "bar" for i in live):
+                for i in live:
+                    step(i)
+                continue
+            raise PtxError("threads wait at different barriers / warp ops (divergent sync)")
+
+    def _thread(self):
+        """A generator running one thread; yields at barriers and warp ops."""
+        yield from ()
         pc, steps = 0, 0
         while pc < len(self.code):
             steps += 1
@@ -263,7 +303,57 @@ class Machine:
             if opc[0] == "bra":
                 pc = self.labels[ops[0]]
                 continue
+            if opc[0] == "bar":
+                yield ("bar",)
+                continue
+            if opc[0] == "shfl":
+                lane = self.special["%laneid"]
+                res = yield ("warp", "shfl", opc[2], lane, self.raw(ops[1]), self.get(ops[2], "u32"),
+                             self.get(ops[3], "u32"))
+                self.regs[ops[0]] = res
+                continue
+            if opc[0] == "vote":
+                lane = self.special["%laneid"]
+                res = yield ("warp", "vote", opc[2], lane, self.get(ops[1], "pred"))
+                if opc[2] == "ballot":
+                    self.regs[ops[0]] = res
+                else:
+                    self.put(ops[0], "pred", res)
+                continue
             execute(self, opc, ops)
+
+
+def _warp_op(lanes, reqs):
+    """Results of one shuffle or vote executed together by the live lanes of a warp."""
+    kinds = {(r[1], r[2]) for r in reqs}
+    if len(kinds) != 1:
+        raise PtxError(f"lanes of one warp are at different warp ops: {kinds}")
+    kind, mode = kinds.pop()
+    by_lane = {r[3]: r for r in reqs}
+    if kind == "vote":
+        ps = [r[4] for r in reqs]
+        if mode == "ballot":
+            return [sum(1 << r[3] for r in reqs if r[4])] * len(reqs)
+        return [any(ps) if mode == "any" else all(ps)] * len(reqs)
+    out = []
+    for r in reqs:
+        lane, _a, b, c = r[3], r[4], r[5], r[6]
+        bval, cval, seg = b & 31, c & 31, (c >> 8) & 31
+        max_lane, min_lane = (lane & seg) | (cval & ~seg), lane & seg
+        if mode == "up":
+            j = lane - bval
+            ok = j >= max_lane
+        elif mode == "down":
+            j, ok = lane + bval, lane + bval <= max_lane
+        elif mode == "bfly":
+            j = lane ^ bval
+            ok = j <= max_lane
+        else:
+            j = min_lane | (bval & ~seg)
+            ok = j <= max_lane
+        src = by_lane.get(j if ok else lane)
+        out.append((src if src is not None else r)[4])
+    return out
 
 
 # --- instruction semantics ---------------------------------------------------------------------
@@ -366,8 +456,6 @@ def execute(m: Machine, opc: list, ops: list) -> None:
     name = opc[0]
     if name == "bar":
         return
-    if name in ("shfl", "vote"):
-        raise PtxError(f"{name} needs a warp; the single-thread simulator cannot run it")
     ts = _types(opc)
     t = ts[-1] if ts else None
     if name == "mov":

@@ -444,9 +444,12 @@ class _SimDevice:
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("case", ["saxpy_f32", "elementwise_f16", "elementwise_bf16",
-                                  "int8_wrap_div_shift", "loops_for_while", "casts_nan_inf_saturate"])
+                                  "int8_wrap_div_shift", "loops_for_while", "casts_nan_inf_saturate",
+                                  "block_reduce_shared", "shuffles_vote_ballot",
+                                  "arrays_shared_dyn_local_3d"])
 def test_smoke_cases_in_simulator(case, arch):
-    """The GPU smoke kernels (minus the ones needing real warps/barriers), checked exactly."""
+    """The GPU smoke kernels (scripts/ptx_smoke.py), run on the simulator and checked against numpy (math cases are
+    covered faster by test_math_special_values_in_simulator)."""
     import warnings
     smoke = _smoke_module()
     with warnings.catch_warnings():
