@@ -157,7 +157,9 @@ def _decode_entry(payload) -> tuple[str, KernelABI] | None:
 class CudaBackend(Backend):
     """NVIDIA GPUs through the CUDA driver API (cuda-python). Device: ``KAIO_CUDA_DEVICE``
     (default 0). ``KAIO_CUDA_SYNC=1`` synchronizes after every launch (to pin a fault on its
-    kernel)."""
+    kernel). ``codegen``: 'ptx' (kaio's PTX emitter) or 'llvm' (the LLVM nvptx64 path); None
+    reads ``KAIO_CUDA_CODEGEN`` at each compile (default 'ptx'), so two instances can run both
+    paths in one process (the conformance suite does)."""
 
     name = "cuda"
     warp_size = 32
@@ -178,7 +180,10 @@ class CudaBackend(Backend):
                 return False, str(e)
         return ok, why
 
-    def __init__(self, device: int | None = None):
+    def __init__(self, device: int | None = None, codegen: str | None = None):
+        if codegen not in (None, "ptx", "llvm"):
+            raise ValueError(f"cuda backend: codegen must be 'ptx' or 'llvm', got {codegen!r}")
+        self.codegen = codegen
         self.ctx = drv.context(device)
         self.props = self.ctx.props
         self.arch = self.target = self.props.arch
@@ -193,8 +198,11 @@ class CudaBackend(Backend):
         return [("ir", lambda k, o: lower_for(k, self.warp_size)),
                 ("ptx", lambda k, o: self._emit(k, o)[0])]
 
+    def _codegen(self) -> str:
+        return self.codegen or os.environ.get("KAIO_CUDA_CODEGEN", "ptx")
+
     def _emit(self, lowered, options) -> tuple[str, KernelABI]:
-        if os.environ.get("KAIO_CUDA_CODEGEN") == "llvm":   # the LLVM path's nvptx64 retarget
+        if self._codegen() == "llvm":   # the LLVM path's nvptx64 retarget
             from .amdgpu import ptx_for_cuda
             return ptx_for_cuda(lowered, self.arch, bool(options.get("fast_math", False)))
         from .ptx import emit_ptx
@@ -209,7 +217,7 @@ class CudaBackend(Backend):
         key = cache_key(print_kernel(kernel), self.arch,
                         {"stage": "ptx", "fast_math": bool(options.get("fast_math", False)),
                          "ptx_version": self.ptx_version,
-                         "codegen": os.environ.get("KAIO_CUDA_CODEGEN", "ptx")})
+                         "codegen": self._codegen()})
         cache = default_cache()
         hit = cache.get(key)
         entry = _decode_entry(hit) if hit is not None else None
