@@ -48,7 +48,7 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     version = ptx_version or ptx_version_for(arch)
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
             f".version {version}", f".target {arch}", ".address_size 64", ""]
-    head += [f'.file {i} "{f}"' for f, i in r.em.files.items()]
+    head += [f'.file {i} "{_quote(f)}"' for f, i in r.em.files.items()]
     head += r.em.module_decls
     params = ",\n".join(f"\t.param .{_abi_param_type(p)} {p.name}" for p in abi.params)
     out = head + ["", f".visible .entry {abi.entry}(", params, ")", "{"]
@@ -56,6 +56,10 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     out += ["\t" + d for d in r.em.decls]
     out += [""] + body + ["\tret;", "}", ""]
     return "\n".join(out), abi
+
+
+def _quote(path: str) -> str:
+    return path.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _abi_param_type(p) -> str:

@@ -83,17 +83,17 @@ def _reduce_kernel(kind, dtype, which):
 
 ALLOWED_AFTER_LOWERING = {"const", "thread_idx", "block_idx", "block_dim", "grid_dim", "load",
                           "store", "add", "mul", "max", "min", "and", "cmp", "if", "barrier",
-                          "shared_array", "shuffle", "yield"}
+                          "shared_array", "shuffle", "yield", "lane_id", "sub", "select"}
 
 
 @pytest.mark.parametrize("ws", [32, 64])
-def test_warp_reduce_becomes_xor_butterfly(ws):
+def test_warp_reduce_becomes_guarded_down_tree_and_broadcast(ws):
     k = target_pipeline(_reduce_kernel("sum", dt.f32, "warp"), ws)
     assert set(_ops(k)) <= ALLOWED_AFTER_LOWERING
     shuffles = [op for op in k.walk() if op.opcode == "shuffle"]
-    assert all(op.attrs["mode"] == "xor" for op in shuffles)
+    assert [op.attrs["mode"] for op in shuffles] == ["down"] * (ws.bit_length() - 1) + ["idx"]
     offsets = [op.operands[1].owner.attrs["value"] for op in shuffles]
-    assert offsets == [ws >> s for s in range(1, ws.bit_length())]  # ws/2, ..., 2, 1
+    assert offsets == [ws >> s for s in range(1, ws.bit_length())] + [0]  # ws/2, ..., 1; lane 0
 
 
 def test_block_reduce_lowering_does_not_depend_on_warp_size():
@@ -102,8 +102,13 @@ def test_block_reduce_lowering_does_not_depend_on_warp_size():
     assert texts[0] == texts[1]
     k = target_pipeline(_reduce_kernel("max", dt.i32, "block"), 32)
     ops = _ops(k)
-    assert set(ops) <= ALLOWED_AFTER_LOWERING and "shuffle" not in ops
-    assert ops.count("barrier") == 12 and ops.count("if") == 10  # write, 10 strides, read
+    assert set(ops) <= ALLOWED_AFTER_LOWERING
+    # only the warp-0 tail shuffles, with the tree's own strides 16 .. 1
+    shuffles = [op for op in k.walk() if op.opcode == "shuffle"]
+    assert [op.attrs["mode"] for op in shuffles] == ["down"] * 5
+    assert [op.operands[1].owner.attrs["value"] for op in shuffles] == [16, 8, 4, 2, 1]
+    # write; strides 512..32; 16..1 for blocks under 32 threads; publish; read
+    assert ops.count("barrier") == 1 + 5 + 5 + 1 + 1
     assert k.body.ops[0].opcode == "shared_array" and k.body.ops[0].attrs["shape"] == [1024]
 
 
@@ -128,7 +133,7 @@ def test_target_pipeline_leaves_its_input_alone():
     before = print_kernel(k)
     k32, k64 = target_pipeline(k, 32), target_pipeline(k, 64)
     assert print_kernel(k) == before
-    assert [_ops(x).count("shuffle") for x in (k32, k64)] == [5, 6]
+    assert [_ops(x).count("shuffle") for x in (k32, k64)] == [6, 7]  # tree steps + broadcast
 
 
 def test_clone_kernel_is_deep_and_fresh():
@@ -285,3 +290,17 @@ def test_block_sum_bits_on_each_backend(backend, block):
     want = [tree_reduce(x[b * nt:(b + 1) * nt], lambda a, c: np.float32(a) + np.float32(c))
             for b in range(grid)]
     assert out.tobytes() == np.array(want, np.float32).tobytes()
+
+
+@pytest.mark.parametrize("ws", [32, 64])
+@pytest.mark.parametrize("nthreads", [1, 8, 33, 100])
+def test_warp_sum_over_partial_warps_counts_existing_lanes_only(ws, nthreads):
+    """Blocks whose size is not a multiple of the width: each warp sums only its own lanes."""
+    from kaio.backends.reference import ReferenceBackend
+    k = _reduce_kernel("sum", dt.f32, "warp")
+    be = ReferenceBackend(warp_size=ws)
+    x = np.arange(1, nthreads + 1, dtype=np.float32)
+    y = np.zeros(nthreads, np.float32)
+    be.launch(be.compile(k), (1, 1, 1), (nthreads, 1, 1), [x, y])
+    want = np.concatenate([np.full(len(c), c.sum()) for c in np.split(x, range(ws, nthreads, ws))])
+    np.testing.assert_array_equal(y, want.astype(np.float32))

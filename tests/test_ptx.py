@@ -448,8 +448,8 @@ class _SimDevice:
                                   "block_reduce_shared", "shuffles_vote_ballot",
                                   "arrays_shared_dyn_local_3d"])
 def test_smoke_cases_in_simulator(case, arch):
-    """The GPU smoke kernels (scripts/ptx_smoke.py), run on the simulator and checked against numpy (math cases are
-    covered faster by test_math_special_values_in_simulator)."""
+    """The GPU smoke kernels (scripts/ptx_smoke.py) run on the simulator, checked against numpy
+    (the math cases are covered faster by test_math_special_values_in_simulator)."""
     import warnings
     smoke = _smoke_module()
     with warnings.catch_warnings():
