@@ -92,6 +92,9 @@ class _Renderer:
 
     def _prologue(self):
         em = self.em
+        self.mask = FULL_MASK
+        if any(o.opcode in ("shuffle", "vote", "ballot") for o in self.k.walk()):
+            self.mask = self._warp_mask()
         for idx, value in enumerate(self.k.args):
             flat = self.abi.for_param(idx)
             t = value.type
@@ -121,6 +124,26 @@ class _Renderer:
                 em.ins(f"setp.ne.u32 {em.define(value)}, {w}, 0")
             else:
                 em.ins(f"ld.param.{_abi_param_type(flat[0])} {em.define(value)}, [{flat[0].name}]")
+
+    def _warp_mask(self) -> str:
+        """Member mask of this thread's warp: all 32 lanes, or the lanes that exist in the last,
+        partial warp of a block whose size is not a multiple of 32 (naming absent lanes in a
+        ``.sync`` warp op is not allowed)."""
+        em = self.em
+        r = {n: em.tmp("r") for n in ("tx", "ty", "tz", "nx", "ny", "nz", "lin", "tot", "n", "m")}
+        for ax in "xyz":
+            em.ins(f"mov.u32 {r['t' + ax]}, %tid.{ax}")
+            em.ins(f"mov.u32 {r['n' + ax]}, %ntid.{ax}")
+        em.ins(f"mad.lo.u32 {r['lin']}, {r['tz']}, {r['ny']}, {r['ty']}")
+        em.ins(f"mad.lo.u32 {r['lin']}, {r['lin']}, {r['nx']}, {r['tx']}")
+        em.ins(f"mul.lo.u32 {r['tot']}, {r['nx']}, {r['ny']}")
+        em.ins(f"mul.lo.u32 {r['tot']}, {r['tot']}, {r['nz']}")
+        em.ins(f"and.b32 {r['lin']}, {r['lin']}, 0xFFFFFFE0")      # first thread of the warp
+        em.ins(f"sub.u32 {r['n']}, {r['tot']}, {r['lin']}")
+        em.ins(f"min.u32 {r['n']}, {r['n']}, 32")
+        em.ins(f"shl.b32 {r['m']}, 1, {r['n']}")                  # 1 << 32 clamps to 0 ...
+        em.ins(f"sub.u32 {r['m']}, {r['m']}, 1")                  # ... so a full warp is 0xffffffff
+        return r["m"]
 
     def block(self, block) -> None:
         for op in block.ops:
@@ -287,7 +310,7 @@ class _Renderer:
 
         def shfl32(r):
             d = em.tmp("r")
-            em.ins(f"shfl.sync.{mode}.b32 {d}, {r}, {self.v(lane)}, {clamp}, {FULL_MASK}")
+            em.ins(f"shfl.sync.{mode}.b32 {d}, {r}, {self.v(lane)}, {clamp}, {self.mask}")
             return d
 
         cls = reg_class(t)
@@ -300,7 +323,7 @@ class _Renderer:
             em.ins(f"setp.gt.u32 {far}, {self.v(lane)}, 31")
         if cls in ("r", "f"):
             d = em.reg(t)
-            em.ins(f"shfl.sync.{mode}.b32 {d}, {self.v(val)}, {self.v(lane)}, {clamp}, {FULL_MASK}")
+            em.ins(f"shfl.sync.{mode}.b32 {d}, {self.v(val)}, {self.v(lane)}, {clamp}, {self.mask}")
         elif cls in ("rd", "fd"):
             lo, hi, d = em.tmp("r"), em.tmp("r"), em.reg(t)
             em.ins(f"mov.b64 {{{lo}, {hi}}}, {self.v(val)}")
@@ -319,12 +342,12 @@ class _Renderer:
 
     def h_vote(self, op):
         d = self.em.tmp("p")
-        self.em.ins(f"vote.sync.{op.attrs['mode']}.pred {d}, {self.v(op.operands[0])}, {FULL_MASK}")
+        self.em.ins(f"vote.sync.{op.attrs['mode']}.pred {d}, {self.v(op.operands[0])}, {self.mask}")
         self.set(op, d)
 
     def h_ballot(self, op):
         w, d = self.em.tmp("r"), self.em.tmp("rd")
-        self.em.ins(f"vote.sync.ballot.b32 {w}, {self.v(op.operands[0])}, {FULL_MASK}")
+        self.em.ins(f"vote.sync.ballot.b32 {w}, {self.v(op.operands[0])}, {self.mask}")
         self.em.ins(f"cvt.u64.u32 {d}, {w}")
         self.set(op, d)
 

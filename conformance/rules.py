@@ -97,16 +97,16 @@ def _fmt(v) -> str:
     return repr(v.item() if isinstance(v, np.generic) else v)
 
 
-def _ordered(a: np.ndarray) -> np.ndarray:
-    """Floats mapped to integers (as float64 counts) that are monotonic in value, so the
-    distance between two of them is their distance in ulps (+0 and -0 are 0 ulp apart... but
-    bitwise they differ, which only the bitwise rule sees)."""
-    b = _bits(a).astype(np.int64) if a.dtype.itemsize < 8 else _bits(a).astype(np.uint64)
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in ulps between same-dtype floats (float64 counts; exact for small distances).
+    +0 and -0 are 0 ulp apart (only the bitwise rule tells them apart)."""
     top = np.uint64(1) << np.uint64(8 * a.dtype.itemsize - 1)
-    b = b.astype(np.uint64)
-    mag = (b & (top - np.uint64(1))).astype(np.float64)
-    neg = (b & top) != 0
-    return np.where(neg, -mag, mag)
+    ba, bb = _bits(a).astype(np.uint64), _bits(b).astype(np.uint64)
+    ma, mb = ba & (top - np.uint64(1)), bb & (top - np.uint64(1))
+    same_sign = (ba & top) == (bb & top)
+    near = np.where(ma > mb, ma - mb, mb - ma).astype(np.float64)
+    far = ma.astype(np.float64) + mb.astype(np.float64)
+    return np.where(same_sign, near, far)
 
 
 def identical_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -151,7 +151,7 @@ def _errors(g, w, same, rule: Rule):
     nan_g, nan_w = np.isnan(fg), np.isnan(fw)
     with np.errstate(all="ignore"):
         if rule.kind == "ulp":
-            err = np.abs(_ordered(g) - _ordered(w))
+            err = ulp_distance(g, w)
             bound = rule.bound
         else:
             diff = np.abs(fg - fw)

@@ -8,8 +8,9 @@ checked on the reference backend.
 """
 import contextlib
 
-import kaio
 import numpy as np
+
+import kaio
 
 _HOST = [False]
 

@@ -396,6 +396,31 @@ def k_shuffles(dev, arch):
     return not bad, "; ".join(bad)
 
 
+def k_partial_warp(dev, arch):
+    """Block of 48 threads: the second warp has 16 lanes (member mask 0xffff)."""
+    n = 96
+    x = rng(19).integers(-1000, 1000, n).astype(np.int32)
+
+    def body(b, x_, o_, ob):
+        i = gid(b)
+        v = b.load(x_, [i])
+        b.store(o_, [i], b.binary("add", b.warp_reduce("sum", v), b.warp_reduce("max", v)))
+        b.store(ob, [i], b.ballot(b.cmp("gt", v, c32(b, 0))))
+    k = build("partial_warp", [("x", g(dt.i32, "in")), ("o", g(dt.i32, "out")), ("ob", g(dt.u64, "out"))],
+              body)
+    o, ob = np.zeros(n, np.int32), np.zeros(n, np.uint64)
+    dev.launch(k, arch, [x, o, ob], (2,), (48,))
+    want, wantb = np.zeros(n, np.int32), np.zeros(n, np.uint64)
+    for blk in range(2):
+        for w0, w1 in ((0, 32), (32, 48)):
+            seg = x[blk * 48 + w0: blk * 48 + w1]
+            want[blk * 48 + w0: blk * 48 + w1] = seg.sum() + seg.max()
+            wantb[blk * 48 + w0: blk * 48 + w1] = sum(1 << j for j, v in enumerate(seg) if v > 0)
+    ok1, m1 = exact(o, want)
+    ok2, m2 = exact(ob, wantb)
+    return ok1 and ok2, m1 or m2
+
+
 def _bf16_round(x: float) -> int:
     """Correctly rounded (nearest even) bf16 bits of a float, by exact arithmetic."""
     if math.isnan(x):
@@ -611,6 +636,7 @@ CASES = {
     "block_reduce_shared": k_block_reduce,
     "atomics": k_atomics,
     "shuffles_vote_ballot": k_shuffles,
+    "partial_warp_reduce_ballot": k_partial_warp,
     "casts_nan_inf_saturate": k_casts,
     "arrays_shared_dyn_local_3d": k_arrays,
     "math_f32": lambda d, a: k_math(d, a, dt.f32, False),

@@ -309,12 +309,13 @@ class Machine:
             if opc[0] == "shfl":
                 lane = self.special["%laneid"]
                 res = yield ("warp", "shfl", opc[2], lane, self.raw(ops[1]), self.get(ops[2], "u32"),
-                             self.get(ops[3], "u32"))
+                             self.get(ops[3], "u32"), self.get(ops[4], "u32"))
                 self.regs[ops[0]] = res
                 continue
             if opc[0] == "vote":
                 lane = self.special["%laneid"]
-                res = yield ("warp", "vote", opc[2], lane, self.get(ops[1], "pred"))
+                res = yield ("warp", "vote", opc[2], lane, self.get(ops[1], "pred"),
+                             self.get(ops[2], "u32"))
                 if opc[2] == "ballot":
                     self.regs[ops[0]] = res
                 else:
@@ -330,6 +331,10 @@ def _warp_op(lanes, reqs):
         raise PtxError(f"lanes of one warp are at different warp ops: {kinds}")
     kind, mode = kinds.pop()
     by_lane = {r[3]: r for r in reqs}
+    members = sum(1 << r[3] for r in reqs)
+    for r in reqs:   # the member mask must name exactly the lanes taking part
+        if r[-1] != members:
+            raise PtxError(f"{kind}.sync member mask {r[-1]:#x} but lanes {members:#x} take part")
     if kind == "vote":
         ps = [r[4] for r in reqs]
         if mode == "ballot":

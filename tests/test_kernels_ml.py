@@ -1,10 +1,11 @@
 """The ML ops of kaio.kernels: every case at its CI size on the reference backend against its
 float64 numpy reference, plus the properties the references alone would not catch (packing
 layout, stability on huge logits, widths that are not multiples of the block, failing checks)."""
-import kaio
-import kaio.kernels as K
 import numpy as np
 import pytest
+
+import kaio
+import kaio.kernels as K
 from kaio.kernels import Tolerance, compare, ml
 from kaio.kernels.ml import quant
 

@@ -3,10 +3,11 @@ reference and checksum, the suite's data initialisation and checksum method, and
 checks of the formulas (mesh volumes, divergence of a linear field, tiled matmul shapes)."""
 import math
 
-import kaio
-import kaio.kernels as K
 import numpy as np
 import pytest
+
+import kaio
+import kaio.kernels as K
 from kaio.kernels.rajaperf import apps, basic, checksum, lcals, polybench, stream
 from kaio.kernels.rajaperf._tiled import matmul_tiled
 

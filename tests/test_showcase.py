@@ -1,7 +1,8 @@
 """`kaio showcase`: runs, validates, prints the table, and its exit status reflects failures."""
-import kaio.kernels as K
 import numpy as np
 import pytest
+
+import kaio.kernels as K
 from kaio import showcase
 from kaio.kernels import KernelCase, Tolerance
 

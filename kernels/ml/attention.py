@@ -7,8 +7,9 @@
 
 Single head; batch and heads are independent and map to more launches (or more rows).
 """
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f32
 
 from ..rajaperf._tiled import matmul_tiled, tiled_launcher

@@ -5,8 +5,9 @@ rounds once when it stores. One element per thread (the default Region partition
 """
 import functools
 
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f32
 
 from .._launch import kdtype, np_dtype

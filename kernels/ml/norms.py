@@ -7,8 +7,9 @@ columns it owns. Inputs and outputs are f32, f16 or bf16; statistics are accumul
 """
 import functools
 
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f32
 
 from .._launch import kdtype

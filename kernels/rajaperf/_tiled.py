@@ -6,8 +6,9 @@ step along k; out-of-range elements load as 0, so any shape works.
 """
 import functools
 
-import kaio
 import numpy as np
+
+import kaio
 
 from .._launch import cdiv
 

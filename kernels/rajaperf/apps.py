@@ -10,8 +10,9 @@
   partitioned output) and the host scatters it into the node-sized array for the checksum, so
   no Raw buffer is needed.
 """
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f64, i32
 
 from .. import Tolerance

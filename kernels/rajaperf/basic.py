@@ -8,8 +8,9 @@ through the ``rows_per_block`` partition of an [nblocks, 1] buffer, and a host c
 import functools
 import math
 
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f64, i32
 
 from .. import Tolerance

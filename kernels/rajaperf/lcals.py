@@ -12,8 +12,9 @@ DIFF_PREDICT and INT_PREDICT work on one long array ``px`` viewed as rows of len
 """
 import functools
 
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f64
 
 from .._bench import empty, launcher, up

@@ -8,8 +8,9 @@ neighbouring elements apart. Stencils keep two buffers and swap roles each half-
 are only read from the other buffer, so no step races. Matrix-vector products use one thread
 per output element; matrix-matrix products use the shared-memory tiled kernel.
 """
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f64, i32
 
 from .. import Tolerance

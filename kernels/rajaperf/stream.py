@@ -7,8 +7,9 @@ factors). DOT is a reduction: each block reduces its grid-stride partial sums wi
 """
 import math
 
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f64
 
 from .._bench import empty, launcher, up

@@ -1,0 +1,87 @@
+"""Deriving a kernel's comparison rule from its IR.
+
+A kernel is held to ``bitwise`` unless its IR, as lowered for a target, contains something that
+is not bit-reproducible across vendors:
+
+- math with ``fast`` set (or a kernel compiled with ``fast_math``): hardware approximations;
+- transcendental math still present after lowering: while kaio's portable IR math library is not
+  expanding it, each backend evaluates it natively (f64 series rounded once), which agrees to
+  about an ulp but not bit for bit;
+- float atomic add/sub: the sum's order is the hardware's scheduling order.
+
+For those the rule is a relative bound: the case's own ``native_math_rule`` where given, else the
+bound the kernel states against numpy (its :class:`kaio.kernels.Tolerance`), with the reason.
+"""
+from __future__ import annotations
+
+from .rules import BITWISE, Rule, rel
+
+#: math functions exact or correctly rounded on every backend (no approximation involved)
+EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite",
+              "copysign", "fmod", "abs", "min", "max", "fma"}
+
+
+def features(ir_kernels) -> dict:
+    """What in the kernels' target-lowered IR breaks bit reproducibility:
+    {'fast': [...], 'native_math': [...], 'float_atomics': [...]} (function / op names)."""
+    from kaio.targets import lower_for
+    found = {"fast": set(), "native_math": set(), "float_atomics": set()}
+    for kernel, options in ir_kernels:
+        fast_kernel = bool((options or {}).get("fast_math"))
+        for op in lower_for(kernel, 32).walk():
+            if op.opcode == "math":
+                fn = op.attrs.get("fn")
+                if op.attrs.get("fast") or (fast_kernel and fn not in EXACT_MATH):
+                    found["fast"].add(fn)
+                elif fn not in EXACT_MATH:
+                    found["native_math"].add(fn)
+            elif op.opcode == "atomic" and op.attrs.get("kind", op.attrs.get("op")) in ("add", "sub"):
+                t = op.operands[0].type.dtype
+                if t.is_float:
+                    found["float_atomics"].add(t.name)
+        if fast_kernel and not found["fast"]:
+            found["fast"].add("div")  # fast_math also approximates f32 division
+    return {k: sorted(v) for k, v in found.items()}
+
+
+def derive_rule(case, ir_kernels) -> Rule:
+    """The rule for ``case``: its stated one, else derived from the IR it launched."""
+    if case.rule is not None:
+        return case.rule
+    f = features(ir_kernels)
+    reasons = []
+    if f["fast"]:
+        reasons.append(f"fast-math hardware approximations ({', '.join(f['fast'])})")
+    if f["native_math"]:
+        reasons.append(f"math evaluated natively per backend, not by the portable IR library "
+                       f"({', '.join(f['native_math'])}): correctly rounded except rare "
+                       f"double-rounding ties")
+    if f["float_atomics"]:
+        reasons.append(f"float atomic add in hardware scheduling order ({', '.join(f['float_atomics'])})")
+    if not reasons:
+        return BITWISE
+    why = "; ".join(reasons)
+    if case.native_math_rule is not None and not f["fast"] and not f["float_atomics"]:
+        r = case.native_math_rule
+        return Rule(r.kind, r.bound, r.atol, f"{why}; {r.why}" if r.why else why)
+    tol = case.vs_numpy
+    rtol, atol = getattr(tol, "rtol", 0.0), getattr(tol, "atol", 0.0)
+    if not rtol and not atol:
+        rtol = 1e-6
+    return rel(rtol, f"{why}; held to the kernel's stated numpy bound", atol=atol)
+
+
+def portable_math_active() -> bool:
+    """True when math like exp is expanded to basic IR ops by the target pipeline (the portable
+    IR math library is in use), so non-fast math is bit-identical across targets."""
+    import kaio
+    from kaio import f32
+    from kaio.targets import lower_for
+
+    @kaio.kernel
+    def probe_exp(x: kaio.In[f32], y: kaio.Out[f32]):
+        for i in y.owned():
+            y[i] = kaio.math.exp(x[i])
+
+    k = lower_for(probe_exp.specialize_ir({}), 32)
+    return not any(op.opcode == "math" and op.attrs.get("fn") == "exp" for op in k.walk())

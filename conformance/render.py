@@ -1,0 +1,148 @@
+"""Render a report (its JSON dict) as Markdown and as one self-contained HTML page.
+
+Both read only :meth:`kaio.conformance.report.Report.as_dict`, so they can be regenerated from a
+saved ``conformance.json``. The HTML page has inline CSS and no external resources.
+"""
+from __future__ import annotations
+
+import html
+
+SYMBOL = {"identical": "✅ identical", "within-bound": "🟡 within bound", "compiled": "🔧 compiled",
+          "failing": "❌ FAILING", "not-run": "⚪ not run"}
+
+
+def _cell_text(c: dict) -> str:
+    s = c["status"]
+    if s == "identical":
+        return "identical"
+    if s == "within-bound":
+        err = c.get("max_error")
+        if c.get("baseline") not in (None, "", "numpy") and err is not None:
+            return f"within {c['rule']} (max {_num(err)})"
+        np_ = c.get("numpy", {})
+        return f"within {np_.get('bound', '')} (max abs {_num(np_.get('max_abs_error'))})"
+    if s == "compiled":
+        b = c.get("build", [])
+        if not b:
+            return "compiled"
+        vg = max(x["vgpr"] for x in b)
+        lds = max(x["lds_bytes"] for x in b)
+        return f"validated (vgpr {vg}, LDS {lds} B" + (f", {len(b)} kernels)" if len(b) > 1 else ")")
+    if s == "failing":
+        m = c.get("mismatch") or {}
+        if m:
+            return (f"FAIL vs {m.get('against')}: {m.get('output')}{m.get('index')} "
+                    f"{m.get('got')} != {m.get('want')}")
+        return "FAIL: " + c.get("detail", "")
+    return "not run"
+
+
+def _num(x) -> str:
+    if isinstance(x, (int, float)):
+        return f"{x:.3g}"
+    return str(x)
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(d: dict) -> str:
+    h = d["header"]
+    targets = d["targets"]
+    out = [f"# kaio conformance report", "",
+           f"- kaio {h['kaio_version']}, {h['date']}, size `{h['size']}`, {h['seconds']} s",
+           f"- command: `{h.get('command') or 'kaio conformance'}`",
+           f"- portable IR math library active: {'yes' if h.get('portable_math') else 'no'}", "",
+           "| target | kind | executed | device | driver | arch |", "|---|---|---|---|---|---|"]
+    for t in targets:
+        info = h["targets"].get(t, {})
+        dev = info.get("device", {})
+        ran = "yes" if info.get("available") and info.get("kind") == "execute" else \
+            "compile only" if info.get("available") else "no"
+        out.append(f"| {t} | {info.get('kind', '')} | {ran} | {_md_escape(dev.get('name', ''))} | "
+                   f"{_md_escape(dev.get('driver', ''))} | {_md_escape(dev.get('arch', ''))} |")
+    if h.get("not_executed"):
+        out += ["", "Targets not executed:", ""]
+        out += [f"- **{t}**: {_md_escape(why)}" for t, why in h["not_executed"].items()]
+    if h.get("hidden_baselines"):
+        out += ["", f"Baselines run but not shown as columns: {', '.join(h['hidden_baselines'])}."]
+    out += ["", "## Summary", "", "| target | " + " | ".join(SYMBOL[s] for s in SYMBOL) + " |",
+            "|---|" + "---|" * len(SYMBOL)]
+    for t in targets:
+        cnt = d["counts"][t]
+        out.append(f"| {t} | " + " | ".join(str(cnt[s]) for s in SYMBOL) + " |")
+    out += ["", "## Results", "", "| kernel | rule | " + " | ".join(targets) + " |",
+            "|---|---|" + "---|" * len(targets)]
+    for r in d["rows"]:
+        cells = [_md_escape(_cell_text(r["cells"][t])) if t in r["cells"] else "" for t in targets]
+        out.append(f"| {r['kernel']} | {r['rule']} | " + " | ".join(cells) + " |")
+    notes = [r for r in d["rows"] if r.get("why")]
+    if notes:
+        out += ["", "## Rules that are not bitwise", ""]
+        out += [f"- **{r['kernel']}** ({r['rule']}): {_md_escape(r['why'])}" for r in notes]
+    fails = [(r, t) for r in d["rows"] for t in targets
+             if r["cells"].get(t, {}).get("status") == "failing"]
+    if fails:
+        out += ["", "## Failing cells", ""]
+        out += [f"- **{r['kernel']}** on {t}: {_md_escape(r['cells'][t].get('detail', ''))}"
+                for r, t in fails]
+    out.append("")
+    return "\n".join(out)
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f0f0f0;position:sticky;top:0}
+td.identical{background:#d9f7d9}td.within-bound{background:#fff4c2}
+td.compiled{background:#dde8ff}td.failing{background:#ffd0d0;font-weight:600}
+td.not-run{background:#eee;color:#777}
+code{background:#f4f4f4;padding:0 3px}.small{color:#666;font-size:12px}
+"""
+
+
+def html_page(d: dict) -> str:
+    h = d["header"]
+    targets = d["targets"]
+    e = html.escape
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
+             "<title>kaio conformance report</title>", f"<style>{CSS}</style></head><body>",
+             "<h1>kaio conformance report</h1>",
+             f"<p>kaio {e(h['kaio_version'])} &middot; {e(h['date'])} &middot; size "
+             f"<code>{e(h['size'])}</code> &middot; {h['seconds']} s<br>command: "
+             f"<code>{e(h.get('command') or 'kaio conformance')}</code><br>portable IR math "
+             f"library active: {'yes' if h.get('portable_math') else 'no'}</p>",
+             "<table><tr><th>target</th><th>kind</th><th>executed</th><th>device</th>"
+             "<th>driver</th><th>arch</th><th>reason not executed</th></tr>"]
+    for t in targets:
+        info = h["targets"].get(t, {})
+        dev = info.get("device", {})
+        ran = "yes" if info.get("available") and info.get("kind") == "execute" else \
+            "compile only" if info.get("available") else "no"
+        parts.append(f"<tr><td>{e(t)}</td><td>{e(info.get('kind', ''))}</td><td>{ran}</td>"
+                     f"<td>{e(dev.get('name', ''))}</td><td>{e(dev.get('driver', ''))}</td>"
+                     f"<td>{e(dev.get('arch', ''))}</td><td>{e(info.get('reason', ''))}</td></tr>")
+    parts.append("</table><h2>Summary</h2><table><tr><th>target</th>"
+                 + "".join(f"<th>{e(SYMBOL[s])}</th>" for s in SYMBOL) + "</tr>")
+    for t in targets:
+        cnt = d["counts"][t]
+        parts.append(f"<tr><td>{e(t)}</td>" + "".join(f"<td>{cnt[s]}</td>" for s in SYMBOL) + "</tr>")
+    parts.append("</table><h2>Results</h2><table><tr><th>kernel</th><th>rule</th>"
+                 + "".join(f"<th>{e(t)}</th>" for t in targets) + "</tr>")
+    for r in d["rows"]:
+        why = f"<div class='small'>{e(r['why'])}</div>" if r.get("why") else ""
+        parts.append(f"<tr><td>{e(r['kernel'])}<div class='small'>{e(r['group'])}</div></td>"
+                     f"<td>{e(r['rule'])}{why}</td>")
+        for t in targets:
+            c = r["cells"].get(t)
+            if c is None:
+                parts.append("<td></td>")
+                continue
+            parts.append(f"<td class='{e(c['status'])}' title='{e(c.get('detail', ''))}'>"
+                         f"{e(_cell_text(c))}<div class='small'>{e(c.get('detail', ''))}</div></td>")
+        parts.append("</tr>")
+    parts.append("</table></body></html>\n")
+    return "\n".join(parts)

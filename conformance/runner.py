@@ -1,0 +1,360 @@
+"""Run the conformance cases on the targets and build the report.
+
+For each case: build the inputs once; run on every executed target (plus, unreported, the
+interpreter baselines the selected GPU targets need); derive the rule from the IR the case
+launched; compare every executed target with the interpreter at its warp width (under the
+rule) and with numpy (under the kernel's numpy bound); queue the launched kernels for the
+compile-only AMD targets, which are built together at the end in worker processes.
+"""
+from __future__ import annotations
+
+import datetime
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import amd, rules
+from .cases import ConformanceCase, all_cases, select
+from .derive import derive_rule, portable_math_active
+from .report import Cell, Report, Row, finite
+from .targets import BASELINE, COMPILE_ONLY, EXECUTED, Recorder, make_backend, probe, using
+
+
+@dataclass
+class Options:
+    targets: list[str]
+    kernels: list[str] | None = None
+    size: str = "small"
+    workers: int | None = None
+    cases: list | None = None                # override the case list (tests)
+    command: str = ""
+    log: object = field(default=None, repr=False)
+
+
+def run_suite(opts: Options) -> Report:
+    log = opts.log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    cases = select(opts.cases if opts.cases is not None else all_cases(), opts.kernels)
+    infos = {t: probe(t) for t in _needed(opts.targets)}
+    for t in opts.targets:
+        if t in ("hip",) and infos[t].available and infos[t].warp_size not in BASELINE:
+            infos[t].available, infos[t].reason = False, f"warp size {infos[t].warp_size} has no baseline"
+    hidden = [t for t in infos if t not in opts.targets]
+    backends = _backends(infos)
+    rows, pending = [], []
+    t0 = time.perf_counter()
+    for i, case in enumerate(cases):
+        row, jobs = _run_case(case, opts, infos, backends)
+        rows.append(row)
+        pending += jobs
+        log(f"[{i + 1}/{len(cases)}] {case.name}: " + " ".join(
+            f"{t}={c.status}" for t, c in row.cells.items() if t not in COMPILE_ONLY))
+    if pending:
+        log(f"building {len({j[2] for j in pending})} code objects for "
+            f"{', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
+        built = amd.build_all([j[2] for j in pending], opts.workers)
+        for row, target, job_keys in _group_jobs(pending):
+            row.cells[target] = _compile_cell([built[k] for k in job_keys])
+    for row in rows:
+        row.cells = {t: row.cells[t] for t in opts.targets if t in row.cells}
+    header = _header(opts, infos, hidden, time.perf_counter() - t0)
+    return Report(header, list(opts.targets), rows)
+
+
+# --- targets -------------------------------------------------------------------------------
+def _needed(selected: list[str]) -> list[str]:
+    """Selected targets plus the interpreter baselines executed GPU targets compare against."""
+    need = list(selected)
+    for t in selected:
+        if t in ("cuda", "cuda-llvm") and "reference" not in need:
+            need.append("reference")
+        if t == "hip" and "reference-w64" not in need:
+            need.append("reference-w64")
+    if any(t in COMPILE_ONLY for t in selected) and not any(t in EXECUTED for t in need):
+        need.append("reference")  # the kernels to build are recorded from an executed run
+    return [t for t in EXECUTED + COMPILE_ONLY if t in need]
+
+
+def _backends(infos) -> dict:
+    out = {}
+    for t, info in infos.items():
+        if info.kind != "execute" or not info.available:
+            continue
+        try:
+            out[t] = Recorder(make_backend(t, info.warp_size))
+        except Exception as e:
+            info.available, info.reason = False, f"backend failed to start: {type(e).__name__}: {e}"
+    return out
+
+
+def _skip_reason(case: ConformanceCase, target: str, size: str) -> str:
+    if target.startswith("reference") and size == "default" and not case.fixed_size:
+        return ("the interpreter runs the small sizes only; at --size default GPU targets are "
+                "compared with numpy and with each other")
+    return ""
+
+
+# --- one case ------------------------------------------------------------------------------
+def _copy(inputs: dict) -> dict:
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+
+
+def _run_case(case: ConformanceCase, opts: Options, infos, backends):
+    row = Row(case.name, case.group, "", description=case.description)
+    try:
+        inputs = case.make_inputs(opts.size)
+    except Exception as e:
+        msg = f"building inputs raised {type(e).__name__}: {e}"
+        row.cells = {t: Cell("failing", msg) for t in opts.targets}
+        return row, []
+    results, errors, seconds, logs = {}, {}, {}, {}
+    for t, info in infos.items():
+        if info.kind != "execute":
+            continue
+        if not info.available:
+            errors[t] = ("not-run", info.reason)
+            continue
+        why = _skip_reason(case, t, opts.size)
+        if why:
+            errors[t] = ("not-run", why)
+            continue
+        rec = backends[t]
+        rec.log = []
+        start = time.perf_counter()
+        try:
+            with using(rec, t):
+                results[t] = case.run(_copy(inputs))
+        except Exception as e:
+            errors[t] = ("failing", f"raised {type(e).__name__}: {_short(e)}")
+        seconds[t] = time.perf_counter() - start
+        logs[t] = list(rec.log)
+    launched = next((logs[t] for t in logs if t in results and logs[t]), [])
+    row.kernels = list(dict.fromkeys(k.name for k, _ in launched))
+    try:
+        rule = derive_rule(case, launched)
+    except Exception as e:
+        rule = rules.BITWISE
+        row.why = f"rule derivation failed ({type(e).__name__}: {e}); bitwise applied"
+    row.rule, row.why = rule.describe(), row.why or rule.why
+    expected = _Expected(case, inputs)
+    for t in opts.targets:
+        if t in COMPILE_ONLY:
+            continue
+        if t in errors:
+            row.cells[t] = Cell(errors[t][0], errors[t][1], seconds=seconds.get(t, 0.0))
+            continue
+        cell = _executed_cell(case, t, infos[t].warp_size, rule, results, expected)
+        cell.seconds = round(seconds.get(t, 0.0), 4)
+        row.cells[t] = cell
+    jobs = []
+    for t in opts.targets:
+        if t not in COMPILE_ONLY:
+            continue
+        if not infos[t].available:
+            row.cells[t] = Cell("not-run", infos[t].reason)
+        elif not launched:
+            row.cells[t] = Cell("not-run", "no executed target ran this case, so there is no "
+                                           "launched kernel to build")
+        else:
+            for kernel, options in _unique(launched):
+                jobs.append((row, t, (_ir_text(kernel), t, bool(options.get("fast_math")))))
+    return row, jobs
+
+
+def _short(e: Exception, limit: int = 300) -> str:
+    s = " ".join(str(e).split())
+    return s if len(s) <= limit else s[:limit] + " ..."
+
+
+def _unique(launched):
+    seen = {}
+    for k, o in launched:
+        seen.setdefault((_ir_text(k), bool(o.get("fast_math"))), (k, o))
+    return list(seen.values())
+
+
+def _ir_text(kernel) -> str:
+    from kaio.ir import print_kernel
+    return print_kernel(kernel)
+
+
+class _Expected:
+    """numpy outputs per warp width, computed once (once in all when width-independent)."""
+
+    def __init__(self, case, inputs):
+        self.case, self.inputs, self.cache = case, inputs, {}
+
+    def get(self, warp: int) -> dict:
+        key = warp if self.case.width_dependent else 0
+        if key not in self.cache:
+            self.cache[key] = self.case.expected(_copy(self.inputs), warp)
+        return self.cache[key]
+
+
+def _baseline(t: str, warp: int, case, results) -> str | None:
+    """The result ``t`` is compared with under the rule: the interpreter at its width; for the
+    wave64 interpreter, the wave32 one (width-independent kernels only); else None."""
+    base = BASELINE.get(warp)
+    if t == base:
+        if t == "reference-w64" and not case.width_dependent:
+            return "reference" if "reference" in results else None
+        return None
+    if base in results:
+        return base
+    for other in EXECUTED:  # no interpreter result (e.g. --size default): another GPU target
+        if other != t and other in results and not other.startswith("reference") \
+                and (BASELINE.get(_warp_of(other)) == base):
+            return other
+    return None
+
+
+def _warp_of(t: str) -> int:
+    from .targets import WARP
+    return WARP[t]
+
+
+def _executed_cell(case, t, warp, rule, results, expected) -> Cell:
+    out = results[t]
+    try:
+        exp = expected.get(warp)
+    except Exception as e:
+        return Cell("failing", f"numpy reference raised {type(e).__name__}: {_short(e)}")
+    cell = Cell("identical", rule=rule.describe())
+    np_ok, np_identical = _numpy_check(case, out, exp, cell)
+    base = _baseline(t, warp, case, results)
+    if base is not None:
+        cell.baseline = base
+        o = rules.compare(out, results[base], rule)
+        cell.max_error = None if o.identical else finite(o.max_error)
+        if not o.ok:
+            cell.status = "failing"
+            m = o.mismatch
+            cell.mismatch = {"against": base, "output": m.output, "index": list(m.index),
+                             "got": m.got, "want": m.want}
+            cell.detail = f"differs from {base} ({rule.describe()}) at {m.describe()}"
+            return cell
+        identical = o.identical
+    else:
+        cell.baseline = "numpy"
+        identical = np_identical
+    if not np_ok:
+        cell.status = "failing"
+        mm = cell.mismatch
+        where = f" at {mm['output']}{mm['index']}: {mm['got']} != {mm['want']}" if mm else ""
+        cell.detail = f"outside the numpy bound ({cell.numpy['bound']}){where}"
+        return cell
+    if identical:
+        cell.detail = f"bit-identical to {cell.baseline}"
+        return cell
+    cell.status = "within-bound"
+    if base is not None:
+        cell.detail = (f"{rule.describe()} vs {base}: max error {_fmt_err(cell.max_error, rule)}; "
+                       f"numpy {cell.numpy['bound']}")
+    else:
+        cell.detail = f"numpy {cell.numpy['bound']}: max |err| {cell.numpy['max_abs_error']}"
+    return cell
+
+
+def _fmt_err(err, rule) -> str:
+    if isinstance(err, str) or err is None:
+        return str(err)
+    return f"{err:g} ulp" if rule.kind == "ulp" else f"{err:.3g}"
+
+
+def _numpy_check(case, out, exp, cell: Cell) -> tuple[bool, bool]:
+    """Compare with numpy under the case's numpy bound; fills cell.numpy (and cell.mismatch on
+    failure). Returns (within bound, bit-identical)."""
+    from kaio import kernels
+    identical = rules.compare(out, exp, rules.BITWISE).identical
+    tol = case.vs_numpy
+    if isinstance(tol, rules.Rule):
+        o = rules.compare(out, exp, tol)
+        cell.numpy = {"ok": o.ok, "bound": tol.describe(), "max_error": finite(o.max_error),
+                      "max_abs_error": finite(_max_abs(out, exp))}
+        if not o.ok and o.mismatch:
+            m = o.mismatch
+            cell.mismatch = {"against": "numpy", "output": m.output, "index": list(m.index),
+                             "got": m.got, "want": m.want}
+        return o.ok, identical
+    ok, ratio = kernels.compare(out, exp, tol)
+    cell.numpy = {"ok": bool(ok), "bound": tol.describe(), "ratio": finite(ratio),
+                  "max_abs_error": finite(_max_abs(out, exp))}
+    if not ok:
+        m = _first_outside(out, exp, tol)
+        if m:
+            cell.mismatch = dict(m, against="numpy")
+    return bool(ok), identical
+
+
+def _max_abs(out, exp) -> float:
+    from kaio import kernels
+    try:
+        with np.errstate(all="ignore"):
+            return kernels.max_abs_error(out, exp)
+    except Exception:
+        return float("nan")
+
+
+def _first_outside(out, exp, tol) -> dict | None:
+    for key, ref in exp.items():
+        if key not in out:
+            return {"output": key, "index": [], "got": "missing", "want": "present"}
+        o, r = np.asarray(out[key]), np.asarray(ref)
+        if o.shape != r.shape:
+            return {"output": key, "index": [], "got": str(o.shape), "want": str(r.shape)}
+        with np.errstate(all="ignore"):
+            fo, fr = o.astype(np.float64), r.astype(np.float64)
+            if tol.exact:
+                bad = ~rules.identical_mask(o, r) if o.dtype == r.dtype else fo != fr
+            else:
+                bad = (np.isnan(fo) != np.isnan(fr)) | (np.abs(fo - fr) > tol.atol + tol.rtol * np.abs(fr))
+        if bad.any():
+            idx = np.unravel_index(int(np.argmax(bad)), r.shape)
+            return {"output": key, "index": [int(i) for i in idx], "got": repr(o[idx].item()),
+                    "want": repr(r[idx].item())}
+    return None
+
+
+# --- compile-only ----------------------------------------------------------------------------
+def _group_jobs(pending):
+    grouped = {}
+    for row, target, key in pending:
+        grouped.setdefault((id(row), target), (row, target, []))[2].append(key)
+    return list(grouped.values())
+
+
+def _compile_cell(builds) -> Cell:
+    cell = Cell("compiled", build=[b.as_dict() for b in builds])
+    bad = [b for b in builds if not b.ok]
+    if bad:
+        cell.status = "failing"
+        cell.detail = f"{bad[0].kernel}: " + "; ".join(bad[0].errors)[:400]
+        return cell
+    parts = [f"{b.kernel}: vgpr {b.vgpr}, sgpr {b.sgpr}, LDS {b.lds_bytes} B"
+             + (f", spills {b.spills}" if b.spills else "") for b in builds]
+    cell.detail = "validated; " + "; ".join(parts)
+    return cell
+
+
+# --- header ----------------------------------------------------------------------------------
+def _header(opts: Options, infos, hidden, seconds: float) -> dict:
+    import kaio
+    try:
+        portable = portable_math_active()
+    except Exception:
+        portable = False
+    not_run = {t: infos[t].reason for t in opts.targets if t in infos and not infos[t].available}
+    return {
+        "kaio_version": kaio.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "command": opts.command,
+        "size": opts.size,
+        "host": f"{platform.node()} ({platform.platform()}, Python {platform.python_version()})",
+        "targets": {t: infos[t].as_dict() for t in opts.targets if t in infos},
+        "hidden_baselines": hidden,
+        "not_executed": not_run,
+        "portable_math": portable,
+        "seconds": round(seconds, 1),
+    }

@@ -1,0 +1,182 @@
+"""The conformance targets: what each one is, whether it can run here, and how to run on it.
+
+Executed targets run kernels and return outputs:
+
+- ``reference``: the numpy SIMT interpreter at warp width 32 (the baseline for NVIDIA);
+- ``reference-w64``: the same at warp width 64 (the baseline for AMD wave64 parts);
+- ``cuda``: NVIDIA through kaio's own PTX emitter;
+- ``cuda-llvm``: NVIDIA through the LLVM nvptx64 path (``CudaBackend(codegen='llvm')``);
+- ``hip``: AMD through LLVM -> HSACO, executed only where an AMD GPU is present.
+
+Compile-only targets (``gfx90a``, ``gfx942``) build every kernel's code object and check it
+with :func:`kaio.backends.codeobject.validate_code_object`; they never execute here.
+
+Each launch a case makes goes through a :class:`Recorder`, which keeps the IR of every kernel
+launched (as the frontend produced it, before any target lowering), so the compile-only targets
+build exactly the kernels the executed targets ran, with the same constants.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+EXECUTED = ("reference", "reference-w64", "cuda", "cuda-llvm", "hip")
+COMPILE_ONLY = ("gfx90a", "gfx942")
+ALL = EXECUTED + COMPILE_ONLY
+WARP = {"reference": 32, "reference-w64": 64, "cuda": 32, "cuda-llvm": 32, "hip": 64,
+        "gfx90a": 64, "gfx942": 64}
+#: the interpreter baseline for each warp width
+BASELINE = {32: "reference", 64: "reference-w64"}
+
+
+@dataclass
+class TargetInfo:
+    """One target's availability on this machine."""
+
+    name: str
+    kind: str                     # 'execute' | 'compile'
+    warp_size: int
+    available: bool
+    reason: str = ""              # why it cannot run (when not available)
+    device: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "warp_size": self.warp_size,
+                "available": self.available, "reason": self.reason, "device": self.device}
+
+
+def parse_targets(text: str | None) -> list[str]:
+    """'reference,cuda' -> ['reference', 'cuda'] in canonical order; ValueError on unknown names."""
+    if not text:
+        return list(ALL)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in ALL]
+    if bad:
+        raise ValueError(f"unknown target(s) {', '.join(bad)}; choose from {', '.join(ALL)}")
+    return [t for t in ALL if t in names]
+
+
+def probe(name: str) -> TargetInfo:
+    """Whether ``name`` can run here and, if so, the device it runs on."""
+    kind = "compile" if name in COMPILE_ONLY else "execute"
+    info = TargetInfo(name, kind, WARP[name], True)
+    try:
+        if name.startswith("reference"):
+            import numpy as np
+            info.device = {"name": "CPU (numpy interpreter)", "driver": f"numpy {np.__version__}",
+                           "arch": f"SIMT lanes, warp {WARP[name]}"}
+        elif name in ("cuda", "cuda-llvm"):
+            _probe_cuda(info)
+        elif name == "hip":
+            _probe_hip(info)
+        else:
+            _probe_amd_compile(info)
+    except Exception as e:  # a probe must never stop the suite: the target is reported not run
+        info.available, info.reason = False, f"{type(e).__name__}: {e}"
+    return info
+
+
+def _probe_cuda(info: TargetInfo) -> None:
+    from kaio.backends import availability
+    ok, why = availability("cuda")
+    if not ok:
+        info.available, info.reason = False, why or "no CUDA device"
+        return
+    if info.name == "cuda-llvm":
+        import llvmlite  # noqa: F401  (the nvptx64 path needs it)
+    from kaio.backends import cuda_driver as drv
+    ctx = drv.context()
+    v = ctx.driver_version
+    p = ctx.props
+    info.device = {"name": p.name, "driver": f"CUDA {v // 1000}.{v % 1000 // 10}",
+                   "arch": f"{p.arch} (cc {p.cc[0]}.{p.cc[1]})",
+                   "codegen": "LLVM nvptx64" if info.name == "cuda-llvm" else "kaio PTX"}
+
+
+def _probe_hip(info: TargetInfo) -> None:
+    from kaio.backends import availability
+    ok, why = availability("hip")
+    if not ok:
+        info.available, info.reason = False, why or "no AMD GPU"
+        return
+    from kaio.backends.hip import HipBackend
+    devs = HipBackend.device_info()
+    d = devs[0] if devs else {}
+    info.warp_size = int(d.get("warp_size", 64))
+    info.device = {"name": d.get("name", "AMD GPU"), "arch": d.get("arch", "?"),
+                   "driver": _hip_driver_version()}
+
+
+def _hip_driver_version() -> str:
+    try:
+        from kaio.backends.hip import hip_api
+        r = hip_api().hipDriverGetVersion()
+        return f"HIP driver {r[1] if isinstance(r, tuple) else r}"
+    except Exception:
+        return "HIP (driver version unavailable)"
+
+
+def _probe_amd_compile(info: TargetInfo) -> None:
+    from kaio.backends.amdgpu import find_lld
+    import llvmlite
+    lld = find_lld()  # CompileError with a hint when missing
+    info.device = {"name": f"AMD {info.name} (compile and validate only)",
+                   "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(lld)}",
+                   "arch": info.name}
+
+
+def make_backend(name: str, warp_size: int | None = None):
+    """A fresh backend instance for an executed target."""
+    if name.startswith("reference"):
+        from kaio.backends.reference import ReferenceBackend
+        return ReferenceBackend(warp_size=warp_size or WARP[name], sanitize=False)
+    if name in ("cuda", "cuda-llvm"):
+        from kaio.backends.cuda import CudaBackend
+        return CudaBackend(codegen="llvm" if name == "cuda-llvm" else "ptx")
+    if name == "hip":
+        from kaio.backends.hip import HipBackend
+        return HipBackend()
+    raise ValueError(f"target {name!r} does not execute")
+
+
+class Recorder:
+    """A backend wrapper that records the IR kernels launched through it (with the compile
+    options), in launch order; everything else is the wrapped backend's."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.warp_size = inner.warp_size
+        self.log: list[tuple[object, dict]] = []
+        self._options: dict[int, dict] = {}
+
+    def compile(self, kernel, options=None):
+        c = self.inner.compile(kernel, options)
+        self._options[id(c)] = dict(options or {})
+        return c
+
+    def launch(self, compiled, grid, block, args, shared_bytes=0, stream=None):
+        self.log.append((compiled.kernel, self._options.get(id(compiled), {})))
+        return self.inner.launch(compiled, grid, block, args, shared_bytes, stream)
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+
+@contextlib.contextmanager
+def using(backend, label: str):
+    """Make ``backend`` the one kernel launches use, for the duration of the block.
+
+    kaio's backend registry keeps one instance per name; this installs the instance under a
+    label of its own (e.g. 'conformance:cuda-llvm') and restores the previous selection after."""
+    from kaio import backends as be
+    key = f"conformance:{label}"
+    previous = be._current
+    be._instances[key] = backend
+    be._current = key
+    try:
+        yield backend
+    finally:
+        be._current = previous
+        be._instances.pop(key, None)
