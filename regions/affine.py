@@ -349,6 +349,10 @@ def simplify(p: Poly, table: SymbolTable) -> Poly:
 
 def trivially_nonneg(p: Poly, table: SymbolTable) -> bool:
     """True when p >= 0 follows from symbol signs alone (extents shifted to 1 + e)."""
+    if not p.t:
+        return True
+    if all(c >= 0 for c in p.t.values()):  # fast path: no shifting can make it negative
+        return all(getattr(table.info.get(s), "nonneg", False) for s in p.symbols())
     for s in p.symbols():
         info = table.info.get(s)
         if info is None or not info.nonneg:
@@ -414,23 +418,24 @@ class Prover:
         self._memo[key] = False
         syms = sorted(goal.symbols(), key=lambda s: -self.table.info[s].rank if s in self.table.info else 0)
         ok = False
-        for s in syms:
+        for s in syms:  # eliminate the innermost symbol some fact bounds (Fourier-Motzkin order)
             lin = goal.linear_in(s)
             if lin is None:
                 continue
             c, _ = lin
+            tried = False
             for f in facts:
                 flin = f.linear_in(s)
                 if flin is None or not flin[0].t:
                     continue
-                a = flin[0]
-                lam = self._ratio(c, a)
+                lam = self._ratio(c, flin[0])
                 if lam is None:
                     continue
+                tried = True
                 if self._prove(goal - lam * f, facts, depth - 1):
                     ok = True
                     break
-            if ok:
+            if ok or tried:
                 break
         self._memo[key] = ok
         return ok

@@ -47,6 +47,7 @@ def _bootstrap_kaio():
 
 _bootstrap_kaio()
 from cuda.bindings import driver as cu  # noqa: E402
+
 from kaio import dtypes as dt  # noqa: E402
 from kaio.backends.ptx import emit_ptx  # noqa: E402
 from kaio.ir import BufType, Builder, Param  # noqa: E402

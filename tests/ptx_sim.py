@@ -15,6 +15,7 @@ import struct
 from fractions import Fraction
 
 import numpy as np
+
 from kaio import dtypes as dt
 
 BF16 = dt.bf16.storage_np

@@ -17,6 +17,7 @@ from .. import Backend, Compiled
 from .interpreter import Interpreter
 from .lanes import Batch
 from .memory import Buf
+from .ownership import owner_map
 from .sanitizer import Sanitizer
 
 #: lanes per batch: bounds the memory of per-lane values (about 8 MiB per value)
@@ -94,6 +95,11 @@ class ReferenceBackend(Backend):
             else:
                 values.append(_scalar(kernel, p.name, v.type, a))
         san = Sanitizer(kernel, grid, block) if self.sanitize else None
+        if san is not None:
+            for p, buf in zip(kernel.params, values):
+                if isinstance(buf, Buf) and buf.intent in ("region", "out") and p.partition:
+                    buf.partition = p.partition
+                    buf.owner = owner_map(p.partition, buf.shape, grid, block, self.warp_size)
         launch = Launch(kernel, grid, block, int(shared_bytes), san)
         T = math.prod(block)
         nblocks = math.prod(grid)

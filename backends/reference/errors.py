@@ -1,7 +1,7 @@
 """Run-time errors of the reference backend (structured fields besides the message)."""
 from __future__ import annotations
 
-from ...errors import KaioError
+from ...errors import KaioError, RaceError
 
 
 class KernelRuntimeError(KaioError, RuntimeError):
@@ -33,3 +33,10 @@ class UninitializedReadError(KernelRuntimeError):
                  line=None):
         self.buffer, self.index = buffer, index
         super().__init__(message, kernel=kernel, line=line, thread=thread)
+
+
+class OwnershipError(RaceError):
+    """The sanitizer saw a thread write or read back an element of a partitioned Region/Out
+    buffer that its partition gives to another thread (or to none): a race waiting to happen,
+    and a kernel the static checker should have rejected. ``kind`` is 'ownership';
+    ``threads`` is (owner, offender) with owner -1 when no thread owns the element."""

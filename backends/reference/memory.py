@@ -27,6 +27,8 @@ class Buf:
         self.inst_stride = self.size if inst_stride is None else inst_stride
         self.strides = tuple(math.prod(self.shape[d + 1:]) for d in range(len(self.shape)))
         self.tracker = None                 # sanitizer state (see sanitizer.py)
+        self.owner = None                   # flat owner map of a partitioned buffer
+        self.partition = None
 
     @classmethod
     def scratch(cls, name, dtype, shape, count: int, space: str, instances: str):

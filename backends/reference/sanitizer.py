@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import RaceError, source_excerpt
-from .errors import UninitializedReadError
+from .errors import OwnershipError, UninitializedReadError
 from .lanes import describe_gtid
 
 
@@ -96,6 +96,7 @@ class Sanitizer:
                     f"undefined (the reference backend fills them with NaN / 0xA5 bytes)",
                     kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
                     line=op.loc.line if op.loc else None)
+        self._check_owner(interp, op, buf, pos, th, "read")
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "read/write")
         self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "read/write")
         self._add_pair(tr, "r", pos, th, me)
@@ -104,6 +105,7 @@ class Sanitizer:
         if not self._tracked(buf):
             return
         tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
+        self._check_owner(interp, op, buf, pos, th, "write")
         self._check_within(buf, pos, th, me)
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
         self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
@@ -127,6 +129,26 @@ class Sanitizer:
                 buf.tracker.reset(blocks, buf.inst_stride)
 
     # --- checks -------------------------------------------------------------------------
+    def _check_owner(self, interp, op, buf, pos, th, verb):
+        """Partitioned buffers: only the owner may touch an element."""
+        if buf.owner is None:
+            return
+        own = buf.owner[pos]
+        bad = own != th
+        if not bad.any():
+            return
+        k = int(np.argmax(bad))
+        owner, t, idx = int(own[k]), int(th[k]), self._index(buf, int(pos[k]))
+        whose = ("no thread" if owner < 0 else describe_gtid(owner, self.grid, self.block))
+        raise OwnershipError(
+            f"{interp.where(op)}in kernel '{self.kernel.name}': {verb} of '{buf.name}' at index "
+            f"{idx} by {describe_gtid(t, self.grid, self.block)}, but under its partition "
+            f"{buf.partition.spec()} that element belongs to {whose}{interp.excerpt(op)}\n"
+            f"hint: a thread may write and read back only the elements its partition gives it; "
+            f"the static checker should have rejected this kernel (please report it)",
+            kernel=self.kernel.name, buffer=buf.name, index=idx, threads=(owner, t),
+            lines=(None, op.loc.line if op.loc else None), kind="ownership")
+
     def _check(self, buf, pos, th, me, first, first_op, second, second_op, kind):
         if first is None:
             return

@@ -127,9 +127,26 @@ def dec_erf(x: Fraction) -> Fraction:
     eps = decimal.Decimal(10) ** (-(_PREC + 30))
     while True:
         n += 1
-        term = c.divide(c.multiply(-term, x2), n)
+        term = c.divide(c.multiply(c.minus(term), x2), n)
         add = c.divide(term, 2 * n + 1)
         total = c.add(total, add)
         if abs(add) < eps:
             break
     return Fraction(total) * exact("2_sqrtpi")
+
+
+def dec_atan(x: Fraction) -> Fraction:
+    """atan(x) for 0 <= x <= 1 to ~_PREC digits: two argument halvings
+    (atan x = 2 atan(x / (1 + sqrt(1 + x^2)))) then the alternating series."""
+    c = decimal.Context(prec=_PREC + 20)
+    xd = _dec(x)
+    for _ in range(2):
+        xd = c.divide(xd, c.add(1, c.sqrt(c.add(1, c.multiply(xd, xd)))))
+    x2 = c.multiply(xd, xd)
+    term, total, k = xd, xd, 0
+    eps = decimal.Decimal(10) ** (-(_PREC + 15))
+    while abs(term) > eps:
+        k += 1
+        term = c.multiply(c.minus(term), x2)
+        total = c.add(total, c.divide(term, 2 * k + 1))
+    return Fraction(c.multiply(total, 4))

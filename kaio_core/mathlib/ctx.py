@@ -8,6 +8,7 @@ fma) and exponent manipulation (``scale`` = ldexp, exact for every result, subno
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from fractions import Fraction
 
 from .. import dtypes as dt
@@ -23,6 +24,18 @@ class F64:
     def __init__(self, b):
         self.b = b
         self._consts: dict = {}
+
+    @contextmanager
+    def scoped(self, block):
+        """Emit into ``block`` (a nested region) with a copy of the constant cache, so no constant
+        defined inside is reused outside it (SSA dominance)."""
+        saved = self._consts
+        self._consts = dict(saved)
+        try:
+            with self.b.at(block):
+                yield self
+        finally:
+            self._consts = saved
 
     # --- constants and coercion -------------------------------------------------------------
     def c(self, v) -> object:

@@ -1,0 +1,87 @@
+"""``kaio conformance``: run every kernel on every target and write the report.
+
+    kaio conformance [--target reference,cuda,cuda-llvm,hip,gfx90a,gfx942] [--kernel NAME ...]
+                     [--size small|default] [--out DIR] [--jobs N]
+    python -m kaio.conformance ...
+
+Writes ``DIR/conformance.json``, ``DIR/conformance.md`` and ``DIR/conformance.html`` (default
+DIR: ./conformance-report). Targets that cannot run here are reported as not run, with the
+reason. Exit status: 0 when no cell is failing, 1 when any is, 2 on a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from .targets import ALL
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kaio conformance",
+                                description="Run kaio's kernels on every target and compare them.")
+    p.add_argument("--target", default=None,
+                   help=f"comma-separated targets (default: all of {','.join(ALL)})")
+    p.add_argument("--kernel", nargs="+", action="extend", default=None, metavar="NAME",
+                   help="kernels to run: a name ('rmsnorm', 'ml/rmsnorm', 'feature/atomics') or "
+                        "a group prefix ('feature', 'library/rajaperf')")
+    p.add_argument("--size", choices=("small", "default"), default="small",
+                   help="problem sizes: CI sizes (small) or the library's default sizes")
+    p.add_argument("--out", default="conformance-report", help="report directory")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes for the AMD code-object builds (default: CPU count)")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    from .cases import all_cases, select
+    from .targets import parse_targets
+    try:
+        targets = parse_targets(args.target)
+        cases = select(all_cases(), args.kernel)
+    except (ValueError, KeyError) as e:
+        print(f"kaio conformance: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    if args.list:
+        for c in cases:
+            print(f"{c.name:45s} {c.group}")
+        return 0
+    from .runner import Options, run_suite
+    report = run_suite(Options(targets, None, args.size, args.jobs, cases=cases,
+                               command="kaio conformance " + shlex.join(argv)))
+    paths = write(report, args.out)
+    counts = report.counts()
+    for t in report.targets:
+        c = counts[t]
+        print(f"{t:14s} " + "  ".join(f"{k}={v}" for k, v in c.items() if v), file=sys.stderr)
+    print("report: " + ", ".join(paths), file=sys.stderr)
+    if report.failing:
+        print(f"{len(report.failing)} failing cell(s): " + ", ".join(
+            f"{k}@{t}" for k, t in report.failing[:20]), file=sys.stderr)
+        return 1
+    return 0
+
+
+def write(report, out_dir: str) -> list[str]:
+    """Write conformance.{json,md,html} into ``out_dir``; returns the paths."""
+    from .render import html_page, markdown
+    os.makedirs(out_dir, exist_ok=True)
+    text = report.to_json()
+    import json
+    d = json.loads(text)
+    paths = []
+    for name, body in (("conformance.json", text), ("conformance.md", markdown(d)),
+                       ("conformance.html", html_page(d))):
+        path = os.path.join(out_dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(body)
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Language-feature kernels: each dtype and op, casts, control flow, shared memory, atomics,
+warp ops, block reductions and math over special values.
+
+Each module exposes ``cases() -> list[ConformanceCase]``; their inputs are fixed (the same at
+every ``--size``), chosen to hit the edges: integer wrap, division truncation, shifts past the
+width, signed zeros, denormals, infinities, NaN, huge and tiny arguments, atomic collisions.
+Integer division by zero and MIN // -1 are left out: the IR leaves them unspecified.
+"""
+from __future__ import annotations
+
+MODULES = ("arith", "casts", "control", "memory", "atomics", "warp", "mathfns")
+
+
+def cases():
+    import importlib
+    out = []
+    for m in MODULES:
+        out += importlib.import_module(f"{__name__}.{m}").cases()
+    return out
