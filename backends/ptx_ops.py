@@ -227,15 +227,27 @@ def _float_to_int(em, src, dst, a):
         a, src = em.to_f32(a, src), dt.f32
     if dst.bits >= 32:
         d = em.reg(dst)
-        # PTX float->int conversions clamp to the destination range and map NaN to 0
+        # PTX float->int conversions clamp to the destination range; NaN -> 0 holds for f32
+        # sources only (an f64 NaN gives 0x80000000 on the H200), hence the guard below
         em.ins(f"cvt.rzi.{arith(dst)}.{src.name} {d}, {a}")
-        return d
+        return _nan_to_zero(em, src, dst, a, d)
     w = em.tmp("r")
-    em.ins(f"cvt.rzi.{arith(dst)}.{src.name} {w}, {a}")  # 32-bit saturating, NaN -> 0
+    em.ins(f"cvt.rzi.{arith(dst)}.{src.name} {w}, {a}")  # 32-bit saturating
     d = em.reg(dst)
     em.ins(f"min.{arith(dst)} {d}, {w}, {imm(dst.max_value(), dst)}")
     if dst.is_signed:
         em.ins(f"max.s32 {d}, {d}, {dst.min_value()}")
+    return _nan_to_zero(em, src, dst, a, d)
+
+
+def _nan_to_zero(em, src, dst, a, d):
+    """The IR maps NaN to 0 in float->int casts; f64 sources need it done explicitly."""
+    if src.name != "f64":
+        return d
+    p = em.tmp("p")
+    em.ins(f"setp.nan.f64 {p}, {a}, {a}")
+    width = "b64" if dst.bits == 64 else "b32"
+    em.ins(f"selp.{width} {d}, 0, {d}, {p}")
     return d
 
 

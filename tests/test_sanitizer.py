@@ -200,3 +200,59 @@ def test_sanitize_flag_from_environment(monkeypatch):
     monkeypatch.setenv("KAIO_SANITIZE", "0")
     be = ReferenceBackend()
     be.launch(be.compile(_neighbour_write_kernel()), 1, 8, [np.zeros(8, np.float32)])
+
+
+def _reversed_write_kernel():
+    """y[n - 1 - g] = g under an elementwise partition: no two threads meet, but every thread
+    writes an element owned by another."""
+    from kaio.ir import Builder, BufType, Param
+    from kaio.ir.indexmath import IndexMath
+    from kaio.regions import Elementwise
+    from reference_kit import at as loc_at
+    b = Builder.for_kernel("reversed", [("y", BufType(dt.i32, 1, "global", "region"),
+                                         Param("y", "buffer", Elementwise()))], loc=loc_at(60))
+    ix = IndexMath(b)
+    (y,) = b.kernel.args
+    g, guard = gid_guard(b, ix, b.shape(y, 0))
+    with guard:
+        b.store(y, [ix.sub(ix.sub(b.shape(y, 0), 1), g)], g)
+    return b.finish()
+
+
+def test_ownership_check_is_opt_in_and_names_the_owner(monkeypatch):
+    from kaio.backends.reference import OwnershipError
+    k = _reversed_write_kernel()
+    y = np.zeros(20, np.int32)
+    run(k, 1, 32, y)  # race-free: no error without the ownership check
+    np.testing.assert_array_equal(y, np.arange(20)[::-1])
+    be = ReferenceBackend(sanitize=True, check_ownership=True)
+    y[:] = 0
+    with pytest.raises(OwnershipError) as ei:
+        be.launch(be.compile(k), 1, 32, [y])
+    e = ei.value
+    assert isinstance(e, kaio.RaceError) and e.kind == "ownership" and e.buffer == "y"
+    assert e.index == (19,) and e.threads == (19, 0) and e.lines == (None, 60)
+    assert "elementwise()" in str(e) and (y == 0).all()
+    monkeypatch.setenv("KAIO_SANITIZE_OWNERSHIP", "1")
+    assert ReferenceBackend(sanitize=True).check_ownership
+
+
+def test_ownership_check_accepts_owned_accesses():
+    """saxpy-like in-place update through the partition: every access is by the owner."""
+    from kaio.ir import Builder, BufType, Param
+    from kaio.ir.indexmath import IndexMath
+    from kaio.regions import GridStride
+    b = Builder.for_kernel("own_gs", [("y", BufType(dt.f32, 1, "global", "region"),
+                                       Param("y", "buffer", GridStride()))])
+    ix = IndexMath(b)
+    (y,) = b.kernel.args
+    spec = GridStride().owned_spec(ix, y)
+    lb, ub, step = spec.ranges[0]
+    _, body, iv, _ = b.for_(ix._v(lb), ix._v(ub), ix._v(step))
+    with b.at(body):
+        (i,) = spec.index(iv)
+        b.store(y, [i], b.binary("mul", b.load(y, [i]), b.const(2.0, dt.f32)))
+    be = ReferenceBackend(sanitize=True, check_ownership=True)
+    y = np.arange(1000, dtype=np.float32)
+    be.launch(be.compile(b.finish()), 2, 64, [y])
+    np.testing.assert_array_equal(y, 2 * np.arange(1000, dtype=np.float32))

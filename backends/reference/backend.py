@@ -52,11 +52,15 @@ class ReferenceBackend(Backend):
 
     ``warp_size``: lanes per warp (default 32, env ``KAIO_REF_WARP_SIZE``), a power of two up to
     64. ``sanitize``: run the race sanitizer (default: env ``KAIO_SANITIZE=1``).
+    ``check_ownership``: with the sanitizer on, also report any access to a partitioned
+    Region/Out element by a thread that does not own it, conflict or not (default: env
+    ``KAIO_SANITIZE_OWNERSHIP=1``); this checks the static checker's proofs directly.
     """
 
     name = "reference"
 
-    def __init__(self, warp_size: int | None = None, sanitize: bool | None = None):
+    def __init__(self, warp_size: int | None = None, sanitize: bool | None = None,
+                 check_ownership: bool | None = None):
         if warp_size is None:
             warp_size = int(os.environ.get("KAIO_REF_WARP_SIZE", "32"))
         if warp_size not in (1, 2, 4, 8, 16, 32, 64):
@@ -64,6 +68,8 @@ class ReferenceBackend(Backend):
                              f"got {warp_size}")
         self.warp_size = warp_size
         self.sanitize = _env_flag("KAIO_SANITIZE") if sanitize is None else bool(sanitize)
+        self.check_ownership = (_env_flag("KAIO_SANITIZE_OWNERSHIP") if check_ownership is None
+                                else bool(check_ownership))
         self.target = f"reference-w{warp_size}"
 
     @classmethod
@@ -95,7 +101,7 @@ class ReferenceBackend(Backend):
             else:
                 values.append(_scalar(kernel, p.name, v.type, a))
         san = Sanitizer(kernel, grid, block) if self.sanitize else None
-        if san is not None:
+        if san is not None and self.check_ownership:
             for p, buf in zip(kernel.params, values):
                 if isinstance(buf, Buf) and buf.intent in ("region", "out") and p.partition:
                     buf.partition = p.partition

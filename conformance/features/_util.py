@@ -77,7 +77,10 @@ def wrap(v: int, t) -> int:
 def round_fraction(q: Fraction, t):
     """The exact rational ``q`` rounded to nearest-even in f32 or f64 (``float(Fraction)`` is
     correctly rounded to f64; f32 picks the nearest of three neighbours exactly)."""
-    x = float(q)
+    try:
+        x = float(q)
+    except OverflowError:   # beyond f64: rounds to infinity in both formats
+        x = float("inf") if q > 0 else float("-inf")
     if t.name == "f64":
         return np.float64(x)
     c = np.float32(x)

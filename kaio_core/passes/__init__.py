@@ -25,13 +25,15 @@ def frontend_pipeline(kernel):
 
 
 def target_pipeline(kernel, warp_size: int):
-    """Lower block and warp reductions for a target's warp width, then clean up.
+    """Expand portable math, lower block and warp reductions for a target's warp width, then
+    clean up.
 
     Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
     """
     from ..ir.rewrite import clone_kernel
-    from . import constfold, cse, dce, lower_reductions, verify
-    kernel = lower_reductions.run(clone_kernel(kernel), warp_size=warp_size)
+    from . import constfold, cse, dce, expand_math, lower_reductions, verify
+    kernel = expand_math.run(clone_kernel(kernel))   # portable math -> inline IR (kaio.mathlib)
+    kernel = lower_reductions.run(kernel, warp_size=warp_size)
     kernel = constfold.run(kernel)
     kernel = cse.run(kernel)
     kernel = dce.run(kernel)

@@ -1,0 +1,51 @@
+"""kaio's portable math library, written in kaio IR.
+
+Every non-exact ``kaio.math`` function is expanded (by :mod:`kaio.passes.expand_math`) into a
+sequence of correctly rounded IR operations -- add, sub, mul, div, fma, sqrt, rint/floor/trunc,
+cmp, select, casts, bitcasts and integer ops -- so every backend that implements those per
+IEEE-754 computes the same bits. docs/mathlib.md has the algorithms and the measured errors.
+
+Precision: the algorithms are written once, in f64 (:class:`~kaio.mathlib.ctx.F64`). An f32,
+f16 or bf16 argument is widened to f64 (exactly), the function evaluated in f64 and the result
+rounded once to the argument's type: the f64 result is within a few f64 ulp, so the narrow result
+is the correctly rounded one except when the exact value lies within ~2^-50 relative of a
+rounding boundary (then it may be 1 ulp off -- double rounding; it is the same on every target).
+``fmod`` is the IR's exact ``rem``; ``rsqrt`` is ``1 / sqrt`` (in f64 for narrower types).
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from . import explog, hyper, inverse, trig
+from .ctx import F64
+
+#: fn -> f64 implementation taking (F64, *args)
+IMPLS = {
+    "exp": explog.exp, "exp2": explog.exp2, "expm1": explog.expm1,
+    "log": explog.log, "log2": explog.log2, "log10": explog.log10, "log1p": explog.log1p,
+    "pow": explog.pow,
+    "sin": trig.sin, "cos": trig.cos, "tan": trig.tan,
+    "atan": inverse.atan, "asin": inverse.asin, "acos": inverse.acos, "atan2": inverse.atan2,
+    "sinh": hyper.sinh, "cosh": hyper.cosh, "tanh": hyper.tanh, "erf": hyper.erf,
+}
+#: functions expanded here (every MATH_FNS entry that is not in MATH_EXACT)
+FUNCTIONS = tuple(IMPLS) + ("rsqrt", "fmod")
+
+
+def _rsqrt(m, x):
+    return m.div(1.0, m.sqrt(x))
+
+
+def expand(b, fn: str, *args):
+    """Emit the portable implementation of ``fn`` on ``args`` (IR values of one float dtype)
+    with builder ``b``; returns the result value (same dtype)."""
+    t = args[0].type
+    if not t.is_float:
+        raise TypeError(f"kaio.mathlib: {fn} needs a float argument, got {t.name}")
+    if fn == "fmod":
+        return b.binary("rem", args[0], args[1])
+    impl = _rsqrt if fn == "rsqrt" else IMPLS.get(fn)
+    if impl is None:
+        raise KeyError(f"kaio.mathlib has no portable '{fn}'")
+    m = F64(b)
+    wide = [b.cast(a, dt.f64) for a in args]
+    return b.cast(impl(m, *wide), t)

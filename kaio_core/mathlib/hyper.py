@@ -1,0 +1,97 @@
+"""sinh, cosh, tanh and erf in f64, written with :class:`F64`.
+
+sinh/cosh: for |x| < 1 their Taylor series (x + x^3 S(x^2), 1 + x^2 C(x^2), fma); above,
+E = e^|x| / 2 from the exp core (the halving folded into the exponent, so cosh does not overflow
+before its true threshold) and E -+ 1/(4E). tanh(x) = u / (u + 2) with u = expm1(2|x|), 1 for
+|x| > 22, sign restored.
+
+erf: |x| < 1 by its Taylor series x (2/sqrt(pi)) sum (-1)^n x^2n / (n! (2n + 1)) with the
+leading constant as a double-double; 1 <= |x| < 6 by Taylor expansions around the centres
+1.25, 1.75, ..., 5.75 (half-width 1/4; the coefficients are exact rationals times e^-c^2
+computed at import, the constant term a double-double), picked with selects; 1 beyond 6.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+from . import explog
+from .constants import dd, dec_erf, dec_exp, exact, factorial_inv, split
+
+SINH_COEFFS = [float(factorial_inv(2 * k + 1)) for k in range(1, 11)]     # 1/3!, 1/5!, ...
+COSH_COEFFS = [float(factorial_inv(2 * k)) for k in range(1, 12)]         # 1/2!, 1/4!, ...
+TWO_SQRTPI = dd("2_sqrtpi")
+ERF0_COEFFS = [float(Fraction((-1) ** n, 2 * n + 1) * factorial_inv(n) * exact("2_sqrtpi"))
+               for n in range(1, 21)]
+ERF_CENTRES = [Fraction(5, 4) + Fraction(k, 2) for k in range(10)]
+ERF_DEGREE = 26
+
+
+@lru_cache(maxsize=None)
+def erf_taylor(c: Fraction, degree: int = ERF_DEGREE):
+    """Taylor coefficients of erf around ``c``: (a0 hi, a0 lo), [a1, ..., a_degree]."""
+    # e^{-(c+h)^2} = e^{-c^2} sum b_n h^n with (n+1) b_{n+1} = -2c b_n - 2 b_{n-1}
+    b = [Fraction(1), -2 * c]
+    while len(b) < degree:
+        n = len(b) - 1
+        b.append((-2 * c * b[n] - 2 * b[n - 1]) / (n + 1))
+    k = exact("2_sqrtpi") * dec_exp(-c * c)
+    coeffs = [float(k * b[n] / (n + 1)) for n in range(degree)]
+    return split(dec_erf(c), 53, 2), coeffs
+
+
+def _exp_half(m, a):
+    """e^a / 2 for a >= 0 (finite or inf)."""
+    return explog.exp_dd(m, a, shift=-1)
+
+
+def sinh(m, x):
+    a = m.abs(x)
+    z = m.mul(x, x)
+    small = m.fma(m.mul(x, z), m.horner(z, SINH_COEFFS), x)
+    e = _exp_half(m, a)
+    big = m.copysign(m.sub(e, m.div(0.25, e)), x)
+    r = m.sel(m.lt(a, 1.0), small, big)
+    return m.sel(m.isnan(x), x, r)
+
+
+def cosh(m, x):
+    a = m.abs(x)
+    z = m.mul(x, x)
+    small = m.fma(z, m.horner(z, COSH_COEFFS), 1.0)
+    e = _exp_half(m, a)
+    big = m.add(e, m.div(0.25, e))
+    r = m.sel(m.lt(a, 1.0), small, big)
+    return m.sel(m.isnan(x), x, r)
+
+
+def tanh(m, x):
+    a = m.abs(x)
+    u = explog.expm1(m, m.min(m.mul(a, 2.0), 60.0))
+    r = m.div(u, m.add(u, 2.0))
+    r = m.sel(m.gt(a, 22.0), 1.0, r)
+    r = m.copysign(r, x)
+    return m.sel(m.isnan(x), x, r)
+
+
+def erf(m, x):
+    a = m.abs(x)
+    z = m.mul(x, x)
+    tail = m.fma(a, TWO_SQRTPI[1], m.mul(m.mul(a, z), m.horner(z, ERF0_COEFFS)))
+    small = m.fma(a, TWO_SQRTPI[0], tail)
+    idx = m.floor(m.mul(m.sub(a, 1.0), 2.0))
+    conds = [m.ge(idx, float(i)) for i in range(1, len(ERF_CENTRES))]
+    tables = [erf_taylor(c) for c in ERF_CENTRES]
+    centre = m.pick(conds, [float(c) for c in ERF_CENTRES])
+    h = m.sub(a, centre)
+    coeffs = [m.pick(conds, [t[1][n] for t in tables]) for n in range(ERF_DEGREE)]
+    acc = coeffs[-1]
+    for cn in reversed(coeffs[:-1]):
+        acc = m.fma(acc, h, cn)
+    a0_lo = m.pick(conds, [t[0][1] for t in tables])
+    a0_hi = m.pick(conds, [t[0][0] for t in tables])
+    mid = m.add(a0_hi, m.fma(acc, h, a0_lo))
+    r = m.sel(m.lt(a, 1.0), small, mid)
+    r = m.sel(m.ge(a, 6.0), 1.0, r)
+    r = m.copysign(r, x)
+    return m.sel(m.isnan(x), x, r)

@@ -1,0 +1,31 @@
+"""Expand portable math: every ``math`` op whose function is not exact (``MATH_EXACT``) and not
+``fast`` becomes its inline IR implementation from :mod:`kaio.mathlib`.
+
+After this pass a backend sees only exact math ops (sqrt, floor, ceil, trunc, rint, copysign,
+isnan/isinf/isfinite) and ``fast`` ones, so the portable results are bit-identical on every
+target that implements the basic IEEE operations.
+"""
+from __future__ import annotations
+
+from ..ir.builder import Builder
+from ..ir.core import Block
+from ..ir.ops import MATH_EXACT
+from ..ir.rewrite import erase, insert_before, replace_all_uses
+
+
+def needs_expansion(op) -> bool:
+    return (op.opcode == "math" and op.attrs["fn"] not in MATH_EXACT
+            and not op.attrs.get("fast", False))
+
+
+def run(kernel):
+    """Replace portable math ops in place; returns the kernel."""
+    from .. import mathlib
+    for op in [o for o in kernel.walk() if needs_expansion(o)]:
+        scratch = Block()
+        b = Builder(scratch, op.loc)
+        new = mathlib.expand(b, op.attrs["fn"], *op.operands)
+        insert_before(op, scratch.ops)
+        replace_all_uses(kernel, op.result, new)
+        erase(op)
+    return kernel
