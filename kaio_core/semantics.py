@@ -228,8 +228,9 @@ def fma(dtype: dt.DType, a, b, c):
 
 
 def _fma_f64(a, b, c):
-    """f64 fma: Dekker's exact product plus TwoSum; lanes where that is not provably exact
-    (huge or tiny magnitudes, a rounding in the low-order sum) fall back to exact rationals."""
+    """f64 fma: Dekker's exact product (ph + pl), TwoSum (s + e = ph + c), then
+    RN(s + RO(pl + e)) with RO rounding to odd (Boldo & Melquiond's emulated fma, exact barring
+    underflow); lanes with huge or tiny magnitudes fall back to exact rationals."""
     shape = np.shape(a)
     a, b, c = (np.array(x, dtype=_F64, ndmin=1).ravel() for x in (a, b, c))
     split = 134217729.0  # 2**27 + 1
@@ -243,10 +244,12 @@ def _fma_f64(a, b, c):
     pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl
     s, e = _two_sum(ph, c)
     t, e2 = _two_sum(pl, e)
-    r = s + t
-    ok = (e2 == 0) & np.isfinite(r) & (np.abs(a) < 2.0 ** 500) & (np.abs(b) < 2.0 ** 500)
-    ok &= (np.abs(ph) > 2.0 ** -900) & (r != 0)  # zeros: the sign needs the exact path
-    direct = ~np.isfinite(a) | ~np.isfinite(b) | ~np.isfinite(c)
+    r = s + _round_to_odd_f64(t, e2)
+    ok = np.isfinite(r) & (np.abs(a) < 2.0 ** 500) & (np.abs(b) < 2.0 ** 500)
+    ok &= np.abs(ph) > 2.0 ** -900
+    r = np.where(r == 0, 0.0, r)  # an exact zero from a nonzero product is +0 (RN)
+    # a zero factor: a * b is an exact (signed) zero, one rounding remains
+    direct = ~np.isfinite(a) | ~np.isfinite(b) | ~np.isfinite(c) | (a == 0) | (b == 0)
     r = np.where(direct, a * b + c, r)
     slow = np.nonzero(~ok & ~direct)[0]
     if slow.size:

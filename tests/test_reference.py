@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 
-import kaio
 import ml_dtypes
 import numpy as np
 import pytest
+from reference_kit import at, buf, build, elementwise, gid_guard, guarded, run
+
+import kaio
 from kaio import dtypes as dt
 from kaio.backends.reference import (
     DivergentBarrierError,
@@ -17,7 +19,6 @@ from kaio.backends.reference import (
     ReferenceBackend,
     UninitializedReadError,
 )
-from reference_kit import at, buf, build, elementwise, gid_guard, guarded, run
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -1,9 +1,10 @@
 """The reference backend through ``@kaio.kernel`` (frontend + passes + interpreter)."""
 from __future__ import annotations
 
-import kaio
 import numpy as np
 import pytest
+
+import kaio
 from kaio import f32, i32
 from kaio.backends.reference import DivergentBarrierError, OutOfBoundsError
 

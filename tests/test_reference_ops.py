@@ -6,9 +6,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from reference_kit import buf, build, elementwise, gid_guard, guarded, run
+
 from kaio import dtypes as dt
 from kaio import semantics as S
-from reference_kit import buf, build, elementwise, gid_guard, guarded, run
 
 
 def test_math_predicates_bitcast_select():

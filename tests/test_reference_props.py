@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_kit import elementwise, run
+
 from kaio import dtypes as dt
 from kaio import semantics as S
-from reference_kit import elementwise, run
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -2,12 +2,13 @@
 lines and kind; race-free kernels raise nothing."""
 from __future__ import annotations
 
-import kaio
 import numpy as np
 import pytest
+from reference_kit import at, buf, build, gid_guard, guarded, run
+
+import kaio
 from kaio import dtypes as dt
 from kaio.backends.reference import ReferenceBackend
-from reference_kit import at, buf, build, gid_guard, guarded, run
 
 
 def _neighbour_write_kernel():
@@ -205,10 +206,11 @@ def test_sanitize_flag_from_environment(monkeypatch):
 def _reversed_write_kernel():
     """y[n - 1 - g] = g under an elementwise partition: no two threads meet, but every thread
     writes an element owned by another."""
-    from kaio.ir import Builder, BufType, Param
+    from reference_kit import at as loc_at
+
+    from kaio.ir import BufType, Builder, Param
     from kaio.ir.indexmath import IndexMath
     from kaio.regions import Elementwise
-    from reference_kit import at as loc_at
     b = Builder.for_kernel("reversed", [("y", BufType(dt.i32, 1, "global", "region"),
                                          Param("y", "buffer", Elementwise()))], loc=loc_at(60))
     ix = IndexMath(b)
@@ -239,7 +241,7 @@ def test_ownership_check_is_opt_in_and_names_the_owner(monkeypatch):
 
 def test_ownership_check_accepts_owned_accesses():
     """saxpy-like in-place update through the partition: every access is by the owner."""
-    from kaio.ir import Builder, BufType, Param
+    from kaio.ir import BufType, Builder, Param
     from kaio.ir.indexmath import IndexMath
     from kaio.regions import GridStride
     b = Builder.for_kernel("own_gs", [("y", BufType(dt.f32, 1, "global", "region"),

@@ -13,7 +13,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ... import dtypes as dt
-from ...ir import Builder, BufType, Loc, Param
+from ...ir import BufType, Builder, Loc, Param
 from ...ir.indexmath import IndexMath
 
 _CACHE: OrderedDict = OrderedDict()

@@ -74,23 +74,28 @@ def wrap(v: int, t) -> int:
     return v
 
 
+#: (precision bits, smallest normal exponent, largest exponent) of each float format
+FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127),
+           "f64": (53, -1022, 1023)}
+
+
 def round_fraction(q: Fraction, t):
-    """The exact rational ``q`` rounded to nearest-even in f32 or f64 (``float(Fraction)`` is
-    correctly rounded to f64; f32 picks the nearest of three neighbours exactly)."""
-    try:
-        x = float(q)
-    except OverflowError:   # beyond f64: rounds to infinity in both formats
-        x = float("inf") if q > 0 else float("-inf")
-    if t.name == "f64":
-        return np.float64(x)
-    c = np.float32(x)
-    if not np.isfinite(c):
-        return c
-    best = None
-    for cand in (c, np.nextafter(c, np.float32(np.inf)), np.nextafter(c, np.float32(-np.inf))):
-        if not np.isfinite(cand):
-            continue
-        key = (abs(Fraction(float(cand)) - q), int(np.asarray(cand).view(np.uint32)) & 1)
-        if best is None or key < best[0]:
-            best = (key, cand)
-    return best[1]
+    """The exact rational ``q`` rounded to nearest-even in float dtype ``t`` (denormals and
+    overflow to infinity included), as a value of the dtype's storage type."""
+    p, emin, emax = FORMATS[t.name]
+    neg, a = q < 0, abs(q)
+    if a == 0:
+        return np.array(-0.0 if neg else 0.0).astype(t.storage_np)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, emin)
+    quantum = Fraction(2) ** (e - p + 1)
+    m = a / quantum
+    r = m.numerator // m.denominator
+    rest = m - r
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and r % 2 == 1):
+        r += 1
+    v = r * quantum
+    x = float("inf") if v >= Fraction(2) ** (emax + 1) else float(v)
+    return np.array(-x if neg else x).astype(t.storage_np)
