@@ -49,11 +49,19 @@ def check(kernel):
     if is_disabled():
         return kernel
     from .walk import Walk
-    walk = Walk(kernel)
-    uniformity.check(kernel, walk)
-    c = Checker(kernel, walk)
-    c.run()
-    shared.check(c)
+    try:
+        walk = Walk(kernel)
+        uniformity.check(kernel, walk)
+        c = Checker(kernel, walk)
+        c.run()
+        shared.check(c)
+    except CompileError:
+        raise
+    except Exception as exc:  # a checker bug must not pass a kernel unchecked, nor hide itself
+        raise CompileError.at(kernel.loc, f"internal error in the race checker: {type(exc).__name__}: "
+                                          f"{exc}", kernel=kernel.name,
+                              hint="please report it; kaio.regions.checker.disabled() compiles "
+                                   "without the checker") from exc
     if c.needs_1d and not c.pinned_from_start:
         kernel.attrs["launch_1d"] = True
     return kernel

@@ -175,8 +175,8 @@ def test_ir_per_target_warp_width(capsys, tmp_path):
         outs[t] = out
     assert "warp_reduce" in outs[None]
     assert "warp_reduce" not in outs["sm_90"] and "warp_reduce" not in outs["gfx942"]
-    # the xor butterfly has log2(width) steps: 5 shuffles at 32 lanes, 6 at 64
-    assert outs["sm_90"].count("shuffle") == 5 and outs["gfx942"].count("shuffle") == 6
+    # log2(width) shuffle-down steps plus the broadcast from lane 0: 6 at 32 lanes, 7 at 64
+    assert outs["sm_90"].count("shuffle") == 6 and outs["gfx942"].count("shuffle") == 7
 
 
 @pytest.mark.parametrize("target, stage, marker", [

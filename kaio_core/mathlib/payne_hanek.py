@@ -66,7 +66,10 @@ def payne_hanek(m, x):
     rl = m.add(re, m.fma(fh, PIO2[1], m.mul(fl, PIO2[0])))
     rh, rl = m.fast_two_sum(rh, rl)
     q = m.to_int(m.sub(ints, m.mul(m.floor(m.mul(ints, 0.25)), 4.0)))
-    return q, rh, rl
+    # the reduction was of |x|: for x < 0 negate the residue and the quadrant (mod 4)
+    neg = m.lt(x, 0.0)
+    q = m.b.select(neg, m.iop("and", m.iop("sub", 4, q), 3), q)
+    return q, m.sel(neg, m.neg(rh), rh), m.sel(neg, m.neg(rl), rl)
 
 
 def reduce_any(m, x, reduce_cw, limit):

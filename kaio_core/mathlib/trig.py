@@ -16,7 +16,7 @@ from .constants import exact, factorial_inv, split
 P1, P2, P3 = split(exact("pi_2"), 53, 3)
 TWO_OVER_PI = float(exact("2_pi"))
 #: sin(r) = r + r^3 S(r^2): S coefficients -1/3!, 1/5!, ...
-SIN_COEFFS = [float((-1) ** (k + 1) * factorial_inv(2 * k + 1)) for k in range(1, 10)]
+SIN_COEFFS = [float((-1) ** k * factorial_inv(2 * k + 1)) for k in range(1, 10)]
 #: cos(r) = 1 - r^2/2 + r^4 C(r^2): C coefficients 1/4!, -1/6!, ...
 COS_COEFFS = [float((-1) ** k * factorial_inv(2 * k)) for k in range(2, 11)]
 CW_LIMIT = 2.0 ** 30
