@@ -1,22 +1,29 @@
-"""Compile-and-validate for AMD targets that cannot execute here (gfx90a, gfx942).
+"""LLVM builds in worker processes: AMD compile-and-validate, and the nvptx64 pre-flight.
 
-Each job builds one kernel's code object with :func:`kaio.backends.amdgpu.emit` (stage
-'hsaco') and checks it with :func:`kaio.backends.codeobject.validate_code_object`. Jobs are
-keyed by the kernel's IR text, so a kernel launched by several cases is built once per arch.
-They run in worker processes (``spawn``: safe after a CUDA context exists in the parent); the
-IR crosses the process boundary as text and is parsed back with :func:`kaio.ir.parse_kernel`.
+Compile-only AMD targets (gfx90a, gfx942): each job builds one kernel's code object with
+:func:`kaio.backends.amdgpu.emit` (stage 'hsaco') and checks it with
+:func:`kaio.backends.codeobject.validate_code_object`. For ``cuda-llvm`` the suite first builds
+the kernel's PTX here (target 'nvptx64-sm_80' / 'nvptx64-sm_90') before loading it in-process.
+
+Why processes: an LLVM backend error such as "no libcall available for frem" is fatal -- LLVM
+prints it and exits the whole process. So the builds run in ``spawn``ed workers (safe after a CUDA
+context exists in the parent), and each job in a worker runs in a ``fork``ed child of that worker,
+so a fatal error costs only that job: it is reported with LLVM's message on its cell and every
+other build goes on. The IR crosses the process boundary as text (:func:`kaio.ir.parse_kernel`).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
 import os
+import pickle
+import tempfile
 from dataclasses import asdict, dataclass, field
 
 
 @dataclass
 class BuildResult:
-    """The outcome of one (kernel, arch) build: validated or the errors met."""
+    """The outcome of one (kernel, target) build: ok, or the errors met."""
 
     kernel: str
     arch: str
@@ -33,8 +40,8 @@ class BuildResult:
         return asdict(self)
 
 
-def build(ir_text: str, arch: str, fast_math: bool) -> BuildResult:
-    """Build and validate one kernel (runs in a worker; catches everything it can report)."""
+def build(ir_text: str, target: str, fast_math: bool) -> BuildResult:
+    """Build (and for AMD validate) one kernel; Python-level errors become a failed result."""
     from kaio.backends import amdgpu, codeobject
     from kaio.backends.abi import kernel_abi
     from kaio.backends.llvm_targets import get_target
@@ -43,30 +50,103 @@ def build(ir_text: str, arch: str, fast_math: bool) -> BuildResult:
     try:
         k = parse_kernel(ir_text)
         name = k.name
-        hsaco = amdgpu.emit(k, "hsaco", arch, fast_math)
-        rep = codeobject.validate_code_object(hsaco, k, kernel_abi(k), arch,
-                                              warp_size=get_target(arch).warp_size)
+        if target.startswith("nvptx"):
+            amdgpu.emit(k, "ptx", target, fast_math)
+            return BuildResult(name, target, True)
+        hsaco = amdgpu.emit(k, "hsaco", target, fast_math)
+        rep = codeobject.validate_code_object(hsaco, k, kernel_abi(k), target,
+                                              warp_size=get_target(target).warp_size)
     except Exception as e:
-        return BuildResult(name, arch, False, [f"{type(e).__name__}: {e}"])
-    return BuildResult(name, arch, rep.ok, list(rep.errors), rep.lds_bytes, rep.sgpr, rep.vgpr,
+        return BuildResult(name, target, False, [f"{type(e).__name__}: {e}"])
+    return BuildResult(name, target, rep.ok, list(rep.errors), rep.lds_bytes, rep.sgpr, rep.vgpr,
                        rep.agpr, rep.sgpr_spills + rep.vgpr_spills, rep.private_bytes)
 
 
-def build_all(jobs: list[tuple[str, str, bool]], workers: int | None = None) -> dict:
-    """{(ir_text, arch, fast_math): BuildResult} for every distinct job."""
-    jobs = list(dict.fromkeys(jobs))
-    if not jobs:
-        return {}
-    workers = workers or min(len(jobs), max(1, (os.cpu_count() or 1)), 16)
-    if workers <= 1 or len(jobs) < 4:
-        return {j: build(*j) for j in jobs}
-    ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {j: pool.submit(build, *j) for j in jobs}
+def _kernel_name(ir_text: str) -> str:
+    try:
+        from kaio.ir import parse_kernel
+        return parse_kernel(ir_text).name
+    except Exception:
+        return "?"
+
+
+def build_isolated(ir_text: str, target: str, fast_math: bool) -> BuildResult:
+    """:func:`build` in a forked child, so a fatal LLVM error ends only the child (runs inside a
+    worker process, which holds no CUDA context and no threads of its own)."""
+    if not hasattr(os, "fork"):
+        return build(ir_text, target, fast_math)
+    with tempfile.TemporaryFile() as err:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: build, send the pickled result, exit without cleanup
+            os.close(r)
+            os.dup2(err.fileno(), 2)
+            try:
+                data = pickle.dumps(build(ir_text, target, fast_math))
+            except BaseException as e:  # noqa: BLE001 - everything is reported
+                data = pickle.dumps(BuildResult("?", target, False, [repr(e)]))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+            os._exit(0)
+        os.close(w)
+        chunks = []
+        while True:
+            b = os.read(r, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        if chunks:
+            return pickle.loads(b"".join(chunks))
+        err.seek(0)
+        tail = err.read()[-600:].decode(errors="replace").strip()
+        why = f"exit status {os.waitstatus_to_exitcode(status)}" if hasattr(os, "waitstatus_to_exitcode") \
+            else f"status {status}"
+        return BuildResult(_kernel_name(ir_text), target, False,
+                           [f"LLVM aborted the build ({why}): {tail or 'no message'}"])
+
+
+class BuildPool:
+    """A pool of spawned worker processes for builds; reusable across calls, closed by the
+    runner. ``run(jobs)`` returns {(ir_text, target, fast_math): BuildResult}."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = max(1, workers or min(os.cpu_count() or 1, 16))
+        self._pool = None
+
+    def _executor(self):
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+        return self._pool
+
+    def run(self, jobs) -> dict:
+        jobs = list(dict.fromkeys(jobs))
         out = {}
+        if not jobs:
+            return out
+        futures = {j: self._executor().submit(build_isolated, *j) for j in jobs}
         for j, f in futures.items():
             try:
                 out[j] = f.result()
-            except Exception as e:  # a crashed worker: reported on that kernel's cell
-                out[j] = BuildResult("?", j[1], False, [f"worker failed: {type(e).__name__}: {e}"])
+            except Exception as e:  # the worker itself died: report, and start a fresh pool
+                out[j] = BuildResult(_kernel_name(j[0]), j[1], False,
+                                     [f"build worker failed: {type(e).__name__}: {e}"])
+                self.close()
         return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def build_all(jobs, workers: int | None = None) -> dict:
+    """Build every distinct job once in a fresh pool (see :class:`BuildPool`)."""
+    pool = BuildPool(workers)
+    try:
+        return pool.run(jobs)
+    finally:
+        pool.close()

@@ -45,18 +45,22 @@ def run_suite(opts: Options) -> Report:
     backends = _backends(infos)
     rows, pending = [], []
     t0 = time.perf_counter()
-    for i, case in enumerate(cases):
-        row, jobs = _run_case(case, opts, infos, backends)
-        rows.append(row)
-        pending += jobs
-        log(f"[{i + 1}/{len(cases)}] {case.name}: " + " ".join(
-            f"{t}={c.status}" for t, c in row.cells.items() if t not in COMPILE_ONLY))
-    if pending:
-        log(f"building {len({j[2] for j in pending})} code objects for "
-            f"{', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
-        built = amd.build_all([j[2] for j in pending], opts.workers)
-        for row, target, job_keys in _group_jobs(pending):
-            row.cells[target] = _compile_cell([built[k] for k in job_keys])
+    pool = amd.BuildPool(opts.workers)
+    try:
+        for i, case in enumerate(cases):
+            row, jobs = _run_case(case, opts, infos, backends, pool)
+            rows.append(row)
+            pending += jobs
+            log(f"[{i + 1}/{len(cases)}] {case.name}: " + " ".join(
+                f"{t}={c.status}" for t, c in row.cells.items() if t not in COMPILE_ONLY))
+        if pending:
+            log(f"building {len({j[2] for j in pending})} code objects for "
+                f"{', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
+            built = pool.run([j[2] for j in pending])
+            for row, target, job_keys in _group_jobs(pending):
+                row.cells[target] = _compile_cell([built[k] for k in job_keys])
+    finally:
+        pool.close()
     for row in rows:
         row.cells = {t: row.cells[t] for t in opts.targets if t in row.cells}
     header = _header(opts, infos, hidden, time.perf_counter() - t0)
@@ -101,7 +105,7 @@ def _copy(inputs: dict) -> dict:
     return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
 
 
-def _run_case(case: ConformanceCase, opts: Options, infos, backends):
+def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
     row = Row(case.name, case.group, "", description=case.description)
     try:
         inputs = case.make_inputs(opts.size)
@@ -121,6 +125,10 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends):
             errors[t] = ("not-run", why)
             continue
         rec = backends[t]
+        crash = _preflight(t, rec, logs, results, pool)
+        if crash:
+            errors[t] = ("failing", crash)
+            continue
         rec.log = []
         start = time.perf_counter()
         try:
@@ -161,6 +169,22 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends):
             for kernel, options in _unique(launched):
                 jobs.append((row, t, (_ir_text(kernel), t, bool(options.get("fast_math")))))
     return row, jobs
+
+
+def _preflight(t: str, rec, logs: dict, results: dict, pool) -> str:
+    """For cuda-llvm: build the kernels (as an earlier target launched them) to PTX in a worker
+    first, so a fatal LLVM error is reported on this cell instead of ending the suite. Returns
+    the failure message, or '' to go ahead."""
+    if t != "cuda-llvm":
+        return ""
+    launched = next((logs[o] for o in logs if o in results and logs[o]), [])
+    arch = getattr(rec.inner, "arch", "sm_90")
+    target = "nvptx64-sm_90" if str(arch).startswith("sm_9") else "nvptx64-sm_80"
+    jobs = [(_ir_text(k), target, bool(o.get("fast_math"))) for k, o in _unique(launched)]
+    bad = [r for r in pool.run(jobs).values() if not r.ok]
+    if bad:
+        return f"LLVM build of {bad[0].kernel} for {target} failed: " + "; ".join(bad[0].errors)[:400]
+    return ""
 
 
 def _short(e: Exception, limit: int = 300) -> str:

@@ -17,7 +17,15 @@ from __future__ import annotations
 from ..errors import LaunchError  # noqa: F401  (re-exported for partitions' messages)
 from .base import DEFAULT_BLOCK, OwnedSpec, Partition
 from .partitions import (
-    PARTITIONS, Blocked, Elementwise, GridStride, Rows, RowsPerBlock, Tiles, owned_indices, owner_map,
+    PARTITIONS,
+    Blocked,
+    Elementwise,
+    GridStride,
+    Rows,
+    RowsPerBlock,
+    Tiles,
+    owned_indices,
+    owner_map,
 )
 
 __all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Elementwise", "GridStride", "OwnedSpec",

@@ -241,7 +241,7 @@ class SymbolTable:
         self.atoms: dict = {}
         self.rank = 0
         for kind, short in GEOMETRY.items():
-            for a, ax in enumerate(AXES):
+            for ax in AXES:
                 name = f"{kind}.{ax}"
                 self.add(name, nonneg=True, positive=short in ("bdim", "gdim"),
                          uniform=short != "tid")

@@ -8,9 +8,10 @@ Rules (docs/regions.md has examples):
   Out buffers additionally may be read only where this thread already wrote the same index.
 - Shared memory (:mod:`.shared`) and barrier uniformity (:mod:`.uniformity`).
 
-When a proof needs a 1-D launch (``y[kaio.global_id()]`` under the elementwise partition, which
-is defined on the 3-D linear id), the checker sets ``kernel.attrs["launch_1d"] = True`` and
-:func:`check_launch_attrs` rejects other launches.
+When a proof needs a flatter launch than the partitions guarantee (``y[kaio.global_id()]`` under
+the elementwise partition, which is defined on the 3-D linear id, needs a 1-D launch; a shared
+``tile[ty, tx]`` needs block.z == 1), the checker records ``kernel.attrs["launch_dims"]`` (1 or 2)
+and :func:`check_launch_attrs` rejects launches that use more dimensions.
 """
 from __future__ import annotations
 
@@ -23,8 +24,15 @@ from .affine import Divides, Eq, Nonneg, Poly, Prover, SymMath
 from .diagnose import index_text, region_collision
 from .partitions import Elementwise
 
-PIN_1D = {**{f"{k}.{a}": Poly.const(0) for k in ("thread_idx", "block_idx") for a in "yz"},
-          **{f"{k}.{a}": Poly.const(1) for k in ("block_dim", "grid_dim") for a in "yz"}}
+
+def _pins(axes: str) -> dict:
+    """Geometry symbols fixed when the launch has extent 1 on these axes."""
+    return {**{f"{k}.{a}": Poly.const(0) for k in ("thread_idx", "block_idx") for a in axes},
+            **{f"{k}.{a}": Poly.const(1) for k in ("block_dim", "grid_dim") for a in axes}}
+
+
+#: launch dimensionality -> the pins it implies
+LEVEL_PINS = {3: {}, 2: _pins("z"), 1: _pins("yz")}
 
 _state = threading.local()
 
@@ -62,17 +70,19 @@ def check(kernel):
                                           f"{exc}", kernel=kernel.name,
                               hint="please report it; kaio.regions.checker.disabled() compiles "
                                    "without the checker") from exc
-    if c.needs_1d and not c.pinned_from_start:
-        kernel.attrs["launch_1d"] = True
+    if c.level < c.start_level:
+        kernel.attrs["launch_dims"] = c.level
     return kernel
 
 
 def check_launch_attrs(kernel, grid, block) -> None:
     """Enforce launch assumptions the checker recorded on the IR kernel."""
-    if kernel.attrs.get("launch_1d") and (tuple(grid[1:]) != (1, 1) or tuple(block[1:]) != (1, 1)):
+    dims = kernel.attrs.get("launch_dims", 3)
+    if any(g != 1 for g in tuple(grid)[dims:]) or any(b != 1 for b in tuple(block)[dims:]):
         raise LaunchError(
-            f"kernel '{kernel.name}': its race-freedom proof assumes a 1-D launch (it indexes with "
-            f"x ids only), but the launch is grid={tuple(grid)} block={tuple(block)}")
+            f"kernel '{kernel.name}': its race-freedom proof assumes a {dims}-D launch (it indexes "
+            f"with {'x' if dims == 1 else 'x and y'} ids only), but the launch is "
+            f"grid={tuple(grid)} block={tuple(block)}")
 
 
 class Checker:
@@ -84,8 +94,8 @@ class Checker:
         self.names = {v.id: p.name for p, v in zip(kernel.params, kernel.args)}
         parts = [self.partition(v) for p, v in zip(kernel.params, kernel.args)
                  if v.is_buffer and v.type.intent in ("region", "out")]
-        self.pinned_from_start = any(getattr(pt, "launch_1d", False) for pt in parts)
-        self.needs_1d = self.pinned_from_start
+        self.start_level = 1 if any(getattr(pt, "launch_1d", False) for pt in parts) else 3
+        self.level = self.start_level
         self.math = SymMath(self.table, self._shape)
         self.pins: dict = {}
         self.launch_facts: list = []
@@ -106,17 +116,15 @@ class Checker:
             self.table.add(name, nonneg=True, uniform=True)
         return Poly.sym(name)
 
-    def prover(self, pinned: bool) -> Prover:
-        pins = {**self.pins, **PIN_1D} if pinned else self.pins
-        return Prover(self.table, pin=pins, extra=self.launch_facts)
+    def prover(self, level: int) -> Prover:
+        return Prover(self.table, pin={**self.pins, **LEVEL_PINS[level]}, extra=self.launch_facts)
 
     def prove_all(self, fn) -> bool:
-        """Run ``fn(prover)``; if it fails without the 1-D assumption, retry with it."""
-        if fn(self.prover(self.needs_1d)):
-            return True
-        if not self.needs_1d and fn(self.prover(True)):
-            self.needs_1d = True
-            return True
+        """Run ``fn(prover)``; if it fails, retry assuming a 2-D, then a 1-D launch."""
+        for level in range(self.level, 0, -1):
+            if fn(self.prover(level)):
+                self.level = level
+                return True
         return False
 
     def error(self, access, msg, hint, kind):
@@ -188,7 +196,8 @@ class Checker:
         if any(_depends(v, {"load", "atomic", "shuffle", "ballot", "vote"}) for v in idx):
             return (f"the index depends on data read at run time; scatter through a kaio.Atomic "
                     f"buffer (kaio.atomic_add({name}, i, v)) or declare '{name}' kaio.Raw", "data-dependent")
-        if any(_depends(v, {"div", "rem", "and", "or", "xor", "shr", "select", "cast", "bitcast"}) for v in idx):
+        opaque_ops = {"div", "rem", "and", "or", "xor", "shr", "select", "cast", "bitcast"}
+        if any(_depends(v, opaque_ops) for v in idx):
             return ("the index uses arithmetic the checker cannot follow (//, %, bit operations); "
                     f"iterate `for i in {name}.owned()`, choose a partition that matches the "
                     "pattern (kaio.regions.blocked / grid_stride / rows / rows_per_block / tiles), or "

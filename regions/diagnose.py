@@ -79,7 +79,7 @@ class Concrete:
         for p, v in zip(walk.kernel.params, walk.kernel.args):
             if v.is_buffer:
                 shapes[p.name] = SMALL_SHAPES.get(v.type.ndim, (4,))
-        for name, info in self.table.info.items():
+        for name in self.table.info:
             if ".shape[" in name:
                 buf, ax = name.split(".shape[")
                 self.base[name] = shapes.get(buf, (16, 16, 16))[int(ax[:-1])]
@@ -131,7 +131,8 @@ class Concrete:
             env[f"block_idx.{AXES[a]}"] = bid[a]
         env.update(fixed or {})
         syms = set().union(*(p.symbols() for p in access.index + access.facts)) if access.index else set()
-        free = sorted(s for s in syms if s not in env and getattr(self.table.info.get(s), "atom", None) is None)
+        free = sorted(s for s in syms
+                      if s not in env and getattr(self.table.info.get(s), "atom", None) is None)
         if len(free) > 3:
             return []
         out = []

@@ -17,7 +17,6 @@ from ..errors import CompileError
 from .affine import Poly
 from .diagnose import index_text, shared_collision
 
-
 _ids = itertools.count()
 
 

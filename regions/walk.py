@@ -13,7 +13,7 @@ mentions is (thread ids, loaded data, lane ids and warp results are not).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..ir.types import BufType
 from .affine import Poly, SymbolTable, trivially_nonneg
@@ -321,6 +321,7 @@ class Walk:
         carried_uniform = [self.uniform(v) for v in inits]
         has_barrier = self._has_barrier(body)
         start_acc, start_bar = len(self.accesses), len(self.barriers)
+        ind: dict = {}
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
@@ -329,8 +330,7 @@ class Walk:
             self.table.info[next(iter(m.symbols()))].loops = self._loop_ids()
             iv = lb + step * m
             self.env[body.args[0].id] = iv
-            for a, u in zip(body.args[1:], carried_uniform):
-                self._opaque(a, u)
+            self._bind_carried(body.args[1:], inits, carried_uniform, ind, m)
             saved = self.facts
             if trivially_nonneg(step - 1, self.table):
                 self.facts = saved + [ub - 1 - iv]
@@ -346,25 +346,47 @@ class Walk:
             term = body.terminator
             ys = term.operands if term is not None else []
             new = [u and self.uniform(y) for u, y in zip(carried_uniform, ys)]
-            if new == carried_uniform[:len(new)]:
+            new_ind = self._inductions(op, body.args[1:], ys, ind)
+            if new == carried_uniform[:len(new)] and new_ind.keys() == ind.keys():
                 break
             carried_uniform = new + carried_uniform[len(new):]
+            ind = new_ind
             self.cur = entry
         for r, u in zip(op.results, carried_uniform):
             self._opaque(r, u and uniform_bounds)
+
+    def _inductions(self, op, args, ys, known: dict) -> dict:
+        """Carried integers updated as ``v + d`` with ``d`` loop-invariant: {position: d}."""
+        found = dict(known)
+        for k, (a, y) in enumerate(zip(args, ys)):
+            if k in found or not self._int(a):
+                continue
+            d = self.get(y) - self.get(a)
+            if all(s in self.table.info and id(op) not in self.table.info[s].loops for s in d.symbols()):
+                found[k] = d
+        return found
+
+    def _bind_carried(self, args, inits, uniform, ind: dict, counter):
+        for k, (a, u) in enumerate(zip(args, uniform)):
+            if k in ind:
+                self.env[a.id] = self.get(inits[k]) + ind[k] * counter
+            else:
+                self._opaque(a, u)
 
     def op_while(self, op, blk):
         before, after = op.regions
         carried_uniform = [self.uniform(v) for v in op.operands]
         has_barrier = self._has_barrier(before) or self._has_barrier(after)
         start_acc, start_bar = len(self.accesses), len(self.barriers)
+        ind: dict = {}
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
             lp = _Loop(op, self._has_barrier(after, direct=True) or self._has_barrier(before, direct=True))
             self.loops.append(lp)
-            for a, u in zip(before.args, carried_uniform):
-                self._opaque(a, u)
+            m = self.table.fresh("iter", nonneg=True, uniform=all(carried_uniform))
+            self.table.info[next(iter(m.symbols()))].loops = self._loop_ids()
+            self._bind_carried(before.args, op.operands, carried_uniform, ind, m)
             self.ctrl.append(("while-before", op, all(carried_uniform)))
             self.block(before)
             self.ctrl.pop()
@@ -385,9 +407,11 @@ class Walk:
             term = after.terminator
             ys = term.operands if term is not None else []
             new = [u and self.uniform(y) for u, y in zip(carried_uniform, ys)]
-            if new == carried_uniform[:len(new)]:
+            new_ind = self._inductions(op, before.args, ys, ind)
+            if new == carried_uniform[:len(new)] and new_ind.keys() == ind.keys():
                 break
             carried_uniform = new + carried_uniform[len(new):]
+            ind = new_ind
             self.cur = entry
         for r in op.results:
             self._opaque(r, c.uniform and all(carried_uniform))

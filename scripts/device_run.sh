@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install kaio, run the GPU tests, smoke tests and benchmarks,
-# writing every log under $OUT. Usage: scripts/device_run.sh [quick|full]
+# writing every log under $OUT. Usage: scripts/device_run.sh STEP... where STEP is one of
+#   smoke     kaio info, PTX and LLVM-nvptx smoke tests
+#   gpu       the gpu/cuda-marked tests
+#   suite     the whole test suite with KAIO_BACKEND=cuda (kaio's PTX)
+#   suite-llvm  the whole test suite with KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm
+#   showcase  kaio showcase --all at default sizes on CUDA
+#   conformance  the conformance report over reference, cuda, cuda-llvm, gfx90a, gfx942
+#   bench     benchmarks/bench_gpu.py (kaio vs CUDA C++ vs Triton vs torch/cuBLAS)
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KAIO_CACHE_DIR="$(mktemp -d)"
-mode="${1:-quick}"
 log() { echo "== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 run() {  # run NAME LIMIT CMD...
     local name=$1 limit=$2; shift 2
@@ -13,21 +19,20 @@ run() {  # run NAME LIMIT CMD...
     timeout --kill-after=5 "$limit" "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
     echo "   rc=$rc; $(grep -E '[0-9]+ (passed|failed)' "$OUT/$name.log" | tail -1)" | tee -a "$OUT/summary.txt"
-    tail -5 "$OUT/$name.log" | sed 's/^/   | /' >> "$OUT/summary.txt"
 }
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || log "pip install failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/summary.txt" 2>&1
-run info 60 python3 -m kaio.cli info
-run ptx_smoke 90 python3 scripts/ptx_smoke.py
-run llvm_smoke 90 python3 scripts/llvm_nvptx_smoke.py
-if [ "$mode" = quick ]; then
-    run gpu_tests 240 python3 -m pytest -q -x -m "gpu or cuda" -p no:cacheprovider tests
-    run bench 150 python3 benchmarks/bench_gpu.py --quick --out "$OUT"
-else
-    run gpu_tests 200 python3 -m pytest -q -m "gpu or cuda" -p no:cacheprovider tests
-    run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 8 -p no:cacheprovider tests
-    run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 8 -p no:cacheprovider tests
-    run conformance 240 python3 -m kaio.conformance --target reference,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance"
-    run bench 200 python3 benchmarks/bench_gpu.py --out "$OUT"
-fi
+for step in "$@"; do
+  case "$step" in
+    smoke) run info 60 python3 -m kaio.cli info
+           run ptx_smoke 120 python3 scripts/ptx_smoke.py
+           run llvm_smoke 120 python3 scripts/llvm_nvptx_smoke.py ;;
+    gpu) run gpu_tests 240 python3 -m pytest -q -m "gpu or cuda" -p no:cacheprovider tests ;;
+    suite) run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -p no:cacheprovider tests ;;
+    suite-llvm) run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -p no:cacheprovider tests ;;
+    showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
+    conformance) run conformance 240 python3 -m kaio.conformance --target reference,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
+    bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
+  esac
+done
 cat "$OUT/summary.txt"

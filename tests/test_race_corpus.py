@@ -102,7 +102,8 @@ _tid_aff = st.builds(randgen.Affine, st.just("tid"), st.sampled_from([0, 1, 2, -
 _spec = st.builds(
     randgen.Spec, st.sampled_from(sorted(randgen.PARTS)), st.sampled_from([0, 0, 1, 2, 3]), _aff,
     st.one_of(st.none(), _aff), st.one_of(st.none(), st.sampled_from([2, 5])),
-    st.one_of(st.none(), st.tuples(_tid_aff, _tid_aff, st.booleans(), st.one_of(st.none(), st.sampled_from([1, 4, 8])))))
+    st.one_of(st.none(), st.tuples(_tid_aff, _tid_aff, st.booleans(),
+                                   st.one_of(st.none(), st.sampled_from([1, 4, 8])))))
 
 
 def checker_verdict(spec) -> bool:

@@ -10,10 +10,17 @@ from race_corpus.irkit import buf, for_range, if_then, kernel
 
 import kaio
 from kaio.regions import (
-    PARTITIONS, Blocked, Elementwise, GridStride, Rows, RowsPerBlock, Tiles, owner_map,
+    PARTITIONS,
+    Blocked,
+    Elementwise,
+    GridStride,
+    Rows,
+    RowsPerBlock,
+    Tiles,
+    checker,
+    owner_map,
     partition_from_spec,
 )
-from kaio.regions import checker
 from kaio.regions.affine import Poly, Prover, SymbolTable, simplify
 
 # --- partitions --------------------------------------------------------------------------
@@ -142,6 +149,15 @@ def test_divisibility_for_strided_ownership():
 
 
 # --- checker mechanics --------------------------------------------------------------------
+@pytest.fixture
+def reference():
+    from kaio import backends as be
+    previous = be._current
+    kaio.set_backend("reference")
+    yield
+    be._current = previous
+
+
 def _shift_kernel(shift):
     b, m, v = kernel("shift", [("x", buf("in"), None), ("y", buf("region"), None)])
     g = m.global_id(0)
@@ -153,7 +169,7 @@ def _shift_kernel(shift):
 
 def test_builder_kernel_accepted_and_rejected():
     k = checker.check(_shift_kernel(0))
-    assert k.attrs.get("launch_1d") is True   # proved with x ids only
+    assert k.attrs.get("launch_dims") == 1   # proved with x ids only
     with pytest.raises(kaio.CompileError) as ei:
         checker.check(_shift_kernel(1))
     e = ei.value
@@ -187,10 +203,10 @@ def test_owned_loops_always_pass(part):
         idx = list(spec.index(*ivs))
         b.store(v["y"], idx, b.load(v["y"], idx))
     k = checker.check(b.finish())
-    assert "launch_1d" not in k.attrs
+    assert "launch_dims" not in k.attrs
 
 
-def test_launch_1d_assumption_is_enforced_at_launch():
+def test_launch_1d_assumption_is_enforced_at_launch(reference):
     @kaio.kernel
     def copy_x(x: kaio.In[kaio.f32], y: kaio.Out[kaio.f32]):
         i = kaio.global_id()
@@ -199,7 +215,6 @@ def test_launch_1d_assumption_is_enforced_at_launch():
 
     x = np.arange(16, dtype=np.float32)
     y = np.zeros_like(x)
-    kaio.set_backend("reference")
     copy_x[(1,), (16,)](x, y)
     np.testing.assert_array_equal(y, x)
     with pytest.raises(kaio.LaunchError) as ei:
@@ -207,17 +222,65 @@ def test_launch_1d_assumption_is_enforced_at_launch():
     assert "1-D launch" in str(ei.value) and "copy_x" in str(ei.value)
 
 
-def test_region_launch_error_before_running():
+def test_shared_2d_tile_needs_only_a_2d_launch(reference):
+    @kaio.kernel
+    def tile_sum(x: kaio.In[kaio.f32, 2], total: kaio.Atomic[kaio.f32]):
+        tile = kaio.shared_array(kaio.f32, (4, 8))
+        tx = kaio.thread_idx.x
+        ty = kaio.thread_idx.y
+        tile[ty, tx] = x[ty, tx]
+        kaio.sync()
+        if tx == 0 and ty == 0:
+            s = 0.0
+            for r in range(4):
+                for c in range(8):
+                    s = s + tile[r, c]
+            kaio.atomic_add(total, 0, s)
+
+    ir = tile_sum.specialize_ir({})
+    assert ir.attrs["launch_dims"] == 2
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    total = np.zeros(1, np.float32)
+    tile_sum[(1,), (8, 4)](x, total)
+    assert total[0] == x.sum()
+    with pytest.raises(kaio.LaunchError) as ei:
+        tile_sum[(1,), (8, 2, 2)](x, total)
+    assert "2-D launch" in str(ei.value)
+
+
+def test_region_launch_error_before_running(reference):
     @kaio.kernel
     def fill(y: kaio.Out[kaio.f32, kaio.regions.blocked(4)]):
         for i in y.owned():
             y[i] = 1.0
 
     y = np.zeros(100, np.float32)
-    kaio.set_backend("reference")
     with pytest.raises(kaio.LaunchError) as ei:
         fill[(1,), (8,)](y)
     assert "'y'" in str(ei.value) and "100 elements" in str(ei.value)
     assert (y == 0).all()
     fill(y)
     assert (y == 1).all()
+
+
+def test_internal_checker_error_is_a_compile_error(monkeypatch):
+    from kaio.regions import walk
+
+    def boom(self, kernel):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(walk.Walk, "__init__", boom)
+    with pytest.raises(kaio.CompileError) as ei:
+        checker.check(_shift_kernel(0))
+    assert "internal error in the race checker" in str(ei.value) and "planted" in str(ei.value)
+
+
+def test_check_launch_attrs():
+    k = checker.check(_shift_kernel(0))
+    checker.check_launch_attrs(k, (4, 1, 1), (32, 1, 1))
+    with pytest.raises(kaio.LaunchError):
+        checker.check_launch_attrs(k, (4, 2, 1), (32, 1, 1))
+    k.attrs["launch_dims"] = 2
+    checker.check_launch_attrs(k, (4, 2, 1), (8, 4, 1))
+    with pytest.raises(kaio.LaunchError):
+        checker.check_launch_attrs(k, (4, 2, 1), (8, 4, 2))

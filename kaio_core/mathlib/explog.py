@@ -27,6 +27,7 @@ INV_LN2 = float(exact("log2e"))
 SQRT_HALF_BITS = 0x3FE6A09E667F3BCD          # bits of sqrt(1/2) rounded to f64
 EXPM1_COEFFS = [float(factorial_inv(k)) for k in range(2, 14)]      # 1/2!, ..., 1/13!
 ATANH_COEFFS = [float(Fraction(2, 2 * j + 1)) for j in range(1, 12)]  # 2/3, 2/5, ...
+TWO_THIRDS = split(Fraction(2, 3), 53, 2)
 
 
 # --- exp core ---------------------------------------------------------------------------------
@@ -193,6 +194,26 @@ def log1p(m, x):
     return m.sel(m.isnan(x), x, r)
 
 
+def log1p_dd_accurate(m, f):
+    """(hi, lo): log(1 + f) for |f| <= ~0.42 to about 2^-66 relative, for pow: 2 atanh(s) with
+    s = f / (2 + f) as a double-double and the s^3 term as a double-double too."""
+    dh, dl = m.fast_two_sum(2.0, f)
+    sh = m.div(f, dh)
+    sl = m.div(m.fma(m.neg(sh), dl, m.fma(m.neg(sh), dh, f)), dh)
+    p1, e1 = m.two_prod(sh, sh)
+    p2 = m.mul(p1, sh)
+    e2 = m.fma(p1, sh, m.neg(p2))
+    e2 = m.fma(e1, sh, e2)
+    e2 = m.fma(m.mul(p1, 3.0), sl, e2)                  # s^3 = p2 + e2
+    c3h = m.mul(p2, TWO_THIRDS[0])
+    c3l = m.fma(p2, TWO_THIRDS[0], m.neg(c3h))
+    c3l = m.fma(p2, TWO_THIRDS[1], m.fma(e2, TWO_THIRDS[0], c3l))
+    rest = m.mul(m.mul(p2, p1), m.horner(p1, ATANH_COEFFS[1:]))   # 2 s^5 / 5 + ...
+    hi, e = m.two_sum(m.mul(sh, 2.0), c3h)
+    lo = m.add(m.add(e, m.mul(sl, 2.0)), m.add(c3l, rest))
+    return hi, lo
+
+
 # --- pow ----------------------------------------------------------------------------------------
 def is_odd_int(m, y):
     h = m.mul(y, 0.5)
@@ -201,7 +222,8 @@ def is_odd_int(m, y):
 
 def pow(m, x, y):
     a = m.abs(x)
-    k, hi, lo = log_parts(m, a)
+    k, mant = decompose(m, a)
+    hi, lo = log1p_dd_accurate(m, m.sub(mant, 1.0))
     s, e = m.two_sum(m.mul(k, LN2_42[0]), hi)
     lh, ll = m.fast_two_sum(s, m.add(e, m.fma(k, LN2_42[1], lo)))
     th = m.mul(y, lh)

@@ -5,8 +5,8 @@ chunks of 2/pi (:func:`kaio.mathlib.constants.two_over_pi_chunks`). Terms that a
 cannot change the quadrant or the fraction and are skipped: the first kept chunk is j0 =
 max(0, floor((E - 26) / 24) + 1), picked with a chain of selects. Eight chunks follow; each
 product M c_j is split exactly (fma) into two doubles, each reduced modulo 4 and split into an
-integer part (summed exactly) and a fraction in [0, 1) (summed as a double-double). The result
-n + f is rounded to the nearest integer n, and r = f pi/2 as a double-double.
+integer part (summed exactly) and a fraction in (-1, 1) (summed as a double-double). The result
+n + f is rounded to the nearest integer n (exactly), and r = f pi/2 as a double-double.
 
 Accuracy: the fraction is known to about 2^-100 absolute, so r keeps full f64 precision unless
 x lies within ~2^-47 relative of a multiple of pi/2 (only a handful of f64 values are that close;
@@ -24,9 +24,10 @@ PIO2 = split(exact("pi_2"), 53, 2)
 
 
 def _mod4_parts(m, v):
-    """(integer part in 0..3, fraction in [0, 1)) of v mod 4, both exact."""
-    v4 = m.sub(v, m.mul(m.floor(m.mul(v, 0.25)), 4.0))
-    i = m.floor(v4)
+    """(integer part in -3..3, fraction in (-1, 1)) of v modulo 4 (remainder with the sign of
+    v, so every step is exact: a negative v below 4 in magnitude is kept as is)."""
+    v4 = m.sub(v, m.mul(m.trunc(m.mul(v, 0.25)), 4.0))
+    i = m.trunc(v4)
     return i, m.sub(v4, i)
 
 
@@ -53,15 +54,11 @@ def payne_hanek(m, x):
             else:
                 s, err = m.two_sum(sh, fv)
                 sh, sl = s, m.add(sl, err)
-    # normalise: fold the integer part of sh into ints, then round to the nearest integer
+    # round to the nearest integer: sh - rint(sh) is exact (Sterbenz), the rest is in [-1/2, 1/2]
     sh, sl = m.fast_two_sum(sh, sl)
-    i2 = m.floor(sh)
+    i2 = m.rint(sh)
     ints = m.add(ints, i2)
-    sh = m.sub(sh, i2)
-    up = m.ge(m.add(sh, sl), 0.5)
-    ints = m.sel(up, m.add(ints, 1.0), ints)
-    sh = m.sel(up, m.sub(sh, 1.0), sh)
-    fh, fl = m.fast_two_sum(sh, sl)
+    fh, fl = m.fast_two_sum(m.sub(sh, i2), sl)
     rh, re = m.two_prod(fh, PIO2[0])
     rl = m.add(re, m.fma(fh, PIO2[1], m.mul(fl, PIO2[0])))
     rh, rl = m.fast_two_sum(rh, rl)

@@ -46,7 +46,7 @@ def divergent_barrier(x: kaio.In[f32], y: kaio.Out[f32]):
 @kaio.kernel
 def barrier_thread_loop(x: kaio.In[f32], y: kaio.Out[f32]):
     i = kaio.global_id()
-    for k in range(kaio.thread_idx.x):
+    for _k in range(kaio.thread_idx.x):
         kaio.sync()  # RACE
     y[i] = x[i]
 
@@ -205,7 +205,7 @@ def shared_loop_carry(x: kaio.In[f32], y: kaio.Out[f32]):
     i = kaio.global_id()
     tile[t] = x[i]
     kaio.sync()
-    for k in range(4):
+    for _k in range(4):
         if t + 1 < 64:
             tile[t] = tile[t + 1] + 1.0  # RACE
     kaio.sync()

@@ -500,5 +500,54 @@ def run_block_partials(v):
     _close(y, x - x.mean(axis=1, keepdims=True))
 
 
+@kaio.kernel
+def stride_while(x: kaio.In[f32], y: kaio.Out[f32, grid_stride()]):
+    i = kaio.global_id()
+    stride = kaio.grid_dim.x * kaio.block_dim.x
+    while i < y.shape[0]:
+        y[i] = x[i] + 1.0
+        i += stride
+
+
+def run_stride_while(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    stride_while[((1, 2, 5)[v],), (32,)](x, y)
+    _close(y, x + 1)
+
+
+@kaio.kernel
+def blocked_break(x: kaio.In[f32], y: kaio.Out[f32, blocked(4)]):
+    g = kaio.global_id()
+    for j in range(4):
+        i = g * 4 + j
+        if i >= y.shape[0]:
+            break
+        y[i] = -x[i]
+
+
+def run_blocked_break(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    blocked_break(x, y)
+    _close(y, -x)
+
+
+@kaio.kernel
+def blocked_carried(x: kaio.In[f32], y: kaio.Out[f32, blocked(3)]):
+    i = kaio.global_id() * 3
+    for _j in range(3):
+        if i < y.shape[0]:
+            y[i] = x[i] * 4.0
+        i += 1
+
+
+def run_blocked_carried(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    blocked_carried(x, y)
+    _close(y, x * 4)
+
+
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
 KERNELS = {name: globals()[name] for name in CASES}

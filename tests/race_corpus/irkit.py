@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kaio import dtypes as dt
-from kaio.ir import Builder, BufType, Loc, Param
+from kaio.ir import BufType, Builder, Loc, Param
 from kaio.ir.indexmath import IndexMath
 
 F32, I32 = dt.f32, dt.i32

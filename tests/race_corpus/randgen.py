@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kaio import dtypes as dt
-from kaio.ir import Builder, BufType, Loc, Param
+from kaio.ir import BufType, Builder, Loc, Param
 from kaio.ir.indexmath import IndexMath
 from kaio.regions import Blocked, Elementwise, GridStride
 
