@@ -74,17 +74,22 @@ def triton_kernels():
 
 
 def main(argv=None) -> int:
-    import cupy
-    import torch
-    import triton
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for JSON/Markdown")
+    ap.add_argument("--quick", action="store_true", help="smaller problems")
+    args = ap.parse_args(argv)
+    try:
+        import cupy
+        import torch
+        import triton
+    except ImportError as e:
+        print(f"kaio bench needs an NVIDIA GPU with PyTorch, CuPy and Triton installed: {e}",
+              file=sys.stderr)
+        return 2
 
     import kaio
     import kaio_bench_kernels as kk
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args(argv)
     kaio.set_backend("cuda")
     dev = torch.device("cuda")
     native = build_native()

@@ -81,6 +81,8 @@ def _disjoint(checker, pv, a1, a2) -> bool:
         t1 = Poly.sym(f"thread_idx.{ax}")
         t2 = pr.poly(t1)
         for case in (t2 - t1 - 1, t1 - t2 - 1):
+            if pv.nonneg(-case - 1, facts):
+                continue  # the guards already rule this ordering out (e.g. `if tid == 0`)
             cf = facts + [case]
             if not any(pv.nonneg(sign * (i1 - i2) - 1, cf)
                        for i1, i2 in zip(a1.index, idx2) for sign in (1, -1)):

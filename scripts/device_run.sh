@@ -11,6 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
+FINAL="$OUT"; OUT="$(mktemp -d)/kaio_logs"; mkdir -p "$OUT"   # everything is packed into one tarball at the end
 export PYTHONUNBUFFERED=1 KAIO_CACHE_DIR="$(mktemp -d)"
 log() { echo "== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 run() {  # run NAME LIMIT CMD...
@@ -19,6 +20,7 @@ run() {  # run NAME LIMIT CMD...
     timeout --kill-after=5 "$limit" "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
     echo "   rc=$rc; $(grep -E '[0-9]+ (passed|failed)' "$OUT/$name.log" | tail -1)" | tee -a "$OUT/summary.txt"
+    grep -E '^(FAILED|ERROR) ' "$OUT/$name.log" | head -40 | sed 's/^/   /' >> "$OUT/summary.txt"
 }
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || log "pip install failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/summary.txt" 2>&1
@@ -27,12 +29,15 @@ for step in "$@"; do
     smoke) run info 60 python3 -m kaio.cli info
            run ptx_smoke 120 python3 scripts/ptx_smoke.py
            run llvm_smoke 120 python3 scripts/llvm_nvptx_smoke.py ;;
-    gpu) run gpu_tests 240 python3 -m pytest -q -m "gpu or cuda" -p no:cacheprovider tests ;;
-    suite) run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -p no:cacheprovider tests ;;
-    suite-llvm) run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -p no:cacheprovider tests ;;
+    gpu) run gpu_tests 240 python3 -m pytest -q -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
+    suite) run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
+    suite-llvm) run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
     conformance) run conformance 240 python3 -m kaio.conformance --target reference,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
   esac
 done
+cp "$OUT/summary.txt" "$FINAL/"
+for f in "$OUT"/*.md "$OUT"/conformance/*.md; do [ -f "$f" ] && cp "$f" "$FINAL/"; done
+tar czf "$FINAL/logs.tgz" -C "$(dirname "$OUT")" kaio_logs
 cat "$OUT/summary.txt"

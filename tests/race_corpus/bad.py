@@ -254,6 +254,17 @@ def store_to_in(x: kaio.In[f32]):
         kaio.atomic_add(x, i, 1.0)  # RACE
 
 
+@kaio.kernel
+def shared_two_writers(x: kaio.In[f32], y: kaio.Out[f32]):
+    sh = kaio.shared_array(f32, 1)
+    if kaio.thread_idx.x <= 1:
+        sh[0] = x[kaio.global_id()]  # RACE
+    kaio.sync()
+    i = kaio.global_id()
+    if i < y.shape[0]:
+        y[i] = sh[0]
+
+
 # name -> (buffer the message names, launch for the sanitizer run, args maker, what the reference
 # backend raises when the kernel runs with the checker disabled: "race" (kaio.RaceError),
 # "barrier" (divergent barrier), "uninit" (Out read before write), "frontend" (the frontend
@@ -297,5 +308,6 @@ CASES = {
     "data_dependent_read_region": ("y", ((1,), (32,)),
                                    lambda: (np.zeros(32, np.int32), _f(32), _f(32)), "race"),
     "store_to_in": ("x", ((1,), (32,)), lambda: (_f(32),), "frontend"),
+    "shared_two_writers": ("sh", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

@@ -549,5 +549,23 @@ def run_blocked_carried(v):
     _close(y, x * 4)
 
 
+@kaio.kernel
+def shared_broadcast(x: kaio.In[f32], y: kaio.Out[f32]):
+    sh = kaio.shared_array(f32, 1)
+    if kaio.thread_idx.x == 0:
+        sh[0] = x[kaio.block_idx.x]
+    kaio.sync()
+    i = kaio.global_id()
+    if i < y.shape[0]:
+        y[i] = sh[0]
+
+
+def run_shared_broadcast(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    shared_broadcast[(-(-x.size // 32),), (32,)](x, y)
+    _close(y, np.repeat(x[:-(-x.size // 32)], 32)[:x.size])
+
+
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
 KERNELS = {name: globals()[name] for name in CASES}
