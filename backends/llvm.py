@@ -554,8 +554,9 @@ class FunctionEmitter:
         iv = self.v(body.args[0])
         step_op = op.operands[2].owner
         known = getattr(step_op, "opcode", None) == "const"
-        if known or not t.is_signed:   # direction known at compile time
-            up = not t.is_signed or step_op.attrs["value"] > 0
+        positive = op.attrs.get("step_sign") == 1    # kaio.passes.loop_facts proved step > 0
+        if known or positive or not t.is_signed:   # direction known at compile time
+            up = positive or not t.is_signed or step_op.attrs["value"] > 0
             cond = self.ins(f"icmp {FOR_CMP[t.is_signed, up]} {ty} {iv}, {ub}")
         else:
             pos = self.ins(f"icmp sgt {ty} {step}, 0")

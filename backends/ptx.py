@@ -82,6 +82,7 @@ class _Renderer:
         for blk in blocks:
             self.vec.update(ptx_vec.plan(blk))
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
+        self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
 
     # --- driver ------------------------------------------------------------------------
     def run(self) -> list[str]:
@@ -146,8 +147,10 @@ class _Renderer:
         return r["m"]
 
     def block(self, block) -> None:
+        rows = dict(self.rows)      # row addresses computed in this block live until its end
         for op in block.ops:
             self.op(op)
+        self.rows = rows
 
     def op(self, op) -> None:
         if op.opcode in ("yield", "condition"):
@@ -218,8 +221,26 @@ class _Renderer:
         return self.bufs[value.id]
 
     def _addr(self, buf_value, idx_values) -> str:
+        row = self.rows.get((buf_value.id, tuple(v.id for v in idx_values[:-1])))
         return ptx_mem.address(self.em, self._buf(buf_value), buf_value.type.dtype,
-                               [self.v(i) for i in idx_values])
+                               [self.v(i) for i in idx_values], row)
+
+    def _hoist_rows(self, body) -> dict:
+        """Row addresses (:func:`ptx_mem.row_base`) of the N-d global accesses in a loop body whose
+        leading indices are defined before the loop, computed here, before the loop head (they
+        stay valid to the end of the enclosing block: :meth:`block` scopes the table)."""
+        for o in body.walk():
+            if o.opcode not in ("load", "store") or id(o) in self.vec:
+                continue
+            buf = o.operands[0]
+            info = self.bufs.get(buf.id)
+            lead = o.operands[1:buf.type.ndim]
+            if info is None or info.space != "global" or not lead:
+                continue
+            key = (buf.id, tuple(v.id for v in lead))
+            if key not in self.rows and all(v.id in self.em.vals for v in lead):
+                self.rows[key] = ptx_mem.row_base(self.em, info, buf.type.dtype,
+                                                  [self.v(v) for v in lead])
 
     def h_shape(self, op):
         buf, axis = op.operands[0], op.attrs["axis"]
@@ -396,14 +417,16 @@ class _Renderer:
         body = op.regions[0]
         iv_arg, *carried = body.args
         t = iv_arg.type
+        self._hoist_rows(body)                       # before the body's own values exist
         iv = em.define(iv_arg)
         regs = [em.define(a) for a in carried]
         types = [a.type for a in carried]
         self._mov(iv, self.v(lb), t)
         self._moves(regs, [self.v(x) for x in inits], types)
         head, end = em.label("for"), em.label("endfor")
+        up = self._step_up(op)
         em.place(head)
-        stop = self._loop_exit(t, iv, self.v(ub), step)
+        stop = self._loop_exit(t, iv, self.v(ub), up)
         em.bra(end, stop)
         self.block(body)
         self._yield_into(body, regs, types)
@@ -414,28 +437,32 @@ class _Renderer:
         for r, reg in zip(op.results, regs):
             em.define(r, reg)
 
-    def _loop_exit(self, t, iv, ub, step) -> str:
-        """Predicate that ends a for loop: iv >= ub for step > 0, iv <= ub for step < 0."""
+    def _step_up(self, op):
+        """The loop's direction: True (step > 0: a constant, or attr ``step_sign = 1``), False
+        (a negative constant), or a predicate register ``step > 0`` set once before the loop."""
+        step = op.operands[2]
+        sop = step.owner
+        if op.attrs.get("step_sign") == 1:
+            return True
+        if getattr(sop, "opcode", None) == "const" and sop.attrs["value"] != 0:
+            return sop.attrs["value"] > 0
+        up = self.em.tmp("p")
+        self.em.ins(f"setp.gt.{ptx_ops.arith(step.type)} {up}, {self.v(step)}, 0")
+        return up
+
+    def _loop_exit(self, t, iv, ub, up) -> str:
+        """Predicate that ends a for loop: iv >= ub for step > 0, iv <= ub otherwise (``up`` from
+        :meth:`_step_up`; a dynamic direction costs two predicated compares, no logic)."""
         em = self.em
         a = ptx_ops.arith(t)
         stop = em.tmp("p")
-        sop = step.owner
-        known = getattr(sop, "opcode", None) == "const"
-        if known and sop.attrs["value"] > 0:
+        if up is True:
             em.ins(f"setp.ge.{a} {stop}, {iv}, {ub}")
-        elif known and sop.attrs["value"] < 0:
+        elif up is False:
             em.ins(f"setp.le.{a} {stop}, {iv}, {ub}")
         else:
-            up, ge, le = em.tmp("p"), em.tmp("p"), em.tmp("p")
-            em.ins(f"setp.gt.{a} {up}, {self.v(step)}, 0")
-            em.ins(f"setp.ge.{a} {ge}, {iv}, {ub}")
-            em.ins(f"setp.le.{a} {le}, {iv}, {ub}")
-            # no selp for predicates: stop = up ? ge : le
-            x, nu, y = em.tmp("p"), em.tmp("p"), em.tmp("p")
-            em.ins(f"and.pred {x}, {up}, {ge}")
-            em.ins(f"not.pred {nu}, {up}")
-            em.ins(f"and.pred {y}, {nu}, {le}")
-            em.ins(f"or.pred {stop}, {x}, {y}")
+            em.ins(f"@{up} setp.ge.{a} {stop}, {iv}, {ub}")
+            em.ins(f"@!{up} setp.le.{a} {stop}, {iv}, {ub}")
         return stop
 
     def h_while(self, op):

@@ -29,9 +29,33 @@ class BufInfo:
     dyn: bool = False     # dynamic shared memory (extent read from %dynamic_smem_size)
 
 
-def address(em: Emitter, buf: BufInfo, t: dt.DType, idx: list[str]) -> str:
-    """The address register of element ``idx`` (i32 registers) of ``buf``."""
+def row_base(em: Emitter, buf: BufInfo, t: dt.DType, lead: list[str]) -> str:
+    """``base + lin(lead) * d_last * size`` for an N-d global buffer (N >= 2): the address of
+    row ``lead`` (all indices but the last). The PTX renderer computes it once before a loop
+    whose accesses share a loop-invariant row; :func:`address` then adds only the last index.
+    The 64-bit arithmetic is the same as :func:`address`'s, reassociated (exact mod 2**64)."""
+    n = len(lead) + 1
+    lin = em.tmp("rd")
+    em.ins(f"cvt.s64.s32 {lin}, {lead[0]}")
+    for a in range(1, n - 1):
+        j = em.tmp("rd")
+        em.ins(f"cvt.s64.s32 {j}, {lead[a]}")
+        em.ins(f"mad.lo.s64 {lin}, {lin}, {buf.extents64[a - 1]}, {j}")
+    em.ins(f"mul.lo.s64 {lin}, {lin}, {buf.extents64[n - 2]}")
+    row = em.tmp("rd")
+    em.ins(f"mad.lo.s64 {row}, {lin}, {t.itemsize}, {buf.base}")
+    return row
+
+
+def address(em: Emitter, buf: BufInfo, t: dt.DType, idx: list[str], row: str | None = None) -> str:
+    """The address register of element ``idx`` (i32 registers) of ``buf``; ``row``: the
+    :func:`row_base` of ``idx[:-1]`` when the caller has it."""
     size = t.itemsize
+    if row is not None:
+        off, addr = em.tmp("rd"), em.tmp("rd")
+        em.ins(f"mul.wide.s32 {off}, {idx[-1]}, {size}")
+        em.ins(f"add.s64 {addr}, {row}, {off}")
+        return addr
     if buf.space != "global":
         if len(idx) == 1:
             lin = idx[0]

@@ -12,7 +12,6 @@ is not bit-reproducible across vendors:
 For those the rule is a relative bound: the case's own ``native_math_rule`` where given, else the
 bound the kernel states against numpy (its :class:`kaio.kernels.Tolerance`), with the reason.
 """
-from __future__ import annotations
 
 from .rules import BITWISE, Rule, rel
 

@@ -14,13 +14,16 @@ SYMBOL = {"identical": "✅ identical", "within-bound": "🟡 within bound", "co
 def _cell_text(c: dict) -> str:
     s = c["status"]
     if s == "identical":
-        return "identical"
+        return "identical" if c.get("baseline") in (None, "", "numpy") else f"identical to {c['baseline']}"
     if s == "within-bound":
         err = c.get("max_error")
         if c.get("baseline") not in (None, "", "numpy") and err is not None:
-            return f"within {c['rule']} (max {_num(err)})"
+            unit = " ulp" if str(c.get("rule", "")).startswith("ulp") else ""
+            return f"within {c['rule']} of {c['baseline']} (max {_num(err)}{unit})"
         np_ = c.get("numpy", {})
-        return f"within {np_.get('bound', '')} (max abs {_num(np_.get('max_abs_error'))})"
+        if "max_error" in np_ and str(np_.get("bound", "")).startswith("ulp"):
+            return f"within {np_['bound']} of numpy (max {_num(np_['max_error'])} ulp)"
+        return f"within {np_.get('bound', '')} of numpy (max abs {_num(np_.get('max_abs_error'))})"
     if s == "compiled":
         b = c.get("build", [])
         if not b:
@@ -50,7 +53,7 @@ def _md_escape(s: str) -> str:
 def markdown(d: dict) -> str:
     h = d["header"]
     targets = d["targets"]
-    out = [f"# kaio conformance report", "",
+    out = ["# kaio conformance report", "",
            f"- kaio {h['kaio_version']}, {h['date']}, size `{h['size']}`, {h['seconds']} s",
            f"- command: `{h.get('command') or 'kaio conformance'}`",
            f"- portable IR math library active: {'yes' if h.get('portable_math') else 'no'}", "",
@@ -79,8 +82,20 @@ def markdown(d: dict) -> str:
         out.append(f"| {r['kernel']} | {r['rule']} | " + " | ".join(cells) + " |")
     notes = [r for r in d["rows"] if r.get("why")]
     if notes:
-        out += ["", "## Rules that are not bitwise", ""]
+        out += ["", "## Rule notes", ""]
         out += [f"- **{r['kernel']}** ({r['rule']}): {_md_escape(r['why'])}" for r in notes]
+    header_why = h.get("not_executed", {})
+    skipped: dict = {}
+    for r in d["rows"]:
+        for t in targets:
+            c = r["cells"].get(t, {})
+            if c.get("status") == "not-run" and c.get("detail") and c["detail"] != header_why.get(t):
+                skipped.setdefault((t, c["detail"]), []).append(r["kernel"])
+    if skipped:
+        out += ["", "## Cells not run", ""]
+        out += [f"- {t}, {len(ks)} kernel(s) ({_md_escape(', '.join(ks[:4]))}"
+                f"{', ...' if len(ks) > 4 else ''}): {_md_escape(why)}"
+                for (t, why), ks in skipped.items()]
     fails = [(r, t) for r in d["rows"] for t in targets
              if r["cells"].get(t, {}).get("status") == "failing"]
     if fails:
@@ -141,8 +156,10 @@ def html_page(d: dict) -> str:
             if c is None:
                 parts.append("<td></td>")
                 continue
+            detail = c.get("detail", "") if c["status"] != "identical" else ""
+            extra = f"<div class='small'>{e(detail)}</div>" if detail else ""
             parts.append(f"<td class='{e(c['status'])}' title='{e(c.get('detail', ''))}'>"
-                         f"{e(_cell_text(c))}<div class='small'>{e(c.get('detail', ''))}</div></td>")
+                         f"{e(_cell_text(c))}{extra}</td>")
         parts.append("</tr>")
     parts.append("</table></body></html>\n")
     return "\n".join(parts)

@@ -78,13 +78,24 @@ class Report:
                 "rows": [_row_dict(r) for r in self.rows]}
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict(), indent=1, default=_jsonable, allow_nan=False)
+        return json.dumps(_clean(self.as_dict()), indent=1, default=_jsonable, allow_nan=False)
 
 
 def _row_dict(r: Row) -> dict:
     d = {k: v for k, v in asdict(r).items() if k != "cells"}
     d["cells"] = {t: asdict(c) for t, c in r.cells.items()}
     return d
+
+
+def _clean(v):
+    """Strict JSON: non-finite floats become strings, numpy scalars Python numbers."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, float):
+        return finite(v)
+    return _jsonable(v) if type(v).__module__ == "numpy" else v
 
 
 def _jsonable(v):

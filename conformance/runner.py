@@ -81,13 +81,22 @@ def _needed(selected: list[str]) -> list[str]:
     return [t for t in EXECUTED + COMPILE_ONLY if t in need]
 
 
+#: backends stay alive for the whole process: kernels cache their compiled form per backend
+#: object id(), and an id reused by a new backend after the old one is freed would hand it the
+#: old backend's code
+_LIVE: dict = {}
+
+
 def _backends(infos) -> dict:
     out = {}
     for t, info in infos.items():
         if info.kind != "execute" or not info.available:
             continue
+        key = (t, info.warp_size)
         try:
-            out[t] = Recorder(make_backend(t, info.warp_size))
+            if key not in _LIVE:
+                _LIVE[key] = Recorder(make_backend(t, info.warp_size))
+            out[t] = _LIVE[key]
         except Exception as e:
             info.available, info.reason = False, f"backend failed to start: {type(e).__name__}: {e}"
     return out
@@ -172,14 +181,17 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
 
 
 def _preflight(t: str, rec, logs: dict, results: dict, pool) -> str:
-    """For cuda-llvm: build the kernels (as an earlier target launched them) to PTX in a worker
-    first, so a fatal LLVM error is reported on this cell instead of ending the suite. Returns
-    the failure message, or '' to go ahead."""
-    if t != "cuda-llvm":
+    """For the targets that run LLVM in-process (cuda-llvm, hip): build the kernels (as an
+    earlier target launched them) in a worker first, so a fatal LLVM error is reported on this
+    cell instead of ending the suite. Returns the failure message, or '' to go ahead."""
+    arch = str(getattr(rec.inner, "arch", ""))
+    if t == "cuda-llvm":
+        target = "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
+    elif t == "hip" and arch.startswith("gfx"):
+        target = arch
+    else:
         return ""
     launched = next((logs[o] for o in logs if o in results and logs[o]), [])
-    arch = getattr(rec.inner, "arch", "sm_90")
-    target = "nvptx64-sm_90" if str(arch).startswith("sm_9") else "nvptx64-sm_80"
     jobs = [(_ir_text(k), target, bool(o.get("fast_math"))) for k, o in _unique(launched)]
     bad = [r for r in pool.run(jobs).values() if not r.ok]
     if bad:

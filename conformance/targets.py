@@ -118,8 +118,9 @@ def _hip_driver_version() -> str:
 
 
 def _probe_amd_compile(info: TargetInfo) -> None:
-    from kaio.backends.amdgpu import find_lld
     import llvmlite
+
+    from kaio.backends.amdgpu import find_lld
     lld = find_lld()  # CompileError with a hint when missing
     info.device = {"name": f"AMD {info.name} (compile and validate only)",
                    "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(lld)}",

@@ -14,7 +14,9 @@ from race_corpus import bad, good, randgen
 
 import kaio
 from kaio.backends.reference import ReferenceBackend
-from kaio.backends.reference.errors import DivergentBarrierError, UninitializedReadError
+from kaio.backends.reference.errors import (
+    DivergentBarrierError, OwnershipError, UninitializedReadError,
+)
 from kaio.regions import checker
 
 
@@ -24,10 +26,10 @@ def sanitized():
     previous = be._current
     kaio.set_backend("reference")
     backend = kaio.get_backend()
-    old = backend.sanitize
-    backend.sanitize = True
+    old = backend.sanitize, backend.check_ownership
+    backend.sanitize = backend.check_ownership = True  # races, and any touch of a non-owned element
     yield backend
-    backend.sanitize = old
+    backend.sanitize, backend.check_ownership = old
     be._current = previous
 
 
@@ -69,27 +71,28 @@ def test_bad_kernel_rejected_naming_buffer_and_line(name):
     assert f"{e.line} |" in str(e) and "^" in str(e)  # the source line with a caret
 
 
-_EXPECT = {"race": kaio.RaceError, "barrier": DivergentBarrierError,
+_EXPECT = {"race": kaio.RaceError, "barrier": DivergentBarrierError, "ownership": OwnershipError,
            "uninit": UninitializedReadError, "frontend": kaio.CompileError}
 
 
-@pytest.mark.parametrize("name", sorted(n for n, c in bad.CASES.items() if c[3] is not None))
+@pytest.mark.parametrize("name", sorted(bad.CASES))
 def test_bad_kernel_misbehaves_without_the_checker(name, sanitized):
     buffer, launch, make_args, expect = bad.CASES[name]
     k = kaio.kernel(bad.KERNELS[name].fn)
     with checker.disabled():
         with pytest.raises(_EXPECT[expect]) as ei:
             k[launch](*make_args())
-    if expect == "race":
+    if expect in ("race", "ownership"):
         assert ei.value.buffer == buffer
 
 
-@pytest.mark.parametrize("name", sorted(n for n, c in bad.CASES.items() if c[3] is None))
-def test_static_only_violations_still_compile_when_disabled(name, sanitized):
-    """Ownership violations that are no conflict on this launch: they run (no sanitizer error)
-    once the checker is off, showing the checker, not the runtime, rejects them."""
+@pytest.mark.parametrize("name", sorted(n for n, c in bad.CASES.items() if c[3] == "ownership"))
+def test_ownership_violations_are_no_conflict_on_their_launch(name, sanitized):
+    """These write elements other threads own but never touch on this launch: without the
+    ownership check the sanitizer sees no conflict; the static checker still rejects them."""
     buffer, launch, make_args, _ = bad.CASES[name]
     k = kaio.kernel(bad.KERNELS[name].fn)
+    sanitized.check_ownership = False
     with checker.disabled():
         k[launch](*make_args())
 
@@ -115,7 +118,8 @@ def checker_verdict(spec) -> bool:
 
 
 def sanitizer_races(spec) -> bool:
-    be = ReferenceBackend(sanitize=True)
+    """Whether any valid launch races or touches an element its thread does not own."""
+    be = ReferenceBackend(sanitize=True, check_ownership=True)
     part = randgen.PARTS[spec.part]
     for grid, block in randgen.LAUNCHES:
         for n in randgen.sizes_for(spec.part, grid, block):

@@ -11,7 +11,7 @@ import numpy as np
 
 import kaio
 from kaio import dtypes as dt
-from kaio import f32, f64, i32
+from kaio import i32
 
 from ..rules import Rule
 from ._util import feature, grid_for

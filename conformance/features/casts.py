@@ -5,14 +5,13 @@ wraps; int -> float and float -> float round to nearest even once (ties, double-
 such as f64 1 + 2^-24 + 2^-60 -> f32, denormal results, overflow to infinity). The numpy
 reference computes each result from the exact value with fractions.
 """
-from fractions import Fraction
 import math
+from fractions import Fraction
 
 import numpy as np
 
 import kaio
-from kaio import dtypes as dt
-from kaio import i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64
+from kaio import bf16, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 
 from ._util import feature, float_specials, grid_for, int_specials, round_fraction, to_dtype, wrap
 

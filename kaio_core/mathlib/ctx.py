@@ -39,7 +39,7 @@ class F64:
 
     # --- constants and coercion -------------------------------------------------------------
     def c(self, v) -> object:
-        v = float(v) if not isinstance(v, Fraction) else float(v)
+        v = float(v)
         key = ("f", v.hex() if v == v else "nan")
         if key not in self._consts:
             self._consts[key] = self.b.const(v, F)

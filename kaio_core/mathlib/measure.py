@@ -94,21 +94,25 @@ def inputs(fn: str, dtype, n: int, seed: int = 0) -> list[np.ndarray]:
     h = n // 2
     q = n - h
     fmax = float(dt._finfo(dtype.np).max)
-    magn = lambda k: np.clip(10.0 ** rng.uniform(-12, 12, k) * rng.choice([-1, 1], k), -fmax, fmax).astype(dtype.np)  # noqa
+    def magn(k):
+        v = 10.0 ** rng.uniform(-12, 12, k) * rng.choice([-1, 1], k)
+        return np.clip(v, -fmax, fmax).astype(dtype.np)
+
+    def u(lo, hi):
+        return lambda k: _u(rng, k, lo, hi, dtype)
+
+    def halves(f, g):
+        return lambda k: np.concatenate([f(k // 2), g(k - k // 2)])
+
+    trig = halves(u(-10, 10), lambda k: _near_pio2(rng, k, dtype, 2000))
     focus = {
-        "exp": lambda k: _u(rng, k, -lim[1], lim[0], dtype),
-        "exp2": lambda k: _u(rng, k, -lim[1] * 1.45, lim[0] * 1.45, dtype),
-        "expm1": lambda k: np.concatenate([_u(rng, k // 2, -1, 1, dtype), _u(rng, k - k // 2, -40, lim[0], dtype)]),
-        "log": lambda k: _u(rng, k, 0.5, 2.0, dtype), "log2": lambda k: _u(rng, k, 0.5, 2.0, dtype),
-        "log10": lambda k: _u(rng, k, 0.5, 2.0, dtype),
-        "log1p": lambda k: np.concatenate([_u(rng, k // 2, -1, 1, dtype), _u(rng, k - k // 2, -0.01, 0.01, dtype)]),
-        "sin": lambda k: np.concatenate([_u(rng, k // 2, -10, 10, dtype), _near_pio2(rng, k - k // 2, dtype, 2000)]),
-        "cos": lambda k: np.concatenate([_u(rng, k // 2, -10, 10, dtype), _near_pio2(rng, k - k // 2, dtype, 2000)]),
-        "tan": lambda k: np.concatenate([_u(rng, k // 2, -10, 10, dtype), _near_pio2(rng, k - k // 2, dtype, 2000)]),
-        "tanh": lambda k: _u(rng, k, -20, 20, dtype), "sinh": lambda k: _u(rng, k, -lim[0], lim[0], dtype),
-        "cosh": lambda k: _u(rng, k, -lim[0], lim[0], dtype), "erf": lambda k: _u(rng, k, -6.5, 6.5, dtype),
-        "atan": lambda k: _u(rng, k, -4, 4, dtype), "asin": lambda k: _u(rng, k, -1, 1, dtype),
-        "acos": lambda k: _u(rng, k, -1, 1, dtype), "rsqrt": lambda k: _u(rng, k, 0, 4, dtype),
+        "exp": u(-lim[1], lim[0]), "exp2": u(-lim[1] * 1.45, lim[0] * 1.45),
+        "expm1": halves(u(-1, 1), u(-40, lim[0])),
+        "log": u(0.5, 2.0), "log2": u(0.5, 2.0), "log10": u(0.5, 2.0),
+        "log1p": halves(u(-1, 1), u(-0.01, 0.01)),
+        "sin": trig, "cos": trig, "tan": trig,
+        "tanh": u(-20, 20), "sinh": u(-lim[0], lim[0]), "cosh": u(-lim[0], lim[0]),
+        "erf": u(-6.5, 6.5), "atan": u(-4, 4), "asin": u(-1, 1), "acos": u(-1, 1), "rsqrt": u(0, 4),
     }
     if fn in BINARY:
         a = np.concatenate([_bits_uniform(rng, q, dtype), magn(h)])

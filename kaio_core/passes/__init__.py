@@ -24,16 +24,19 @@ def frontend_pipeline(kernel):
     return kernel
 
 
-def target_pipeline(kernel, warp_size: int):
-    """Expand portable math, lower block and warp reductions for a target's warp width, then
-    clean up.
+def target_pipeline(kernel, warp_size: int, fast_math: bool = False):
+    """Expand portable math, lower block and warp reductions for a target's warp width, mark
+    loops with a positive step and unroll the small ones by 4, then clean up.
 
     Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
+    ``fast_math`` (kernel-wide) marks math ops ``fast`` instead of expanding them.
     """
     from ..ir.rewrite import clone_kernel
-    from . import constfold, cse, dce, expand_math, lower_reductions, verify
-    kernel = expand_math.run(clone_kernel(kernel))   # portable math -> inline IR (kaio.mathlib)
+    from . import constfold, cse, dce, expand_math, loop_facts, lower_reductions, unroll, verify
+    kernel = expand_math.run(clone_kernel(kernel), fast_math)  # portable math -> IR (kaio.mathlib)
     kernel = lower_reductions.run(kernel, warp_size=warp_size)
+    kernel = loop_facts.run(kernel)                  # step_sign = 1 where the step is > 0
+    kernel = unroll.run(kernel)                      # small positive-step loops, by 4
     kernel = constfold.run(kernel)
     kernel = cse.run(kernel)
     kernel = dce.run(kernel)

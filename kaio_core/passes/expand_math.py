@@ -18,10 +18,14 @@ def needs_expansion(op) -> bool:
             and not op.attrs.get("fast", False))
 
 
-def run(kernel):
-    """Replace portable math ops in place; returns the kernel."""
+def run(kernel, fast_math: bool = False):
+    """Replace portable math ops in place; returns the kernel. With ``fast_math`` (a kernel-wide
+    fast-math compilation) they are marked ``fast`` instead, for the target's approximations."""
     from .. import mathlib
     for op in [o for o in kernel.walk() if needs_expansion(o)]:
+        if fast_math:
+            op.attrs["fast"] = True
+            continue
         scratch = Block()
         b = Builder(scratch, op.loc)
         new = mathlib.expand(b, op.attrs["fn"], *op.operands)

@@ -364,6 +364,15 @@ class _Verifier:
             owned = op.attrs.get("owned")
             if owned is not None and owned not in {p.name for p in self.k.params if p.kind == "buffer"}:
                 self.fail(op, f"owned={owned!r} does not name a buffer parameter")
+            sign = op.attrs.get("step_sign")
+            if sign is not None:
+                c = step.owner.attrs["value"] if getattr(step.owner, "opcode", None) == "const" else 1
+                if sign != 1 or isinstance(sign, bool) or c <= 0:
+                    self.fail(op, f"step_sign={sign!r} must be 1 (the step is > 0), and only on a "
+                                  "loop whose step is not a constant <= 0")
+            unrolled = op.attrs.get("unrolled")
+            if unrolled is not None and (type(unrolled) is not int or unrolled < 1):
+                self.fail(op, f"unrolled={unrolled!r} must be a positive int")
             self.regions(op)
             self.yielded(op, body, types, "loop body", False)
         else:

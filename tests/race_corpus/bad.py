@@ -268,8 +268,8 @@ def shared_two_writers(x: kaio.In[f32], y: kaio.Out[f32]):
 # name -> (buffer the message names, launch for the sanitizer run, args maker, what the reference
 # backend raises when the kernel runs with the checker disabled: "race" (kaio.RaceError),
 # "barrier" (divergent barrier), "uninit" (Out read before write), "frontend" (the frontend
-# already rejects it), or None (an ownership violation that is no dynamic conflict on this
-# launch: e.g. a permutation that writes elements other threads own but never write))
+# already rejects it), or "ownership" (kaio OwnershipError: the sanitizer's ownership check; a
+# permutation that writes elements other threads own but never write is no conflict otherwise)
 def _f(n):
     return np.arange(n, dtype=np.float32)
 
@@ -295,11 +295,11 @@ CASES = {
     "unguarded_tree": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), "race"),
     "tree_no_sync": ("buf", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), "race"),
     "short_stride": ("y", ((2,), (16,)), lambda: (_f(64), _f(64)), "race"),
-    "rows_transposed": ("y", ((1,), (8,)), lambda: (_f2(8, 8), _f2(8, 8)), None),
+    "rows_transposed": ("y", ((1,), (8,)), lambda: (_f2(8, 8), _f2(8, 8)), "ownership"),
     "whole_row_per_thread": ("y", ((4,), (32,)), lambda: (_f2(4, 32), _f2(4, 32)), "race"),
-    "shifted_tile": ("y", ((2, 2), (8, 8)), lambda: (_f2(16, 16), _f2(16, 16)), None),
+    "shifted_tile": ("y", ((2, 2), (8, 8)), lambda: (_f2(16, 16), _f2(16, 16)), "ownership"),
     "modular_index": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
-    "reversed_write": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), None),
+    "reversed_write": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "ownership"),
     "shared_two_writes": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
     "shared_loop_carry": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
     "divergent_while_barrier": (None, ((1,), (32,)), lambda: (_f(32), _f(32)), "barrier"),

@@ -1,0 +1,182 @@
+"""Unroll small ``for`` loops with a positive step by 4 (a main loop plus the original as remainder).
+
+    %r = for %lb, %ub, %s, %init {step_sign = 1} (%iv, %c) { body; yield %y }
+
+becomes (``k*s`` and the bound computed once, before the loops)
+
+    %ub3 = ub - 3*s                      # guarded, see below
+    %m:2 = for %lb, %ub3, %s4, %lb, %init {step_sign = 1, unrolled = 4} (%iv, %ivc, %c) {
+      body(iv) ; body(iv + s) ; body(iv + 2s) ; body(iv + 3s)      # carried values chained
+      yield iv + s4, y3
+    }
+    %r = for %m#0, %ub, %s, %m#1 {step_sign = 1, unrolled = 1} (%iv, %c) { body; yield %y }
+
+The main loop runs four bodies only when ``iv + 3s < ub`` holds mathematically, i.e. when the
+original loop would run exactly those four iterations with exactly those ``iv`` values, and the
+carried values are combined in the original order: results are bit-identical. ``ub - 3s`` must
+not wrap: when the step's range (:func:`kaio.passes.loop_facts.value_range`) does not bound it by
+``max/4``, the main loop gets the bound ``lb`` (no iteration) when ``s > max/4``; when ``ub``
+may be near the type's minimum, ``max(ub, min + 3s) - 3s`` is used. The remainder loop (the
+original op, whose results the rest of the kernel already uses) runs what is left.
+
+Eligible loops: ``step_sign = 1`` (set by :mod:`.loop_facts`), no ``unrolled`` attr yet, at most
+:data:`MAX_BODY_OPS` ops, and no nested loops, barriers, warp or block ops, atomics or array
+allocations in the body. In the main loop, loads from ``in`` buffers at the top level of the body
+(with the pure ops computing their indices) are moved before the rest, so the four loads are in
+flight together: ``in`` buffers never change during a launch (the launch rejects a writable
+buffer that overlaps another buffer, which is also what makes ``ld.global.nc`` valid), so no
+store can be crossed in a way that matters. Every other op keeps program order.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..ir import ops as O
+from ..ir.core import Block, Kernel, Op, Value
+from ..ir.rewrite import insert_before
+from .loop_facts import value_range
+
+FACTOR = 4
+MAX_BODY_OPS = 40
+_FORBIDDEN = ("for", "while", "barrier", "atomic", "shuffle", "vote", "ballot", "warp_reduce",
+              "block_reduce", "shared_array", "dyn_shared", "local_array")
+
+#: set False to disable the pass (tests compare against the loop as written)
+ENABLED = True
+
+
+def run(kernel: Kernel) -> Kernel:
+    """Unroll every eligible loop of ``kernel`` in place; returns the kernel."""
+    if not ENABLED:
+        return kernel
+    loops = [op for op in kernel.walk() if op.opcode == "for" and _eligible(op)]
+    ranges: dict = {}
+    for op in loops:
+        _unroll(op, ranges)
+    return kernel
+
+
+def _eligible(op: Op) -> bool:
+    if op.attrs.get("step_sign") != 1 or "unrolled" in op.attrs:
+        return False
+    if not op.operands[0].type.is_int:
+        return False
+    n = 0
+    for inner in op.regions[0].walk():
+        if inner.opcode in _FORBIDDEN:
+            return False
+        n += inner.opcode != "yield"
+    return n <= MAX_BODY_OPS
+
+
+class _At:
+    """Appends new ops to a list, with the loop's location."""
+
+    def __init__(self, loc):
+        self.ops: list[Op] = []
+        self.loc = loc
+
+    def __call__(self, opcode, operands, rtype, attrs=None) -> Value:
+        op = Op(opcode, operands, [rtype], attrs, loc=self.loc)
+        self.ops.append(op)
+        return op.result
+
+    def const(self, value, t) -> Value:
+        return self("const", [], t, {"value": value})
+
+
+def _unroll(op: Op, ranges: dict) -> None:
+    lb, ub, s, *inits = op.operands
+    t = lb.type
+    lo_t, hi_t = t.min_value(), t.max_value()
+    pre = _At(op.loc)
+    rs, rub = value_range(s, ranges), value_range(ub, ranges)
+    guard = None
+    if rs is None or rs[1] > hi_t // FACTOR:       # k*s may wrap: run the main loop only if not
+        guard = pre("cmp", [s, pre.const(hi_t // FACTOR, t)], dt.bool_, {"pred": "le"})
+        s_max = hi_t // FACTOR
+    else:
+        s_max = rs[1]
+    steps = [s] + [pre("mul", [s, pre.const(k, t)], t) for k in range(2, FACTOR + 1)]
+    s3, s4 = steps[FACTOR - 2], steps[FACTOR - 1]
+    if rub is not None and rub[0] - (FACTOR - 1) * s_max >= lo_t:
+        ub3 = pre("sub", [ub, s3], t)
+    else:                                            # max(ub, min + 3s) - 3s cannot wrap
+        floor = pre("add", [pre.const(lo_t, t), s3], t)
+        ub3 = pre("sub", [pre("max", [ub, floor], t), s3], t)
+    if guard is not None:
+        ub3 = pre("select", [guard, ub3, lb], t)
+        s4 = pre("select", [guard, s4, pre.const(1, t)], t)   # keeps the step positive
+    insert_before(op, pre.ops)
+
+    body = op.regions[0]
+    main_body = Block()
+    iv = main_body.add_arg(t, body.args[0].name)
+    main_body.add_arg(t)                             # the iv again, carried out as a result
+    carried = [main_body.add_arg(a.type, a.name) for a in body.args[1:]]
+    ins = _At(op.loc)
+    ivs = [iv] + [ins("add", [iv, sk], t) for sk in steps[:FACTOR - 1]]
+    copies: list[list[Op]] = []
+    for k in range(FACTOR):
+        mapping = {body.args[0].id: ivs[k]}
+        mapping.update({a.id: v for a, v in zip(body.args[1:], carried)})
+        ops, carried = _clone_body(body, mapping)
+        copies.append(ops)
+    nxt = ins("add", [iv, s4], t)
+    main_ops = ins.ops[:-1] + _schedule([o for c in copies for o in c]) + [ins.ops[-1]]
+    for o in main_ops:
+        main_body.append(o)
+    main_body.append(Op("yield", [nxt, *carried], loc=op.loc))
+    attrs = dict(op.attrs, step_sign=1, unrolled=FACTOR)
+    main = Op("for", [lb, ub3, s4, lb, *inits], [t] + [v.type for v in inits], attrs,
+              [main_body], op.loc)
+    insert_before(op, [main])
+    op.operands = [main.results[0], ub, s, *main.results[1:]]
+    op.attrs["unrolled"] = 1
+
+
+def _clone_body(body: Block, mapping: dict) -> tuple[list[Op], list[Value]]:
+    """Fresh copies of ``body``'s ops (minus the yield) with operands renamed by ``mapping``
+    (value id -> value; extended with the copies' results); returns them and the values the
+    copy yields."""
+    from ..ir.rewrite import _clone_block
+    out = []
+    for o in body.ops:
+        if o.opcode == "yield":
+            return out, [mapping.get(v.id, v) for v in o.operands]
+        regions = [_clone_block(r, mapping) for r in o.regions]
+        new = Op(o.opcode, [mapping.get(v.id, v) for v in o.operands],
+                 [r.type for r in o.results], dict(o.attrs), regions, o.loc,
+                 [r.name for r in o.results])
+        for old, r in zip(o.results, new.results):
+            mapping[old.id] = r
+        out.append(new)
+    return out, []
+
+
+def _schedule(ops: list[Op]) -> list[Op]:
+    """Move loads of ``in`` buffers (top level, with the pure region-free ops their operands need)
+    ahead of the other ops; everything else keeps its order."""
+    pos = {r.id: i for i, o in enumerate(ops) for r in o.results}
+    early: set[int] = set()
+
+    def closure(i, acc) -> bool:
+        o = ops[i]
+        if i in acc or i in early:
+            return True
+        if o.regions or not O.is_pure(o) or (o.opcode == "load" and not _reads_in(o)):
+            return False
+        acc.add(i)
+        return all(v.id not in pos or closure(pos[v.id], acc) for v in o.operands)
+
+    for i, o in enumerate(ops):
+        if o.opcode == "load" and _reads_in(o):
+            acc: set[int] = set()
+            if closure(i, acc):
+                early |= acc
+    return [o for i, o in enumerate(ops) if i in early] + \
+           [o for i, o in enumerate(ops) if i not in early]
+
+
+def _reads_in(load: Op) -> bool:
+    t = load.operands[0].type
+    return t.space == "global" and t.intent == "in"
