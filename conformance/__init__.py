@@ -8,7 +8,8 @@ is compared with the interpreter at the same warp width under the kernel's rule,
 under the kernel's stated bound. See docs/conformance.md.
 
     from kaio.conformance import Options, run_suite
-    report = run_suite(Options(["reference", "gfx942"]))
+    if __name__ == "__main__":   # LLVM builds run in spawned worker processes
+        report = run_suite(Options(["reference", "gfx942"]))
 """
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
                    help="problem sizes: CI sizes (small) or the library's default sizes")
     p.add_argument("--out", default="conformance-report", help="report directory")
     p.add_argument("--jobs", type=int, default=None,
-                   help="worker processes for the AMD code-object builds (default: CPU count)")
+                   help="worker processes for LLVM builds (AMD code objects, cuda-llvm pre-flight; "
+                        "default: CPU count, at most 16)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p
 

@@ -179,12 +179,11 @@ def _dd_mul(m, hi, lo, c):
 
 
 def log1p(m, x):
-    u = m.add(1.0, x)
+    u, err = m.two_sum(1.0, x)                           # u + err = 1 + x exactly
     k, mant = decompose(m, m.max(u, 2.0 ** -1000))
     k0 = m.eq(k, 0.0)
     f = m.sel(k0, x, m.sub(mant, 1.0))
-    corr = m.div(m.sub(1.0, m.sub(u, x)), u)            # (1 + x - u) / u, for k >= 1
-    corr = m.sel(m.gt(k, 0.0), corr, 0.0)
+    corr = m.sel(k0, 0.0, m.div(err, u))                # log(1 + x) = log(u) + log(1 + err/u)
     hi, lo = log1p_dd(m, f)
     r = _k_plus(m, k, LN2_42, hi, m.add(lo, corr))
     r = m.sel(m.lt(m.abs(x), 2.0 ** -54), x, r)
