@@ -310,8 +310,10 @@ class SymbolTable:
         elif nonneg_a and nonneg_b and len(b.t) == 1:  # x >= 0, d >= 1: floor semantics
             if op == "div":   # d*q <= x <= d*q + d - 1
                 info.facts += [a - b * sym, b * sym + b - 1 - a]
-            else:             # 0 <= r <= d - 1
-                info.facts += [b - 1 - sym]
+            else:             # 0 <= r <= d - 1 and x == d*q + r
+                q = self.atom("div", a, b)
+                link = a - b * q - sym
+                info.facts += [b - 1 - sym, link, -link]
         self.atoms[key] = sym
         return sym
 
@@ -379,9 +381,13 @@ class Prover:
         return p
 
     def nonneg(self, goal: Poly, facts: list, depth: int = 8) -> bool:
+        """Prove ``goal >= 0``. Symbols are integers, so an integral goal ``X + k >= 0`` may be
+        relaxed to ``X + k + 1 - eps >= 0`` (X > -k - 1 is the same as X >= -k)."""
         facts = list(facts) + self.extra
         facts += self.table.all_facts(goal.symbols() | {s for f in facts for s in f.symbols()})
         goal = self.pinned(goal)
+        if goal.t and all(Fraction(c).denominator == 1 for c in goal.t.values()):
+            goal = goal + Fraction(4095, 4096)
         facts = [self.pinned(f) for f in facts]
         if any(f.is_const and f.value < 0 for f in facts):
             return True  # contradictory facts: the access is unreachable

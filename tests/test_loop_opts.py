@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 
-import kaio
 import numpy as np
 import pytest
+from test_ptx import ptxas
+
+import kaio
 from kaio import dtypes as dt
 from kaio import f32, i32
 from kaio.backends import amdgpu
@@ -20,7 +22,6 @@ from kaio.ir.rewrite import clone_kernel
 from kaio.passes import loop_facts, target_pipeline, unroll, verify
 from kaio.passes.verify import IRVerifyError
 from kaio.regions import rows_per_block
-from test_ptx import ptxas
 
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
 
@@ -190,13 +191,13 @@ def test_not_unrolled_negative_unknown_or_effectful():
     def nested(x: kaio.In[f32], out: kaio.Raw[f32]):
         s = 0.0
         for j in range(0, x.shape[0], 1):
-            for i in range(0, 2, 1):
+            for _i in range(0, 2, 1):
                 s += x[j]
         out[kaio.thread_idx.x] = s
 
     assert [op.attrs.get("unrolled") for op in fors(lowered(with_barrier))] == [None]
-    outer, inner = fors(lowered(nested))[0], fors(lowered(nested))[-1]
-    assert "unrolled" not in outer.attrs
+    outer, *inner = fors(lowered(nested))
+    assert "unrolled" not in outer.attrs and outer.attrs["step_sign"] == 1
 
 
 def test_owned_loops_keep_their_attrs():
@@ -294,6 +295,12 @@ def _loops(ptx):
     return re.findall(r"\$L_for_\d+:\n(.*?)\$L_endfor_\d+:", ptx, re.S)
 
 
+def _code(text):
+    """Instruction lines (no comments, no .loc)."""
+    lines = (ln.strip() for ln in text.splitlines())
+    return [ln for ln in lines if ln and not ln.startswith(("//", ".loc"))]
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_one_compare_per_iteration_and_four_loads(arch):
     ptx, _ = emit_ptx(lowered(row_max), arch)
@@ -301,7 +308,7 @@ def test_ptx_one_compare_per_iteration_and_four_loads(arch):
     loops = _loops(ptx)
     assert len(loops) == 4                             # 2 loops, each main + remainder
     for body in loops:
-        code = [ln.strip() for ln in body.splitlines() if ln.strip() and not ln.strip().startswith(("//", ".loc"))]
+        code = _code(body)
         assert code[0].startswith("setp.ge.s32") and code[1].startswith("@%p")
         assert not any(c.startswith(("setp.gt", "and.pred", "or.pred", "not.pred")) for c in code)
         # the row address x + row*cols*4 is computed once, before the loops
@@ -320,7 +327,7 @@ def test_ptx_dynamic_sign_test_is_hoisted(arch):
     ptx, _ = emit_ptx(lowered(scalar_bounds), arch)
     ptxas(ptx, arch)
     last = _loops(ptx)[-1]                             # the `st` loop: sign unknown
-    code = [ln.strip() for ln in last.splitlines() if ln.strip() and not ln.strip().startswith(("//", ".loc"))]
+    code = _code(last)
     assert code[0].startswith("@%p") and "setp.ge.s32" in code[0]
     assert code[1].startswith("@!%p") and "setp.le.s32" in code[1]
     assert not any(c.startswith(("setp.gt", "and.pred", "or.pred")) for c in code)

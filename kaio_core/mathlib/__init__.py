@@ -11,7 +11,8 @@ rounded once to the argument's type: the f64 result is within a few f64 ulp, so 
 is the correctly rounded one except when the exact value lies within ~2^-50 relative of a
 rounding boundary (then it may be 1 ulp off -- double rounding; it is the same on every target).
 ``fmod`` is the IR's exact ``rem`` (16-bit types through f32, exactly:
-the result is representable in the narrow type); ``rsqrt`` is ``1 / sqrt`` (in f64 for narrower types).
+the result is representable in the narrow type); ``rsqrt`` is ``1 / sqrt`` refined by one Newton
+step.
 """
 from __future__ import annotations
 
@@ -42,7 +43,14 @@ def _widen_f32(b, a):
 
 
 def _rsqrt(m, x):
-    return m.div(1.0, m.sqrt(x))
+    """1 / sqrt(x), then one Newton step on the residual 1 - x y^2 (computed with a two-product
+    and fma) for 2^-1000 < x < 2^1000; outside, and at 0, inf, NaN, the plain quotient."""
+    y = m.div(1.0, m.sqrt(x))
+    p, pe = m.two_prod(y, y)
+    h = m.fma(m.neg(x), pe, m.fma(m.neg(x), p, 1.0))
+    refined = m.fma(m.mul(y, 0.5), h, y)
+    ok = m.and_(m.gt(x, 2.0 ** -1000), m.lt(x, 2.0 ** 1000))
+    return m.sel(ok, refined, y)
 
 
 def expand(b, fn: str, *args):

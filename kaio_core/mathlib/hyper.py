@@ -2,8 +2,8 @@
 
 sinh/cosh: for |x| < 1 their Taylor series (x + x^3 S(x^2), 1 + x^2 C(x^2), fma); above,
 E = e^|x| / 2 from the exp core (the halving folded into the exponent, so cosh does not overflow
-before its true threshold) and E -+ 1/(4E). tanh(x) = u / (u + 2) with u = expm1(2|x|), 1 for
-|x| > 22, sign restored.
+before its true threshold) and E -+ 1/(4E). tanh(x) = u / (u + 2) with u = expm1(2|x|) (the denominator as a
+double-double and the division remainder folded back), 1 for |x| > 22, sign restored.
 
 erf: |x| < 1 by its Taylor series x (2/sqrt(pi)) sum (-1)^n x^2n / (n! (2n + 1)) with the
 leading constant as a double-double; 1 <= |x| < 6 by Taylor expansions around the centres
@@ -68,7 +68,10 @@ def cosh(m, x):
 def tanh(m, x):
     a = m.abs(x)
     u = explog.expm1(m, m.min(m.mul(a, 2.0), 60.0))
-    r = m.div(u, m.add(u, 2.0))
+    d, de = m.fast_two_sum(m.max(u, 2.0), m.min(u, 2.0))   # d + de = u + 2 exactly
+    q = m.div(u, d)
+    rem = m.fma(m.neg(q), de, m.fma(m.neg(q), d, u))         # u - q (d + de), nearly exact
+    r = m.add(q, m.div(rem, d))
     r = m.sel(m.gt(a, 22.0), 1.0, r)
     r = m.copysign(r, x)
     return m.sel(m.isnan(x), x, r)

@@ -265,6 +265,18 @@ def shared_two_writers(x: kaio.In[f32], y: kaio.Out[f32]):
         y[i] = sh[0]
 
 
+@kaio.kernel
+def warp_partials_half(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    partial = kaio.shared_array(f32, 32)
+    t = kaio.thread_idx.x
+    v = kaio.warp_sum(x[kaio.global_id()])
+    if t % 16 == 0:
+        partial[t // 32] = v  # RACE
+    kaio.sync()
+    if t == 0:
+        kaio.atomic_add(total, 0, partial[0])
+
+
 # name -> (buffer the message names, launch for the sanitizer run, args maker, what the reference
 # backend raises when the kernel runs with the checker disabled: "race" (kaio.RaceError),
 # "barrier" (divergent barrier), "uninit" (Out read before write), "frontend" (the frontend
@@ -309,5 +321,6 @@ CASES = {
                                    lambda: (np.zeros(32, np.int32), _f(32), _f(32)), "race"),
     "store_to_in": ("x", ((1,), (32,)), lambda: (_f(32),), "frontend"),
     "shared_two_writers": ("sh", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
+    "warp_partials_half": ("partial", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

@@ -567,5 +567,31 @@ def run_shared_broadcast(v):
     _close(y, np.repeat(x[:-(-x.size // 32)], 32)[:x.size])
 
 
+@kaio.kernel
+def warp_partials(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    partial = kaio.shared_array(f32, 32)
+    t = kaio.thread_idx.x
+    i = kaio.global_id()
+    v = 0.0
+    if i < x.shape[0]:
+        v = x[i]
+    v = kaio.warp_sum(v)
+    if t % 32 == 0:
+        partial[t // 32] = v
+    kaio.sync()
+    if t == 0:
+        s = 0.0
+        for w in range(kaio.block_dim.x // 32):
+            s = s + partial[w]
+        kaio.atomic_add(total, 0, s)
+
+
+def run_warp_partials(v):
+    x = _x(SIZES[v])
+    total = np.zeros(1, np.float32)
+    warp_partials[(-(-x.size // 128),), (128,)](x, total)
+    np.testing.assert_allclose(total[0], x.sum(), rtol=1e-4, atol=1e-4)
+
+
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
 KERNELS = {name: globals()[name] for name in CASES}
