@@ -27,12 +27,39 @@ MAGIC = b"KAIOCACHE1"
 _MAX_MEMORY_ENTRIES = 4096
 
 
+_FINGERPRINT: str | None = None
+
+
+def compiler_fingerprint() -> str:
+    """sha256 of the compiler's own source (passes and backends), computed once per process.
+
+    Part of every cache key, so an edited or upgraded compiler never reuses code that an older
+    one generated, even when the version number did not change."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        h = hashlib.sha256()
+        here = Path(__file__).resolve().parent
+        roots = [here / "passes", here / "mathlib", here.parent / "backends"]
+        import kaio.backends as _be  # the installed mapping may put backends elsewhere
+        roots.append(Path(_be.__file__).resolve().parent)
+        seen = set()
+        for root in roots:
+            for f in sorted(root.rglob("*.py")) if root.is_dir() else []:
+                if f in seen:
+                    continue
+                seen.add(f)
+                h.update(f.name.encode())
+                h.update(f.read_bytes())
+        _FINGERPRINT = h.hexdigest()
+    return _FINGERPRINT
+
+
 def cache_key(ir_text: str, target: str, options: dict | None = None, version: str | None = None) -> str:
-    """sha256 hex of (kaio version, printed IR, target, options); options must be JSON-able."""
+    """sha256 hex of (kaio version, compiler fingerprint, printed IR, target, options)."""
     if version is None:
         from . import __version__ as version
-    blob = json.dumps({"version": version, "ir": ir_text, "target": target,
-                       "options": options or {}}, sort_keys=True, default=str)
+    blob = json.dumps({"version": version, "compiler": compiler_fingerprint(), "ir": ir_text,
+                       "target": target, "options": options or {}}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
