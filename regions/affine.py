@@ -265,15 +265,15 @@ class SymbolTable:
 
     def all_facts(self, symbols) -> list:
         """Facts attached to these symbols and, transitively, to symbols they mention."""
-        seen, todo, out = set(), list(symbols), []
-        while todo:
+        seen, todo, out = set(), sorted(symbols, reverse=True), []
+        while todo:  # sorted everywhere: the prover's search must not depend on hash order
             s = todo.pop()
             if s in seen or s not in self.info:
                 continue
             seen.add(s)
             for f in self.info[s].facts:
                 out.append(f)
-                todo.extend(f.symbols())
+                todo.extend(sorted(f.symbols(), reverse=True))
         return out
 
     def is_uniform(self, p: Poly) -> bool:
@@ -422,7 +422,8 @@ class Prover:
             return self._memo[key]
         self._left -= 1
         self._memo[key] = False
-        syms = sorted(goal.symbols(), key=lambda s: -self.table.info[s].rank if s in self.table.info else 0)
+        info = self.table.info
+        syms = sorted(goal.symbols(), key=lambda s: (-info[s].rank if s in info else 0, s))
         ok = False
         for s in syms:  # eliminate the innermost symbol some fact bounds (Fourier-Motzkin order)
             lin = goal.linear_in(s)

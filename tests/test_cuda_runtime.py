@@ -294,9 +294,12 @@ _FAULT_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_illegal_address_names_kernel():
-    """Run in a subprocess: a faulting kernel leaves its CUDA context unusable."""
-    r = subprocess.run([sys.executable, "-c", _FAULT_SCRIPT], capture_output=True, text=True,
+def test_illegal_address_names_kernel(tmp_path):
+    """Run in a subprocess: a faulting kernel leaves its CUDA context unusable. The script is a
+    file because kaio reads kernel source from files (not `python -c`)."""
+    script = tmp_path / "fault.py"
+    script.write_text(_FAULT_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                        timeout=120, env=dict(os.environ, KAIO_BACKEND="cuda"))
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])

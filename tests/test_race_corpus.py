@@ -15,7 +15,9 @@ from race_corpus import bad, good, randgen
 import kaio
 from kaio.backends.reference import ReferenceBackend
 from kaio.backends.reference.errors import (
-    DivergentBarrierError, OwnershipError, UninitializedReadError,
+    DivergentBarrierError,
+    OwnershipError,
+    UninitializedReadError,
 )
 from kaio.regions import checker
 

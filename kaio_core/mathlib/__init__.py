@@ -29,6 +29,9 @@ IMPLS = {
     "atan": inverse.atan, "asin": inverse.asin, "acos": inverse.acos, "atan2": inverse.atan2,
     "sinh": hyper.sinh, "cosh": hyper.cosh, "tanh": hyper.tanh, "erf": hyper.erf,
 }
+#: native f32 implementations (f32 arguments use these instead of the f64 algorithm)
+NATIVE_F32 = {"exp": explog.exp_f32, "log": explog.log, "log2": explog.log2,
+              "log10": explog.log10}
 #: functions expanded here (every MATH_FNS entry that is not in MATH_EXACT)
 FUNCTIONS = tuple(IMPLS) + ("rsqrt", "fmod")
 
@@ -69,6 +72,8 @@ def expand(b, fn: str, *args):
     impl = _rsqrt if fn == "rsqrt" else IMPLS.get(fn)
     if impl is None:
         raise KeyError(f"kaio.mathlib has no portable '{fn}'")
+    if t is dt.f32 and fn in NATIVE_F32:
+        return NATIVE_F32[fn](F64(b, dt.f32), *args)
     m = F64(b)
     wide = [b.cast(a, dt.f64) for a in args]
     return b.cast(impl(m, *wide), t)

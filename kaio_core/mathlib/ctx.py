@@ -13,16 +13,19 @@ from fractions import Fraction
 
 from .. import dtypes as dt
 
-F = dt.f64
-I = dt.i64
+#: float dtype -> (integer dtype of its bits, exponent bias, explicit mantissa bits)
+LAYOUT = {dt.f64: (dt.i64, 1023, 52), dt.f32: (dt.i32, 127, 23)}
 
 
 class F64:
     """Emit f64 arithmetic into builder ``b``. Values are IR values of type f64 (or i64/bool
-    where a method says so); Python floats passed where a value is expected become constants."""
+    where a method says so); Python floats passed where a value is expected become constants.
+    ``F64(b, dt.f32)`` emits the same vocabulary in f32 (i32 bits), for native f32 kernels."""
 
-    def __init__(self, b):
+    def __init__(self, b, dtype=dt.f64):
         self.b = b
+        self.F = dtype
+        self.I, self.bias, self.mant = LAYOUT[dtype]
         self._consts: dict = {}
 
     @contextmanager
@@ -42,13 +45,13 @@ class F64:
         v = float(v)
         key = ("f", v.hex() if v == v else "nan")
         if key not in self._consts:
-            self._consts[key] = self.b.const(v, F)
+            self._consts[key] = self.b.const(v, self.F)
         return self._consts[key]
 
     def ic(self, v: int):
         key = ("i", int(v))
         if key not in self._consts:
-            self._consts[key] = self.b.const(int(v), I)
+            self._consts[key] = self.b.const(int(v), self.I)
         return self._consts[key]
 
     def _v(self, x):
@@ -143,10 +146,10 @@ class F64:
 
     # --- integers and bits --------------------------------------------------------------------
     def bits(self, a):
-        return self.b.bitcast(a, I)
+        return self.b.bitcast(a, self.I)
 
     def from_bits(self, i):
-        return self.b.bitcast(i, F)
+        return self.b.bitcast(i, self.F)
 
     def iop(self, opcode, a, b):
         a = self.ic(a) if isinstance(a, int) else a
@@ -155,19 +158,21 @@ class F64:
 
     def to_int(self, a):
         """f64 (an integer value) -> i64 (saturating; NaN -> 0)."""
-        return self.b.cast(a, I)
+        return self.b.cast(a, self.I)
 
     def to_float(self, i):
-        return self.b.cast(i, F)
+        return self.b.cast(i, self.F)
 
     def pow2(self, k):
-        """2^k for an i64 ``k`` in [-1022, 1023] (a normal number, built from its bits)."""
-        return self.from_bits(self.iop("shl", self.iop("add", k, 1023), 52))
+        """2^k for an integer ``k`` in [1 - bias, bias] (a normal number, built from its bits)."""
+        return self.from_bits(self.iop("shl", self.iop("add", k, self.bias), self.mant))
 
     def scale(self, x, k):
         """x * 2^k for an i64 ``k``, rounded once (two exact steps, so subnormal results are
-        correct); ``k`` is clamped to [-2044, 2046], far enough for any finite f64 ``x``."""
-        k = self.b.binary("max", self.b.binary("min", k, self.ic(2046)), self.ic(-2044))
+        correct); ``k`` is clamped to [-2044, 2046] (f32: [-252, 254]), far enough for any
+        finite ``x``."""
+        lo, hi = 2 * (1 - self.bias), 2 * self.bias
+        k = self.b.binary("max", self.b.binary("min", k, self.ic(hi)), self.ic(lo))
         k1 = self.iop("shr", k, 1)
         k2 = self.iop("sub", k, k1)
         return self.mul(self.mul(x, self.pow2(k1)), self.pow2(k2))
