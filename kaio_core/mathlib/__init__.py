@@ -31,7 +31,8 @@ IMPLS = {
 }
 #: native f32 implementations (f32 arguments use these instead of the f64 algorithm)
 NATIVE_F32 = {"exp": explog.exp_f32, "log": explog.log, "log2": explog.log2,
-              "log10": explog.log10}
+              "log10": explog.log10, "sin": trig.native_f32("sin"), "cos": trig.native_f32("cos"),
+              "tan": trig.native_f32("tan")}
 #: functions expanded here (every MATH_FNS entry that is not in MATH_EXACT)
 FUNCTIONS = tuple(IMPLS) + ("rsqrt", "fmod")
 
