@@ -108,34 +108,111 @@ def build_isolated(ir_text: str, target: str, fast_math: bool) -> BuildResult:
                            [f"LLVM aborted the build ({why}): {tail or 'no message'}"])
 
 
+def _warm_worker() -> None:
+    """Pool initializer: import the LLVM path and create the target machines once, so the child
+    forked for each job starts warm (a cold child re-imports llvmlite and kaio's backends and
+    re-initialises LLVM: about a second per job, five times the build itself)."""
+    try:
+        from kaio.backends import abi, amdgpu, codeobject  # noqa: F401
+        from kaio.backends.llvm_targets import get_target  # noqa: F401
+        from kaio.ir import parse_kernel  # noqa: F401
+        from kaio.passes import target_pipeline  # noqa: F401
+        amdgpu._llvm()
+        for t in ("gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_90"):
+            try:
+                amdgpu.target_machine(t)
+            except Exception:
+                pass
+        try:
+            amdgpu.find_lld()
+        except Exception:
+            pass
+        # one real build per kind of target imports everything the builds import lazily
+        # (target pipeline passes, the IR math library, code-object checks)
+        ir = _warmup_ir()
+        build(ir, "gfx942", False)
+        build(ir, "nvptx64-sm_90", False)
+    except Exception:   # a cold worker still builds, only slower
+        pass
+
+
+def _warmup_ir() -> str:
+    global kaio, f32   # this module postpones annotations: the kernel's must resolve globally
+    import kaio
+    from kaio import f32
+    from kaio.ir import print_kernel
+
+    @kaio.kernel
+    def conformance_warmup(x: kaio.In[f32], y: kaio.Out[f32]):
+        for i in y.owned():
+            y[i] = kaio.math.exp(x[i]) + kaio.math.sin(x[i]) + x[i] % 3.0
+
+    return print_kernel(conformance_warmup.specialize_ir({}))
+
+
 class BuildPool:
-    """A pool of spawned worker processes for builds; reusable across calls, closed by the
-    runner. ``run(jobs)`` returns {(ir_text, target, fast_math): BuildResult}."""
+    """One pool of spawned, pre-warmed worker processes for every build of a run; started on
+    first use and closed by the runner.
+
+    ``submit(jobs)`` queues builds and returns at once (the AMD builds run while the GPU targets
+    execute); ``result(job)`` waits for one; ``run(jobs)`` does both. A job is built once however
+    often it is submitted. Each job runs in a forked child of its worker (see
+    :func:`build_isolated`), so a fatal LLVM error fails that job only; should a worker die all
+    the same, the pool is recreated and the jobs it took down are retried once, each alone."""
 
     def __init__(self, workers: int | None = None):
-        self.workers = max(1, workers or min(os.cpu_count() or 1, 16))
+        self.workers = max(1, workers or os.cpu_count() or 1)
         self._pool = None
+        self._futures: dict = {}
+        self._done: dict = {}
 
     def _executor(self):
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
+                                                initializer=_warm_worker)
         return self._pool
+
+    def submit(self, jobs) -> None:
+        for j in dict.fromkeys(jobs):
+            if j not in self._futures and j not in self._done:
+                self._futures[j] = self._executor().submit(build_isolated, *j)
+
+    def result(self, job) -> BuildResult:
+        if job in self._done:
+            return self._done[job]
+        if job not in self._futures:
+            self.submit([job])
+        try:
+            r = self._futures[job].result()
+        except Exception:   # the worker died (BrokenProcessPool): retry this job alone, once
+            self._futures.pop(job, None)
+            self._restart()
+            alone = cf.ProcessPoolExecutor(max_workers=1,
+                                           mp_context=multiprocessing.get_context("spawn"))
+            try:
+                r = alone.submit(build_isolated, *job).result()
+            except Exception as e:
+                r = BuildResult(_kernel_name(job[0]), job[1], False,
+                                [f"build worker failed: {type(e).__name__}: {e}"])
+            finally:
+                alone.shutdown(wait=False, cancel_futures=True)
+        self._futures.pop(job, None)
+        self._done[job] = r
+        return r
+
+    def _restart(self) -> None:
+        """Replace a broken pool; resubmit the jobs that were queued on it and not finished."""
+        lost = [j for j, f in self._futures.items() if not f.done() or f.exception() is not None]
+        self.close()
+        for j in lost:
+            self._futures.pop(j, None)
+        self.submit(lost)
 
     def run(self, jobs) -> dict:
         jobs = list(dict.fromkeys(jobs))
-        out = {}
-        if not jobs:
-            return out
-        futures = {j: self._executor().submit(build_isolated, *j) for j in jobs}
-        for j, f in futures.items():
-            try:
-                out[j] = f.result()
-            except Exception as e:  # the worker itself died: report, and start a fresh pool
-                out[j] = BuildResult(_kernel_name(j[0]), j[1], False,
-                                     [f"build worker failed: {type(e).__name__}: {e}"])
-                self.close()
-        return out
+        self.submit(jobs)
+        return {j: self.result(j) for j in jobs}
 
     def close(self) -> None:
         if self._pool is not None:

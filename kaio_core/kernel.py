@@ -123,6 +123,12 @@ def check_buffer(kernel: str, p: ParamInfo, arr):
     if _fast_buffer_ok(spec, arr):
         return arr
     what = f"kernel '{kernel}': parameter '{p.name}' ({spec!r})"
+    if not isinstance(arr, np.ndarray) and not _is_device_array(arr) and hasattr(arr, "__dlpack__"):
+        from .dlpack import from_dlpack  # a DLPack-only GPU tensor: view it without a copy
+        try:
+            arr = from_dlpack(arr)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{what}: cannot use the {type(arr).__name__} through DLPack: {e}") from e
     if not isinstance(arr, np.ndarray) and not _is_device_array(arr):
         raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
     if not isinstance(arr, np.ndarray) and not hasattr(arr, "__kaio_device__"):

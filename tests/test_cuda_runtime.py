@@ -376,3 +376,32 @@ def test_from_dlpack_torch():
     np.testing.assert_array_equal(y.to_host(), 2 * np.arange(1000, dtype=np.float32))
     with pytest.raises(ValueError, match="not C-contiguous"):
         kaio.from_dlpack(torch.ones(10, 10, device="cuda").t())
+
+
+class _DLPackOnly:
+    """Wraps a GPU tensor and exports nothing but the DLPack protocol."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, stream=None):
+        return self._t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_dlpack_only_objects_are_used_zero_copy():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA support here")
+    from kaio.device import transfer_stats
+    x = torch.arange(3000, device="cuda", dtype=torch.float32)
+    y = torch.ones(3000, device="cuda", dtype=torch.float32)
+    before = transfer_stats().snapshot()
+    saxpy(2.0, _DLPackOnly(x), _DLPackOnly(y))
+    torch.cuda.synchronize()
+    assert transfer_stats().snapshot() == before  # no host copies: the tensors were used in place
+    assert torch.equal(y, 2 * x + 1)
+    with pytest.raises(TypeError, match="'x'.*DLPack"):
+        saxpy(2.0, _DLPackOnly(torch.arange(3000, dtype=torch.float32)), _DLPackOnly(y))  # CPU tensor
