@@ -8,6 +8,7 @@ compile-only AMD targets, which are built together at the end in worker processe
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import platform
 import sys
@@ -32,9 +33,14 @@ class Options:
     cases: list | None = None                # override the case list (tests)
     command: str = ""
     log: object = field(default=None, repr=False)
+    sanitize: bool = False                   # the reference interpreter's race sanitizer
+    on_row: object = field(default=None, repr=False)   # called with the partial Report
 
 
 def run_suite(opts: Options) -> Report:
+    """Run the cases; returns the report. ``opts.on_row(report)`` (if set) gets the partial
+    report after every case. On KeyboardInterrupt or SIGTERM the run stops and the report of
+    what is done is returned, with ``header['interrupted']`` saying why."""
     log = opts.log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     cases = select(opts.cases if opts.cases is not None else all_cases(), opts.kernels)
     infos = {t: probe(t) for t in _needed(opts.targets)}
@@ -42,29 +48,99 @@ def run_suite(opts: Options) -> Report:
         if t in ("hip",) and infos[t].available and infos[t].warp_size not in BASELINE:
             infos[t].available, infos[t].reason = False, f"warp size {infos[t].warp_size} has no baseline"
     hidden = [t for t in infos if t not in opts.targets]
-    backends = _backends(infos)
+    backends = _backends(infos, opts.sanitize)
     rows, pending = [], []
     t0 = time.perf_counter()
     pool = amd.BuildPool(opts.workers)
+    interrupted = ""
+
+    def report() -> Report:
+        out = []
+        for row in rows:
+            r = Row(row.kernel, row.group, row.rule, row.why, row.description, row.kernels,
+                    {t: row.cells[t] for t in opts.targets if t in row.cells})
+            out.append(r)
+        header = _header(opts, infos, hidden, time.perf_counter() - t0)
+        if interrupted:
+            header["interrupted"] = interrupted
+        return Report(header, list(opts.targets), out)
+
+    def harvest(wait: bool) -> None:
+        """Fill the compile-only cells whose builds are finished (all of them when ``wait``)."""
+        for key in list(pending_groups):
+            row, target, job_keys = pending_groups[key]
+            built = [pool.result(k) if wait else pool.poll(k) for k in job_keys]
+            if any(b is None for b in built):
+                continue
+            del pending_groups[key]
+            row.cells[target] = cell = _compile_cell(built)
+            if cell.status == "failing":
+                log(f"    {row.kernel} @ {target}: FAILING: {cell.detail}")
+
+    pending_groups: dict = {}
+    with _stop_on_sigterm():
+        try:
+            for i, case in enumerate(cases):
+                row, jobs = _run_case(case, opts, infos, backends, pool)
+                rows.append(row)
+                for r, target, job_keys in _group_jobs(jobs):
+                    pending_groups[(id(r), target)] = (r, target, job_keys)
+                harvest(wait=False)
+                log(_progress_line(i + 1, len(cases), row))
+                if opts.on_row is not None:
+                    opts.on_row(report())
+            if pending_groups:
+                log(f"waiting for {sum(len(g[2]) for g in pending_groups.values())} code object "
+                    f"build(s) for {', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
+            harvest(wait=True)
+        except (KeyboardInterrupt, _Terminated) as e:
+            interrupted = ("SIGTERM" if isinstance(e, _Terminated) else "KeyboardInterrupt") + \
+                f" after {len(rows)} of {len(cases)} case(s)"
+            log(f"interrupted ({interrupted}): reporting what is done")
+            for row, target, _ in pending_groups.values():
+                row.cells[target] = Cell("not-run", "build not finished: the run was interrupted")
+        finally:
+            pool.close()
+    return report()
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler (a timeout), like KeyboardInterrupt."""
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
     try:
-        for i, case in enumerate(cases):
-            row, jobs = _run_case(case, opts, infos, backends, pool)
-            rows.append(row)
-            pending += jobs
-            log(f"[{i + 1}/{len(cases)}] {case.name}: " + " ".join(
-                f"{t}={c.status}" for t, c in row.cells.items() if t not in COMPILE_ONLY))
-        if pending:
-            log(f"building {len({j[2] for j in pending})} code objects for "
-                f"{', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
-            built = pool.run([j[2] for j in pending])
-            for row, target, job_keys in _group_jobs(pending):
-                row.cells[target] = _compile_cell([built[k] for k in job_keys])
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
     finally:
-        pool.close()
-    for row in rows:
-        row.cells = {t: row.cells[t] for t in opts.targets if t in row.cells}
-    header = _header(opts, infos, hidden, time.perf_counter() - t0)
-    return Report(header, list(opts.targets), rows)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _progress_line(i: int, n: int, row: Row) -> str:
+    """'[i/n] kernel: target=status ...', then one indented line per failing or within-bound
+    cell with its detail (index, both values as float and hex bits, the rule)."""
+    head = f"[{i}/{n}] {row.kernel}: " + " ".join(
+        f"{t}={c.status}" for t, c in row.cells.items() if t not in COMPILE_ONLY)
+    lines = [head]
+    for t, c in row.cells.items():
+        if c.status in ("failing", "within-bound"):
+            rule = f" [rule {c.rule}]" if c.rule else ""
+            lines.append(f"    {row.kernel} @ {t}: {c.status.upper()}{rule}: {c.detail}")
+    return "\n".join(lines)
 
 
 # --- targets -------------------------------------------------------------------------------
@@ -87,15 +163,17 @@ def _needed(selected: list[str]) -> list[str]:
 _LIVE: dict = {}
 
 
-def _backends(infos) -> dict:
+def _backends(infos, sanitize: bool = False) -> dict:
     out = {}
     for t, info in infos.items():
         if info.kind != "execute" or not info.available:
             continue
-        key = (t, info.warp_size)
+        san = sanitize and t.startswith("reference")
+        key = (t, info.warp_size, san)
         try:
             if key not in _LIVE:
-                _LIVE[key] = Recorder(make_backend(t, info.warp_size))
+                _LIVE[key] = Recorder(make_backend(t, info.warp_size, sanitize=True) if san
+                                      else make_backend(t, info.warp_size))
             out[t] = _LIVE[key]
         except Exception as e:
             info.available, info.reason = False, f"backend failed to start: {type(e).__name__}: {e}"

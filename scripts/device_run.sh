@@ -35,6 +35,7 @@ for step in "$@"; do
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
     conformance) run conformance 240 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
+    launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
   esac
 done
 cp "$OUT/summary.txt" "$FINAL/"
