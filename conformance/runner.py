@@ -201,6 +201,7 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
         row.cells = {t: Cell("failing", msg) for t in opts.targets}
         return row, []
     results, errors, seconds, logs = {}, {}, {}, {}
+    submitted = False
     for t, info in infos.items():
         if info.kind != "execute":
             continue
@@ -225,6 +226,11 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
             errors[t] = ("failing", f"raised {type(e).__name__}: {_short(e)}")
         seconds[t] = time.perf_counter() - start
         logs[t] = list(rec.log)
+        if not submitted and t in results and logs[t]:
+            # the first executed run names the kernels: queue every LLVM build now, so the
+            # workers build while the remaining targets (the GPUs) run
+            submitted = True
+            pool.submit(_llvm_jobs(logs[t], infos, backends, opts.targets))
     launched = next((logs[t] for t in logs if t in results and logs[t]), [])
     row.kernels = list(dict.fromkeys(k.name for k, _ in launched))
     try:
@@ -258,16 +264,34 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
     return row, jobs
 
 
+def _llvm_jobs(launched, infos, backends, targets) -> list:
+    """Every LLVM build the case will need: the compile-only AMD targets' and the pre-flight
+    of the in-process LLVM targets (cuda-llvm, hip)."""
+    names = [t for t in targets if t in COMPILE_ONLY and infos[t].available]
+    for t in ("cuda-llvm", "hip"):
+        if t in backends:
+            pt = _preflight_target(t, backends[t])
+            if pt:
+                names.append(pt)
+    return [(_ir_text(k), name, bool(o.get("fast_math"))) for name in names
+            for k, o in _unique(launched)]
+
+
+def _preflight_target(t: str, rec) -> str:
+    arch = str(getattr(rec.inner, "arch", ""))
+    if t == "cuda-llvm":
+        return "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
+    if t == "hip" and arch.startswith("gfx"):
+        return arch
+    return ""
+
+
 def _preflight(t: str, rec, logs: dict, results: dict, pool) -> str:
     """For the targets that run LLVM in-process (cuda-llvm, hip): build the kernels (as an
     earlier target launched them) in a worker first, so a fatal LLVM error is reported on this
     cell instead of ending the suite. Returns the failure message, or '' to go ahead."""
-    arch = str(getattr(rec.inner, "arch", ""))
-    if t == "cuda-llvm":
-        target = "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
-    elif t == "hip" and arch.startswith("gfx"):
-        target = arch
-    else:
+    target = _preflight_target(t, rec)
+    if not target:
         return ""
     launched = next((logs[o] for o in logs if o in results and logs[o]), [])
     jobs = [(_ir_text(k), target, bool(o.get("fast_math"))) for k, o in _unique(launched)]

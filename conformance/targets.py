@@ -127,11 +127,12 @@ def _probe_amd_compile(info: TargetInfo) -> None:
                    "arch": info.name}
 
 
-def make_backend(name: str, warp_size: int | None = None):
-    """A fresh backend instance for an executed target."""
+def make_backend(name: str, warp_size: int | None = None, sanitize: bool = False):
+    """A fresh backend instance for an executed target (the interpreter's race sanitizer is off
+    unless ``sanitize``: conformance compares results; races are the sanitizer suite's job)."""
     if name.startswith("reference"):
         from kaio.backends.reference import ReferenceBackend
-        return ReferenceBackend(warp_size=warp_size or WARP[name], sanitize=False)
+        return ReferenceBackend(warp_size=warp_size or WARP[name], sanitize=sanitize)
     if name in ("cuda", "cuda-llvm"):
         from kaio.backends.cuda import CudaBackend
         return CudaBackend(codegen="llvm" if name == "cuda-llvm" else "ptx")

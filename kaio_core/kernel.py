@@ -101,10 +101,17 @@ def check_scalar(kernel: str, p: ParamInfo, value):
 
 
 def _fast_buffer_ok(spec, arr) -> bool:
-    """The common case, checked without building any message: a well-formed numpy array."""
-    return (type(arr) is np.ndarray and arr.dtype == spec.dtype.np and arr.ndim == spec.ndim
-            and arr.flags.c_contiguous and (spec.intent == "in" or arr.flags.writeable)
-            and (arr.size == 0 or max(arr.shape) <= INDEX_LIMIT))
+    """The common cases, checked without building any message: a well-formed numpy array or
+    one of kaio's own device arrays (always C-contiguous)."""
+    if type(arr) is np.ndarray:
+        return (arr.dtype == spec.dtype.np and arr.ndim == spec.ndim and arr.flags.c_contiguous
+                and (spec.intent == "in" or arr.flags.writeable)
+                and (arr.size == 0 or max(arr.shape) <= INDEX_LIMIT))
+    if getattr(arr, "__kaio_device__", False):
+        shape = arr.shape
+        return (arr.dtype == spec.dtype.np and len(shape) == spec.ndim
+                and (not shape or max(shape) <= INDEX_LIMIT))
+    return False
 
 
 _FLOAT_MAX: dict = {}
