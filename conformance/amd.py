@@ -201,6 +201,13 @@ class BuildPool:
         self._done[job] = r
         return r
 
+    def poll(self, job) -> BuildResult | None:
+        """The job's result if its build has finished, else None (never waits)."""
+        if job in self._done:
+            return self._done[job]
+        f = self._futures.get(job)
+        return self.result(job) if f is not None and f.done() else None
+
     def _restart(self) -> None:
         """Replace a broken pool; resubmit the jobs that were queued on it and not finished."""
         lost = [j for j, f in self._futures.items() if not f.done() or f.exception() is not None]

@@ -1,12 +1,14 @@
 """``kaio conformance``: run every kernel on every target and write the report.
 
     kaio conformance [--target reference,cuda,cuda-llvm,hip,gfx90a,gfx942] [--kernel NAME ...]
-                     [--size small|default] [--out DIR] [--jobs N]
+                     [--size small|default] [--out DIR] [--jobs N] [--sanitize]
     python -m kaio.conformance ...
 
 Writes ``DIR/conformance.json``, ``DIR/conformance.md`` and ``DIR/conformance.html`` (default
-DIR: ./conformance-report). Targets that cannot run here are reported as not run, with the
-reason. Exit status: 0 when no cell is failing, 1 when any is, 2 on a usage error.
+DIR: ./conformance-report); the JSON is rewritten after every kernel, and all three are written
+when the run is interrupted (Ctrl-C, SIGTERM from a timeout), so a cut-short run leaves a
+report. Targets that cannot run here are reported as not run, with the reason. Exit status: 0
+when no cell is failing, 1 when any is, 2 on a usage error, 130/143 when interrupted.
 """
 from __future__ import annotations
 
@@ -31,7 +33,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="conformance-report", help="report directory")
     p.add_argument("--jobs", type=int, default=None,
                    help="worker processes for LLVM builds (AMD code objects, cuda-llvm pre-flight; "
-                        "default: CPU count, at most 16)")
+                        "default: CPU count)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="run the reference interpreter with its race sanitizer (slower; off by "
+                        "default: conformance compares results)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p
 
@@ -51,20 +56,39 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             print(f"{c.name:45s} {c.group}")
         return 0
+    if args.jobs is not None and args.jobs < 1:
+        print("kaio conformance: --jobs must be at least 1", file=sys.stderr)
+        return 2
     from .runner import Options, run_suite
+    os.makedirs(args.out, exist_ok=True)
     report = run_suite(Options(targets, None, args.size, args.jobs, cases=cases,
-                               command="kaio conformance " + shlex.join(argv)))
+                               command="kaio conformance " + shlex.join(argv),
+                               sanitize=args.sanitize,
+                               on_row=lambda partial: write_json(partial, args.out)))
     paths = write(report, args.out)
     counts = report.counts()
     for t in report.targets:
         c = counts[t]
         print(f"{t:14s} " + "  ".join(f"{k}={v}" for k, v in c.items() if v), file=sys.stderr)
     print("report: " + ", ".join(paths), file=sys.stderr)
+    if report.header.get("interrupted"):
+        print(f"incomplete: {report.header['interrupted']}", file=sys.stderr)
+        return 130 if "KeyboardInterrupt" in report.header["interrupted"] else 143
     if report.failing:
         print(f"{len(report.failing)} failing cell(s): " + ", ".join(
             f"{k}@{t}" for k, t in report.failing[:20]), file=sys.stderr)
         return 1
     return 0
+
+
+def write_json(report, out_dir: str) -> str:
+    """Write (atomically replace) DIR/conformance.json only: the partial report after each case."""
+    path = os.path.join(out_dir, "conformance.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(report.to_json())
+    os.replace(tmp, path)
+    return path
 
 
 def write(report, out_dir: str) -> list[str]:

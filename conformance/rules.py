@@ -118,6 +118,20 @@ def identical_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return same
 
 
+def first_difference(got: dict, want: dict) -> Mismatch | None:
+    """The first element that is not bit-identical (NaN == NaN), with both values as float and
+    hex bits; None when every output is identical."""
+    for name, w in want.items():
+        w, g = np.asarray(w), np.asarray(got.get(name))
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return Mismatch(name, (), f"{g.dtype}{list(g.shape)}", f"{w.dtype}{list(w.shape)}")
+        diff = ~identical_mask(g, w)
+        if diff.any():
+            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), w.shape))
+            return Mismatch(name, idx, _fmt(g[idx]), _fmt(w[idx]))
+    return None
+
+
 def compare(got: dict, want: dict, rule: Rule) -> Outcome:
     """Compare every output in ``want`` with ``got`` under ``rule``."""
     identical, ok, worst, first = True, True, 0.0, None

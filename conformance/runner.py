@@ -390,9 +390,21 @@ def _executed_cell(case, t, warp, rule, results, expected) -> Cell:
     if base is not None:
         cell.detail = (f"{rule.describe()} vs {base}: max error {_fmt_err(cell.max_error, rule)}; "
                        f"numpy {cell.numpy['bound']}")
+        first = _first_difference(out, results[base])
     else:
         cell.detail = f"numpy {cell.numpy['bound']}: max |err| {cell.numpy['max_abs_error']}"
+        first = _first_difference(out, exp)
+    if first:
+        cell.detail += f"; first difference {first}"
     return cell
+
+
+def _first_difference(out, ref) -> str:
+    try:
+        m = rules.first_difference(out, ref)
+    except Exception:
+        return ""
+    return m.describe() if m else ""
 
 
 def _fmt_err(err, rule) -> str:
@@ -450,8 +462,8 @@ def _first_outside(out, exp, tol) -> dict | None:
                 bad = (np.isnan(fo) != np.isnan(fr)) | (np.abs(fo - fr) > tol.atol + tol.rtol * np.abs(fr))
         if bad.any():
             idx = np.unravel_index(int(np.argmax(bad)), r.shape)
-            return {"output": key, "index": [int(i) for i in idx], "got": repr(o[idx].item()),
-                    "want": repr(r[idx].item())}
+            return {"output": key, "index": [int(i) for i in idx], "got": rules._fmt(o[idx]),
+                    "want": rules._fmt(r[idx])}
     return None
 
 

@@ -7,13 +7,13 @@ IEEE-754 computes the same bits. docs/mathlib.md has the algorithms and the meas
 
 Precision: the algorithms are written in f64 (:class:`~kaio.mathlib.ctx.F64`); exp, log, log2,
 log10, sin and cos also run natively in f32 for f32 arguments (``NATIVE_F32``, within 0.86 ulp;
-sin/cos of |x| >= 2^17 take the f64 code). Any other f32, f16 or bf16 argument is widened to f64
-(exactly), the function evaluated in f64 and the result rounded once to the argument's type: the f64 result is within a few f64 ulp, so the narrow result
-is the correctly rounded one except when the exact value lies within ~2^-50 relative of a
-rounding boundary (then it may be 1 ulp off -- double rounding; it is the same on every target).
-``fmod`` is the IR's exact ``rem`` (16-bit types through f32, exactly:
-the result is representable in the narrow type); ``rsqrt`` is ``1 / sqrt`` refined by one Newton
-step.
+sin/cos of |x| >= 2^17 take the f64 code). Any other f32, f16 or bf16 argument is widened to
+f64 (exactly), the function evaluated in f64 and the result rounded once to the argument's type:
+the f64 result is within a few f64 ulp, so the narrow result is the correctly rounded one except
+when the exact value lies within ~2^-50 relative of a rounding boundary (then it may be 1 ulp
+off -- double rounding; the same on every target). ``fmod`` is the IR's exact ``rem`` (16-bit
+types through f32, exactly: the result is representable in the narrow type); ``rsqrt`` is
+``1 / sqrt`` refined by one Newton step.
 """
 from __future__ import annotations
 

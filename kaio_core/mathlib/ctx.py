@@ -1,6 +1,7 @@
 """``F64``: the small arithmetic vocabulary the math library is written in.
 
-A thin layer over :class:`kaio.ir.Builder` that emits f64 IR using only correctly rounded
+A thin layer over :class:`kaio.ir.Builder` that emits f64 (or, with ``F64(b, dt.f32)``, f32) IR
+using only correctly rounded
 operations (add sub mul div fma sqrt, rint/floor/trunc, cmp, select, casts, bitcasts and i64
 integer ops), so an expansion computes the same bits on every backend that implements those
 ops per IEEE-754. It also provides the error-free transformations (two-sum, two-product via
