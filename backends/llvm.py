@@ -13,7 +13,9 @@ Semantics kept exactly as the IR defines them (kaio.ir.ops):
 - shifts by >= the bit width select 0 (or the sign fill for arithmetic shr), because LLVM
   makes such shifts poison;
 - float instructions carry no fast-math flags (so no fmul+fadd contraction); ``fma`` is
-  ``llvm.fma``; min/max are ``llvm.minnum``/``llvm.maxnum``; float ``rem`` is ``frem`` (C fmod);
+  ``llvm.fma``; min/max are ``llvm.minnum``/``llvm.maxnum``; float ``rem`` is C fmod, computed
+  exactly by :func:`kaio.backends.llvm_math.fmod_exact` (LLVM's ``frem`` is expanded inexactly
+  as ``x - trunc(x / y) * y`` by the nvptx and AMDGPU backends);
 - compares are ordered (``oeq``, ``olt``...) except ``ne`` (``une``);
 - float->int casts use ``llvm.fptosi.sat``/``llvm.fptoui.sat`` (saturating, NaN -> 0).
 """
@@ -228,6 +230,8 @@ class FunctionEmitter:
         a, b = (self.v(x) for x in op.operands)
         ty, name = llty(t), op.opcode
         if t.is_float:
+            if name == "rem":   # not frem: nvptx/AMDGPU expand it as x - trunc(x/y)*y, inexact
+                return self.bind(op, llvm_math.fmod_exact(self, ty, a, b))
             if name in FLOAT_BINARY:
                 return self.bind(op, self.ins(f"{FLOAT_BINARY[name]} {ty} {a}, {b}"))
             if name in FLOAT_INTRINSIC_BINARY:

@@ -5,7 +5,8 @@ Three kinds:
 - exact (``sqrt floor ceil trunc rint copysign fmod isnan isinf isfinite``, and ``rsqrt`` as
   ``1 / sqrt``): LLVM intrinsics / instructions that are correctly rounded on every target, so
   bit-identical everywhere (``llvm.sqrt`` without ``afn`` is correctly rounded on amdgcn and
-  nvptx; ``fmod`` is ``frem``);
+  nvptx; ``fmod`` is an exact loop (:func:`fmod_exact`), not ``frem``, which the nvptx and
+  AMDGPU backends expand inexactly);
 - fast (``fast=True``, f32 only, where the target has one): the hardware approximation from the
   target table (amdgcn ``v_exp_f32``/``v_log_f32``/``v_sin_f32``...; nvptx ``ex2.approx``...);
   other functions and dtypes fall back to the portable form;
@@ -402,7 +403,7 @@ def lower(fe, fn: str, args: list[str], dtype, fast: bool) -> str:
     if fn == "copysign":
         return fe.call(ty, f"llvm.copysign.{sfx}", (ty, a), (ty, args[1]))
     if fn == "fmod":
-        return fe.ins(f"frem {ty} {a}, {args[1]}")
+        return fmod_exact(fe, ty, a, args[1])
     if fn == "isnan":
         return fe.ins(f"fcmp uno {ty} {a}, {a}")
     if fn in ("isinf", "isfinite"):
@@ -416,6 +417,60 @@ def lower(fe, fn: str, args: list[str], dtype, fast: bool) -> str:
     d = F64(fe)
     wide = [x if ty == "double" else fe.ins(f"fpext {ty} {x} to double") for x in args]
     r = PORTABLE[fn](d, *wide)
+    return r if ty == "double" else fe.ins(f"fptrunc double {r} to {ty}")
+
+
+def fmod_exact(fe, ty: str, a: str, b: str) -> str:
+    """Exact C fmod (float ``rem`` and ``math.fmod``) for half/bfloat/float/double, in f64.
+
+    Not ``frem``: the nvptx and AMDGPU backends expand frem as ``x - trunc(x / y) * y`` with a
+    rounded quotient, which is wrong whenever x / y rounds across an integer (fmod(1, 0.1),
+    fmod(max, 0.1)...). Like kaio's PTX: subtract |y| * 2**k (exact by Sterbenz) while
+    |x| >= |y|; the loop runs about (exponent of x - exponent of y) times. Narrow types are
+    widened exactly and the result (exactly representable) narrowed back."""
+    d = F64(fe)
+    x = a if ty == "double" else fe.ins(f"fpext {ty} {a} to double")
+    y = b if ty == "double" else fe.ins(f"fpext {ty} {b} to double")
+    ax0, ay0 = d.abs(x), d.abs(y)
+    special = fe.ins(f"or i1 {d.cmp('uno', x, y)}, {d.cmp('oeq', ax0, d.c(math.inf))}")
+    special = fe.ins(f"or i1 {special}, {d.cmp('oeq', ay0, d.c(0.0))}")   # NaN, x inf, y 0
+    ax0, ay = d.sel(special, d.c(0.0), ax0), d.sel(special, d.c(1.0), ay0)
+
+    def expo(v):   # biased exponent of v >= 0, denormals by their leading bit (12 - clz)
+        bits = fe.ins(f"bitcast double {v} to i64")
+        field = fe.ins(f"trunc i64 {fe.ins(f'lshr i64 {bits}, 52')} to i32")
+        mant = fe.ins(f"and i64 {bits}, 4503599627370495")
+        lz = fe.ins(f"trunc i64 {fe.call('i64', 'llvm.ctlz.i64', ('i64', mant), ('i1', 'false'))} to i32")
+        den = fe.ins(f"sub i32 12, {lz}")
+        return fe.ins(f"select i1 {fe.ins(f'icmp eq i32 {field}, 0')}, i32 {den}, i32 {field}")
+
+    def scale(v, k):   # v * 2**k for 0 <= k <= 3000, exact (scaling up, no overflow here)
+        for _ in range(3):
+            step = fe.call("i32", "llvm.umin.i32", ("i32", k), ("i32", "1000"))
+            k = fe.ins(f"sub i32 {k}, {step}")
+            biased = fe.ins(f"add i32 {step}, 1023")
+            p2 = fe.ins(f"shl i64 {fe.ins(f'zext i32 {biased} to i64')}, 52")
+            v = d.mul(v, fe.ins(f"bitcast i64 {p2} to double"))
+        return v
+
+    ey = expo(ay)
+    pre, loop, body, end = fe.label, fe.new_label("fmod"), fe.new_label("fmod_step"), \
+        fe.new_label("fmod_end")
+    fe.emit(f"br label %{loop}")
+    fe.start(loop)
+    nxt = fe.tmp("fm")
+    ax = fe.ins(f"phi double [ {ax0}, %{pre} ], [ {nxt}, %{body} ]")
+    fe.emit(f"br i1 {d.cmp('olt', ax, ay)}, label %{end}, label %{body}")
+    fe.start(body)
+    dd = fe.ins(f"sub i32 {expo(ax)}, {ey}")
+    k = fe.call("i32", "llvm.smax.i32", ("i32", fe.ins(f"sub i32 {dd}, 1")), ("i32", "0"))
+    t = scale(ay, k)                      # <= |x| < 4 t after the doubling below
+    t2 = d.mul(t, d.c(2.0))
+    t = d.sel(d.cmp("ole", t2, ax), t2, t)
+    fe.emit(f"{nxt} = fsub double {ax}, {t}")
+    fe.emit(f"br label %{loop}")
+    fe.start(end)
+    r = d.sel(special, d.c(math.nan), d.copysign(ax, x))
     return r if ty == "double" else fe.ins(f"fptrunc double {r} to {ty}")
 
 

@@ -56,7 +56,10 @@ def markdown(d: dict) -> str:
     out = ["# kaio conformance report", "",
            f"- kaio {h['kaio_version']}, {h['date']}, size `{h['size']}`, {h['seconds']} s",
            f"- command: `{h.get('command') or 'kaio conformance'}`",
-           f"- portable IR math library active: {'yes' if h.get('portable_math') else 'no'}", "",
+           f"- portable IR math library active: {'yes' if h.get('portable_math') else 'no'}"]
+    if h.get("interrupted"):
+        out.append(f"- **INCOMPLETE**: the run was interrupted ({_md_escape(h['interrupted'])})")
+    out += ["",
            "| target | kind | executed | device | driver | arch |", "|---|---|---|---|---|---|"]
     for t in targets:
         info = h["targets"].get(t, {})
@@ -129,7 +132,9 @@ def html_page(d: dict) -> str:
              f"<p>kaio {e(h['kaio_version'])} &middot; {e(h['date'])} &middot; size "
              f"<code>{e(h['size'])}</code> &middot; {h['seconds']} s<br>command: "
              f"<code>{e(h.get('command') or 'kaio conformance')}</code><br>portable IR math "
-             f"library active: {'yes' if h.get('portable_math') else 'no'}</p>",
+             f"library active: {'yes' if h.get('portable_math') else 'no'}"
+             + (f"<br><b>INCOMPLETE: the run was interrupted ({e(h['interrupted'])})</b>"
+                if h.get("interrupted") else "") + "</p>",
              "<table><tr><th>target</th><th>kind</th><th>executed</th><th>device</th>"
              "<th>driver</th><th>arch</th><th>reason not executed</th></tr>"]
     for t in targets:

@@ -267,12 +267,13 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
 def _llvm_jobs(launched, infos, backends, targets) -> list:
     """Every LLVM build the case will need: the compile-only AMD targets' and the pre-flight
     of the in-process LLVM targets (cuda-llvm, hip)."""
-    names = [t for t in targets if t in COMPILE_ONLY and infos[t].available]
+    names = []   # the pre-flights first: a GPU target of this case waits for them
     for t in ("cuda-llvm", "hip"):
         if t in backends:
             pt = _preflight_target(t, backends[t])
             if pt:
                 names.append(pt)
+    names += [t for t in targets if t in COMPILE_ONLY and infos[t].available]
     return [(_ir_text(k), name, bool(o.get("fast_math"))) for name in names
             for k, o in _unique(launched)]
 
