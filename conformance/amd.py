@@ -10,6 +10,10 @@ prints it and exits the whole process. So the builds run in ``spawn``ed workers 
 context exists in the parent), and each job in a worker runs in a ``fork``ed child of that worker,
 so a fatal error costs only that job: it is reported with LLVM's message on its cell and every
 other build goes on. The IR crosses the process boundary as text (:func:`kaio.ir.parse_kernel`).
+One pool serves the whole run (``--jobs`` workers, default the CPU count); each worker imports
+the LLVM path and builds a warm-up kernel once, so the forked children start warm, and the
+runner queues every case's builds as soon as the case's kernels are known, overlapping them
+with the executed targets.
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 For each case: build the inputs once; run on every executed target (plus, unreported, the
 interpreter baselines the selected GPU targets need); derive the rule from the IR the case
 launched; compare every executed target with the interpreter at its warp width (under the
-rule) and with numpy (under the kernel's numpy bound); queue the launched kernels for the
-compile-only AMD targets, which are built together at the end in worker processes.
+rule) and with numpy (under the kernel's numpy bound). The launched kernels' LLVM builds (the
+compile-only AMD targets, the cuda-llvm pre-flight) are queued on one worker pool as soon as
+the first executed target has run the case, and run while the other targets execute.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def run_suite(opts: Options) -> Report:
             infos[t].available, infos[t].reason = False, f"warp size {infos[t].warp_size} has no baseline"
     hidden = [t for t in infos if t not in opts.targets]
     backends = _backends(infos, opts.sanitize)
-    rows, pending = [], []
+    rows = []
     t0 = time.perf_counter()
     pool = amd.BuildPool(opts.workers)
     interrupted = ""

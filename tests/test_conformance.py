@@ -308,6 +308,7 @@ def test_llvm_fmod_is_exact():
     llvm = pytest.importorskip("llvmlite.binding")
     import ctypes
     import math
+
     from kaio.backends import llvm_math
 
     class FE:

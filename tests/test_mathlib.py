@@ -221,3 +221,33 @@ def test_expansion_inside_loops_and_branches():
         s3 = M.run_reference("sin", dt.f32, s3)
     want = np.where(s3 > 0, M.run_reference("exp", dt.f32, s3), M.run_reference("atan2", dt.f32, s3, xs))
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+def test_bf16_remainder_is_exact_and_builds_for_amdgpu(tmp_path):
+    """`x % y` on floats is C fmod (exact on every target); LLVM's AMDGPU target cannot lower a
+    bf16 `frem`, so the LLVM emitter computes it exactly in f64 instead."""
+    from kaio.backends import amdgpu
+    from kaio.ir import Builder, BufType, Param
+    from kaio.ir.indexmath import IndexMath
+    b = Builder.for_kernel("frem", [("x", BufType(dt.bf16, 1, "global", "in"), Param("x", "buffer")),
+                                    ("y", BufType(dt.bf16, 1, "global", "in"), Param("y", "buffer")),
+                                    ("z", BufType(dt.bf16, 1, "global", "raw"), Param("z", "buffer"))])
+    x, y, z = b.kernel.args
+    g = IndexMath(b).global_linear_id()
+    b.store(z, [g], b.binary("rem", b.load(x, [g]), b.load(y, [g])))
+    k = b.finish()
+    try:
+        amdgpu.find_lld()
+    except kaio.CompileError:
+        amdgpu.emit(k, "asm", "gfx90a")
+    else:
+        assert amdgpu.emit(k, "hsaco", "gfx90a")[:4] == b"\x7fELF"
+    from kaio.backends.reference import ReferenceBackend
+    rng = np.random.default_rng(3)
+    xs = (rng.standard_normal(512) * 100).astype(dt.bf16.np)
+    ys = (rng.standard_normal(512) * 3).astype(dt.bf16.np)
+    out = np.zeros(512, dt.bf16.np)
+    be = ReferenceBackend()
+    be.launch(be.compile(k), (2, 1, 1), (256, 1, 1), [xs, ys, out])
+    want = np.fmod(xs.astype(np.float64), ys.astype(np.float64)).astype(dt.bf16.np)  # exact
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
