@@ -274,12 +274,15 @@ class KernelFunction:
         else:
             values = bind(self.name, self.params, args, kwargs)
         consts = self._const_values(values) if self._has_consts else {}
-        runtime = []
-        for p, v in zip(self.params, values):
+        runtime, checked = [], list(values)
+        for i, (p, v) in enumerate(zip(self.params, values)):
             if p.kind == "scalar":
                 runtime.append(check_scalar(self.name, p, v))
             elif p.kind == "buffer":
-                runtime.append(check_buffer(self.name, p, v))
+                # check_buffer may return a view (a DLPack tensor as a kaio device array)
+                checked[i] = v = check_buffer(self.name, p, v)
+                runtime.append(v)
+        values = checked
         if self._n_buffers > 1:
             check_aliasing(self.name, self.params, values)
         grid, block = self._launch_shape(grid, block, values)
