@@ -452,7 +452,11 @@ def _not(em, p):
 
 
 def _fmod(D, x, y):
-    """Exact C fmod: subtract ay * 2**k (exact by Sterbenz) until |x| < |y|."""
+    """Exact C fmod: subtract |y| * 2**k (exact by Sterbenz) while |x| >= |y|.
+
+    Exponents count denormals by their leading bit (12 - clz of the mantissa) and |y| * 2**k is
+    formed by multiplications, so denormal divisors work (a raw exponent-field ldexp does not
+    scale a denormal correctly, and the loop would then never end)."""
     em = D.em
     special = em.tmp("p")
     em.ins(f"testp.notanumber.f64 {special}, {x}")
@@ -463,28 +467,47 @@ def _fmod(D, x, y):
     em.ins(f"abs.f64 {ay}, {y}")
     em.ins(f"@{special} mov.f64 {ax}, {D.c(0.0)}")
     em.ins(f"@{special} mov.f64 {ay}, {D.c(1.0)}")
-    eb = em.tmp("rd")
-    em.ins(f"mov.b64 {eb}, {ay}")
-    ey = em.tmp("r")
-    em.ins(f"shr.u64 {eb}, {eb}, 52")
-    em.ins(f"cvt.u32.u64 {ey}, {eb}")
+    ey = _fmod_exponent(em, ay)
     loop, end = em.label("fmod"), em.label("fmod_end")
     em.place(loop)
     done = D.setp("lt", ax, ay)
     em.bra(end, done)
-    xb, ex, dd = em.tmp("rd"), em.tmp("r"), em.tmp("r")
-    em.ins(f"mov.b64 {xb}, {ax}")
-    em.ins(f"shr.u64 {xb}, {xb}, 52")
-    em.ins(f"cvt.u32.u64 {ex}, {xb}")
-    em.ins(f"sub.s32 {dd}, {ex}, {ey}")
-    t = D.ldexp_bits(ay, dd)
-    over = D.setp("gt", t, ax)
-    t = D.sel(over, D.mul(t, D.c(0.5)), t)
+    k = em.tmp("r")
+    em.ins(f"sub.s32 {k}, {_fmod_exponent(em, ax)}, {ey}")
+    em.ins(f"sub.s32 {k}, {k}, 1")
+    em.ins(f"max.s32 {k}, {k}, 0")
+    t = ay
+    for _ in range(3):  # t = |y| * 2**k, k <= ~2100, in steps of at most 2**1000
+        step, bits, p2 = em.tmp("r"), em.tmp("rd"), em.tmp("fd")
+        em.ins(f"min.s32 {step}, {k}, 1000")
+        em.ins(f"sub.s32 {k}, {k}, {step}")
+        em.ins(f"add.s32 {step}, {step}, 1023")
+        em.ins(f"cvt.u64.u32 {bits}, {step}")
+        em.ins(f"shl.b64 {bits}, {bits}, 52")
+        em.ins(f"mov.b64 {p2}, {bits}")
+        t = D.mul(t, p2)
+    t2 = D.mul(t, D.c(2.0))
+    t = D.sel(D.setp("le", t2, ax), t2, t)  # now t <= |x| < 4 t
     em.ins(f"sub.rn.f64 {ax}, {ax}, {t}")
     em.bra(loop)
     em.place(end)
     res = D.copysign(ax, x)
     return D.sel(special, D.c(math.nan), res)
+
+
+def _fmod_exponent(em, v):
+    """Biased exponent of v >= 0; a denormal counts by its leading bit (12 - clz(mantissa))."""
+    bits, field, mant, lz, e = em.tmp("rd"), em.tmp("r"), em.tmp("rd"), em.tmp("r"), em.tmp("r")
+    isden = em.tmp("p")
+    em.ins(f"mov.b64 {bits}, {v}")
+    em.ins(f"shr.u64 {mant}, {bits}, 52")
+    em.ins(f"cvt.u32.u64 {field}, {mant}")
+    em.ins(f"and.b64 {mant}, {bits}, 4503599627370495")
+    em.ins(f"clz.b64 {lz}, {mant}")
+    em.ins(f"sub.s32 {e}, 12, {lz}")
+    em.ins(f"setp.eq.u32 {isden}, {field}, 0")
+    em.ins(f"selp.b32 {e}, {e}, {field}, {isden}")
+    return e
 
 
 _ACCURATE_1 = {"exp": _exp, "exp2": _exp2, "log": _log, "sin": _sin, "cos": _cos, "tan": _tan,

@@ -33,7 +33,7 @@ for step in "$@"; do
     suite) run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
     suite-llvm) run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
-    conformance) run conformance 240 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
+    conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
   esac

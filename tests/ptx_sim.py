@@ -599,6 +599,11 @@ def _int_op(m, name, opc, t, ops):
         return
     if name == "atom":
         return _atom(m, opc, ops)
+    if name == "clz":  # count leading zeros of a .b32/.b64 source; the result is a u32
+        width = int(st[1:])
+        v = m.get(ops[1], f"u{width}") & ((1 << width) - 1)
+        m.put(ops[0], "u32", width - v.bit_length())
+        return
     x = [m.get(o, st) for o in ops[1:]]
     if name in ("div", "rem"):
         a, b = x

@@ -667,3 +667,26 @@ def test_arithmetic_matches_reference_interpreter(t):
                         f"ptx={sim[2][j * n + bad[:4]]} reference={ref[2][j * n + bad[:4]]}")
         ok, bad = _equal(sim[3], ref[3])
         assert ok, f"{arch} compares/select on {t}: flag positions {bad[:6]}"
+
+
+def test_f64_fmod_with_denormal_and_huge_ratios_in_simulator():
+    """Float `%` is exact C fmod. Denormal divisors once made the PTX loop spin forever (its
+    exponent-field scaling does not work for denormals): check them, huge quotients, signs."""
+    from ptx_sim import Machine
+
+    from kaio.ir.indexmath import IndexMath
+    from kaio.passes import target_pipeline
+    bt = lambda intent: BufType(dt.f64, 1, "global", intent)  # noqa: E731
+    b = Builder.for_kernel("fmod64", [(n, bt(i), Param(n, "buffer"))
+                                      for n, i in (("x", "in"), ("y", "in"), ("z", "raw"))])
+    x, y, z = b.kernel.args
+    g = IndexMath(b).global_linear_id()
+    b.store(z, [g], b.binary("rem", b.load(x, [g]), b.load(y, [g])))
+    k = target_pipeline(b.finish(), 32)
+    xs = np.array([1.0, 1.7e308, -3.5, 1e-300, 5e-324 * 7, 2.5, 1e10, -0.0], np.float64)
+    ys = np.array([0.1, 5e-324, 5e-324 * 3, 4.9e-310, 5e-324 * 2, -0.75, 3e-320, 1.0], np.float64)
+    out = np.zeros_like(xs)
+    ptx, abi = emit_ptx(k, "sm_90")
+    Machine(ptx).launch([xs, ys, out], abi, (1, 1, 1), (8, 1, 1))
+    want = np.fmod(xs, ys)
+    np.testing.assert_array_equal(out.view(np.uint64), want.view(np.uint64))
