@@ -241,11 +241,13 @@ def _float_to_int(em, src, dst, a):
 
 
 def _nan_to_zero(em, src, dst, a, d):
-    """The IR maps NaN to 0 in float->int casts; f64 sources need it done explicitly."""
-    if src.name != "f64":
+    """The IR maps NaN to 0 in float->int casts. The hardware does so only for f32 sources
+    into 32-bit integers: an f64 source, or any 64-bit destination, gives 0x80...0 (seen on the
+    H200), so those get an explicit guard."""
+    if src.name != "f64" and dst.bits < 64:
         return d
     p = em.tmp("p")
-    em.ins(f"setp.nan.f64 {p}, {a}, {a}")
+    em.ins(f"setp.nan.{src.name} {p}, {a}, {a}")
     width = "b64" if dst.bits == 64 else "b32"
     em.ins(f"selp.{width} {d}, 0, {d}, {p}")
     return d

@@ -250,7 +250,11 @@ def _fma_f64(a, b, c):
     r = np.where(r == 0, 0.0, r)  # an exact zero from a nonzero product is +0 (RN)
     # a zero factor: a * b is an exact (signed) zero, one rounding remains
     direct = ~np.isfinite(a) | ~np.isfinite(b) | ~np.isfinite(c) | (a == 0) | (b == 0)
-    r = np.where(direct, a * b + c, r)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.where(direct, a * b + c, r)
+    # finite a, b with an infinite c: the exact product is finite, so the sum is c (a * b
+    # rounded first could overflow to the opposite infinity and give NaN)
+    r = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, r)
     slow = np.nonzero(~ok & ~direct)[0]
     if slow.size:
         from fractions import Fraction

@@ -690,3 +690,17 @@ def test_f64_fmod_with_denormal_and_huge_ratios_in_simulator():
     Machine(ptx).launch([xs, ys, out], abi, (1, 1, 1), (8, 1, 1))
     want = np.fmod(xs, ys)
     np.testing.assert_array_equal(out.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("src, dst", [("f32", "i64"), ("f32", "u64"), ("f16", "i64"),
+                                      ("f64", "i32"), ("f64", "u8")])
+def test_float_to_int_casts_guard_nan_where_hardware_does_not(src, dst):
+    """On the H200, cvt.rzi gives 0x80...0 for NaN from f64 sources and into 64-bit integers;
+    the IR says NaN -> 0, so those casts carry an explicit NaN test."""
+    b = Builder.for_kernel("c", [("x", BufType(dt.from_name(src), 1, "global", "in"), Param("x", "buffer")),
+                                 ("y", BufType(dt.from_name(dst), 1, "global", "raw"), Param("y", "buffer"))])
+    x, y = b.kernel.args
+    i = b.special("thread_idx", 0)
+    b.store(y, [i], b.cast(b.load(x, [i]), dt.from_name(dst)))
+    ptx, _ = emit_ptx(b.finish(), "sm_90")
+    assert re.search(r"setp\.nan\.f(32|64)", ptx), ptx

@@ -681,3 +681,15 @@ def test_warp_size_and_sanitize_from_environment(monkeypatch):
     assert ReferenceBackend.available() == (True, "")
     with pytest.raises(ValueError, match="power of two"):
         ReferenceBackend(warp_size=48)
+
+
+def test_f64_fma_with_infinite_addend_and_overflowing_product():
+    """fma(a, b, ±inf) with finite a, b is ±inf: the exact product is finite (the H200 agrees;
+    a product rounded first would overflow and give inf - inf = NaN)."""
+    from kaio import dtypes as dt
+    from kaio import semantics
+    a = np.array([1e300, -1e300, 2.0, 1e300])
+    b = np.array([1e300, 1e300, 3.0, 1e300])
+    c = np.array([np.inf, np.inf, -np.inf, -1e300])
+    got = semantics.fma(dt.f64, a, b, c)
+    np.testing.assert_array_equal(got, [np.inf, np.inf, -np.inf, np.inf])
