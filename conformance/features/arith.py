@@ -184,6 +184,9 @@ def _fma_exact(x, y, z, t):
     """fma rounded once; NaN/inf by IEEE rules; exact zeros get IEEE's sign."""
     out = []
     for a, b, c in zip(x.astype(np.float64), y.astype(np.float64), z.astype(np.float64)):
+        if np.isfinite(a) and np.isfinite(b) and np.isinf(c):
+            out.append(c)   # the exact product is finite: the sum is c (no overflow, no NaN)
+            continue
         if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
             with np.errstate(all="ignore"):
                 out.append(a * b + c)   # inf/nan propagate as in IEEE fma (no finite rounding)
