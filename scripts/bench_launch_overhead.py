@@ -12,8 +12,9 @@ import argparse
 import json
 import time
 
-import kaio
 import numpy as np
+
+import kaio
 from kaio import f32
 
 
@@ -42,6 +43,7 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=20000)
     args = ap.parse_args()
     from cuda.bindings import driver as d
+
     from kaio.backends import cuda_driver as drv
     kaio.set_backend("cuda")
     be = kaio.get_backend("cuda")

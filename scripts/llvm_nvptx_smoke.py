@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import llvm_kernels as K  # noqa: E402
+
 from kaio.backends import amdgpu  # noqa: E402
 from kaio.backends.abi import kernel_abi  # noqa: E402
 from kaio.ir.types import BufType  # noqa: E402

@@ -13,6 +13,7 @@ import ctypes.util
 import itertools
 
 import numpy as np
+
 from kaio.backends import amdgpu
 from kaio.backends.abi import kernel_abi
 from kaio.backends.llvm import emit_llvm

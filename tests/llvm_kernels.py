@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
 from kaio import dtypes as dt
 from kaio.ir import BufType, Builder, Param
 from kaio.ir.indexmath import IndexMath

@@ -7,10 +7,11 @@ import inspect
 import pkgutil
 import re
 
-import kaio
 import llvm_kernels as K
 import pytest
 from ir_samples import every_op_kernel
+
+import kaio
 from kaio import dtypes as dt
 from kaio import f32
 from kaio.backends import amdgpu, codeobject

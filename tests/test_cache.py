@@ -5,6 +5,7 @@ import multiprocessing as mp
 import os
 
 import pytest
+
 from kaio.cache import MAGIC, CompileCache, cache_key, default_cache, set_default_cache
 
 IR = "kernel @k(%x: buf<f32, 1, global, in>) params {} {\n}\n"

@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+
 from kaio import cli
 
 KERNELS = textwrap.dedent('''

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_samples import buf, builder
+
 from kaio import dtypes as dt
 from kaio.ir.ops import BINARY
 from kaio.ir.scalars import canonical, round_to

@@ -12,10 +12,11 @@ import subprocess
 import sys
 import textwrap
 
-import kaio
 import ml_dtypes
 import numpy as np
 import pytest
+
+import kaio
 from kaio import f32, i32
 
 try:

@@ -12,10 +12,11 @@ import ctypes
 import re
 import types
 
-import kaio
 import ml_dtypes
 import numpy as np
 import pytest
+
+import kaio
 from kaio import dtypes as dt
 from kaio.backends import Compiled
 from kaio.backends import cuda_driver as drv

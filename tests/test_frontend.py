@@ -2,9 +2,10 @@
 printer/parser round trip, verifier) and, on every available backend (the reference
 interpreter always), computes what numpy says."""
 
-import kaio
 import numpy as np
 import pytest
+
+import kaio
 from kaio import f16, f32, i32, u8, u32
 from kaio import thread_idx as tidx
 from kaio.frontend import lower_kernel

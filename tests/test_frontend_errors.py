@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import inspect
 
-import kaio
 import pytest
+
+import kaio
 from kaio import f32, i32, u8
 from kaio.frontend import lower_kernel
 

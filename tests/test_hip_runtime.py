@@ -16,6 +16,7 @@ import llvm_host
 import llvm_kernels as K
 import numpy as np
 import pytest
+
 from kaio import dtypes as dt
 from kaio.backends import amdgpu, codeobject
 from kaio.backends import hip as H

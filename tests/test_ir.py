@@ -6,6 +6,7 @@ import math
 
 import pytest
 from ir_samples import buf, builder, every_op_kernel
+
 from kaio import dtypes as dt
 from kaio.ir import Loc, ParseError, parse_kernel, print_kernel
 from kaio.ir import ops as O

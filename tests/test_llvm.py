@@ -14,6 +14,7 @@ import llvm_kernels as K
 import numpy as np
 import pytest
 from ir_samples import every_op_kernel
+
 from kaio import dtypes as dt
 from kaio.backends import amdgpu
 from kaio.backends.llvm import emit_llvm, float_literal, int_literal

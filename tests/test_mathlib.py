@@ -16,9 +16,9 @@ import shutil
 import subprocess
 
 import numpy as np
+import pytest
 
 import kaio
-import pytest
 from kaio import dtypes as dt
 from kaio.ir.ops import MATH_EXACT
 from kaio.mathlib import FUNCTIONS
@@ -227,7 +227,7 @@ def test_bf16_remainder_is_exact_and_builds_for_amdgpu(tmp_path):
     """`x % y` on floats is C fmod (exact on every target); LLVM's AMDGPU target cannot lower a
     bf16 `frem`, so the LLVM emitter computes it exactly in f64 instead."""
     from kaio.backends import amdgpu
-    from kaio.ir import Builder, BufType, Param
+    from kaio.ir import BufType, Builder, Param
     from kaio.ir.indexmath import IndexMath
     b = Builder.for_kernel("frem", [("x", BufType(dt.bf16, 1, "global", "in"), Param("x", "buffer")),
                                     ("y", BufType(dt.bf16, 1, "global", "in"), Param("y", "buffer")),

@@ -2,10 +2,11 @@
 32 and 64 with bit-identical block sums) and the pass pipelines."""
 from __future__ import annotations
 
-import kaio
 import numpy as np
 import pytest
 from ir_samples import buf, builder, every_op_kernel
+
+import kaio
 from kaio import dtypes as dt
 from kaio.ir import print_kernel
 from kaio.ir.indexmath import IndexMath

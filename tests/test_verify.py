@@ -1,9 +1,10 @@
 """The IR verifier: one test per kind of error, each checking the message and location."""
 from __future__ import annotations
 
-import kaio
 import pytest
 from ir_samples import buf, builder, every_op_kernel
+
+import kaio
 from kaio import dtypes as dt
 from kaio.ir import Block, BufType, Loc, Op
 from kaio.passes import verify

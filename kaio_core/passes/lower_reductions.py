@@ -29,7 +29,6 @@ no other thread writes it; the pairing and so the bits are those of the tree abo
 """
 from __future__ import annotations
 
-from .. import dtypes as dt
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.indexmath import IndexMath
