@@ -49,7 +49,7 @@ from .errors import (  # noqa: E402
     RaceError,
 )
 from .graphs import Graph, graph  # noqa: E402
-from .kernel import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
+from .launch import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
 from .lang import (  # noqa: E402
     Atomic,
     Const,

@@ -123,7 +123,7 @@ def parse_const(text: str) -> tuple[str, object]:
 
 def load_kernel(spec: str):
     """Import ``path/to/file.py:kernel_name`` by path and return the KernelFunction."""
-    from .kernel import KernelFunction
+    from .launch import KernelFunction
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise CliError(f"expected FILE.py:KERNEL, got {spec!r}")

@@ -71,7 +71,7 @@ def test_read_only_array_as_region():
 
 
 def test_read_only_array_as_in_is_fine_for_checks():
-    from kaio.kernel import check_buffer
+    from kaio.launch import check_buffer
     x, _ = _arrays()
     x.setflags(write=False)
     assert check_buffer("saxpy", saxpy.params[1], x) is x

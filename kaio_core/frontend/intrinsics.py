@@ -40,7 +40,7 @@ class IntrinsicsMixin:
         if not isinstance(f, PyObj):
             raise self.err(node.func, f"{describe(f)} is not callable")
         obj = f.obj
-        from ..kernel import DeviceFunction, KernelFunction
+        from ..launch import DeviceFunction, KernelFunction
         from ..lang import Intrinsic
         if isinstance(obj, DType_):
             return self.cast_call(obj, node)

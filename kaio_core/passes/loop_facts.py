@@ -4,7 +4,7 @@ A ``for`` runs while ``iv < ub`` when its step is positive and while ``iv > ub``
 negative, so a backend that cannot see the step's sign tests it on every iteration. This pass
 proves the sign from value ranges: :func:`value_range` gives the mathematical interval of an
 integer value from how it is defined (constants; ``block_dim`` in 1..1024; ``grid_dim`` in
-1..2**31-1 for x and 1..65535 for y/z, the launch limits of :mod:`kaio.kernel`; ``thread_idx``,
+1..2**31-1 for x and 1..65535 for y/z, the launch limits of :mod:`kaio.launch`; ``thread_idx``,
 ``block_idx``, ``lane_id``, ``warp_size``, ``shape`` >= 0; and ``add sub mul min max``, ``shl``
 and ``div`` by constants, int casts over them). An interval is given only when the op cannot wrap
 for any operand values in the operands' intervals, so ``lo >= 1`` is a proof that the step is
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..ir.core import Kernel, Op, Value
 
-#: launch limits (kaio.kernel: a block has at most 1024 threads; grid.x < 2**31, y/z <= 65535)
+#: launch limits (kaio.launch: a block has at most 1024 threads; grid.x < 2**31, y/z <= 65535)
 _BLOCK_MAX = 1024
 _GRID_MAX = (2**31 - 1, 65535, 65535)
 
