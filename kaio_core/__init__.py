@@ -49,7 +49,6 @@ from .errors import (  # noqa: E402
     RaceError,
 )
 from .graphs import Graph, graph  # noqa: E402
-from .launch import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
 from .lang import (  # noqa: E402
     Atomic,
     Const,
@@ -92,6 +91,7 @@ from .lang import (  # noqa: E402
     warp_size,
     warp_sum,
 )
+from .launch import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
 
 
 def set_backend(name: str) -> None:

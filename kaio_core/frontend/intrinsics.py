@@ -40,8 +40,8 @@ class IntrinsicsMixin:
         if not isinstance(f, PyObj):
             raise self.err(node.func, f"{describe(f)} is not callable")
         obj = f.obj
-        from ..launch import DeviceFunction, KernelFunction
         from ..lang import Intrinsic
+        from ..launch import DeviceFunction, KernelFunction
         if isinstance(obj, DType_):
             return self.cast_call(obj, node)
         if isinstance(obj, Intrinsic):
