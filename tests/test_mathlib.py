@@ -72,6 +72,10 @@ SPECIAL = [
     ("atan2", [0.0, -0.0], PI), ("atan2", [-0.0, -0.0], -PI), ("atan2", [-0.0, 0.0], -0.0),
     ("atan2", [1.0, 0.0], PI / 2), ("atan2", [INF, INF], PI / 4), ("atan2", [-INF, -INF], -3 * PI / 4),
     ("atan2", [1.0, -INF], PI), ("atan2", [-1.0, INF], -0.0), ("atan2", [NAN, 1.0], NAN),
+    # the GELU/SiLU functions (native f32 code, also used by f16/bf16)
+    ("expm1", [NAN], NAN), ("expm1", [-100.0], -1.0), ("expm1", [1000.0], INF),
+    ("tanh", [NAN], NAN), ("tanh", [0.0], 0.0), ("tanh", [-30.0], -1.0), ("tanh", [30.0], 1.0),
+    ("erf", [0.0], 0.0), ("erf", [10.0], 1.0), ("erf", [-10.0], -1.0),
 ]
 
 
@@ -123,6 +127,49 @@ def test_huge_trig_arguments_use_exact_reduction():
         got = M.run_reference(fn, dt.f64, x)
         hi, lo = M.reference(fn, dt.f64, x)
         assert M.ulp_errors(got, hi, lo, dt.f64).max() <= 1.0, fn
+
+
+# --- native f32 expm1 / tanh / erf (the GELU / SiLU functions) ----------------------------------
+NATIVE_GELU = ["expm1", "tanh", "erf"]
+
+
+@pytest.mark.parametrize("fn", NATIVE_GELU)
+def test_native_f32_dense_and_edge_inputs(fn):
+    """2^18 dense points plus every f32 neighbour of the algorithm's seams (range switches,
+    interval edges, the saturation thresholds), subnormals and min-normal: within 1 ulp."""
+    edges = {"expm1": [-18.0, -17.33, 2.0 ** -25, 0.3466, 1.0397, 88.72, 88.7228],
+             "tanh": [0.5, 9.01, 10.0, 2.0 ** -12],
+             "erf": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 3.92, 4.0, 2.0 ** -100]}[fn]
+    e = np.array(edges, np.float32)
+    near = np.concatenate([e.view(np.int32) + d for d in range(-64, 65)]).view(np.float32)
+    sub = np.array([2.0 ** -149, 2.0 ** -140, 1e-40, 2.0 ** -126, 1.2e-38], np.float32)
+    x = np.concatenate([M.inputs(fn, dt.f32, 1 << 18, seed=5)[0], near, -near, sub, -sub])
+    got = M.run_reference(fn, dt.f32, x)
+    hi, lo = M.reference(fn, dt.f32, x)
+    err = M.ulp_errors(got, hi, lo, dt.f32)
+    assert err.max() <= 1.0, (float(x[np.argmax(err)]), float(err.max()))
+
+
+@pytest.mark.parametrize("dtype", [dt.f32, dt.f16, dt.bf16], ids=_ids)
+@pytest.mark.parametrize("fn", NATIVE_GELU)
+def test_native_f32_uses_no_f64(fn, dtype):
+    """expm1, tanh and erf of f32 (and f16/bf16, widened to f32) emit no f64 value at all."""
+    k = target_pipeline(M.kernel_for(fn, dtype), 32)
+    types = {getattr(r, "type", None) for op in k.walk() for r in op.results}
+    assert dt.f64 not in types
+
+
+@pytest.mark.parametrize("dtype", [dt.f16, dt.bf16], ids=_ids)
+@pytest.mark.parametrize("fn", NATIVE_GELU)
+def test_native_16bit_exhaustive(fn, dtype):
+    """Every finite f16 / bf16 argument: the f32 result rounded once is within 1 ulp of the
+    16-bit type (measured: correctly rounded but for a few near-ties, max 0.5001)."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype.np)
+    with np.errstate(invalid="ignore"):
+        x = x[np.isfinite(x.astype(np.float64))]
+    got = M.run_reference(fn, dtype, x)
+    hi, lo = M.reference(fn, dtype, x)
+    assert M.ulp_errors(got, hi, lo, dtype).max() <= 1.0
 
 
 # --- the pass ----------------------------------------------------------------------------------

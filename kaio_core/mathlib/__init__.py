@@ -6,10 +6,11 @@ cmp, select, casts, bitcasts and integer ops -- so every backend that implements
 IEEE-754 computes the same bits. docs/mathlib.md has the algorithms and the measured errors.
 
 Precision: the algorithms are written in f64 (:class:`~kaio.mathlib.ctx.F64`); exp, log, log2,
-log10, sin and cos also run natively in f32 for f32 arguments (``NATIVE_F32``, within 0.86 ulp;
-sin/cos of |x| >= 2^17 take the f64 code). Any other f32, f16 or bf16 argument is widened to
-f64 (exactly), the function evaluated in f64 and the result rounded once to the argument's type:
-the f64 result is within a few f64 ulp, so the narrow result is the correctly rounded one except
+log10, sin, cos, expm1, tanh and erf also run natively in f32 for f32 arguments (``NATIVE_F32``,
+within 0.87 ulp; sin/cos of |x| >= 2^17 take the f64 code), and expm1/tanh/erf of f16/bf16 take
+the same f32 code (``NATIVE_F32_FOR_16``: rounded once to 16 bits, at most 0.5001 ulp). Any other
+f32, f16 or bf16 argument is widened to f64 (exactly), the function evaluated in f64 and the
+result rounded once to the argument's type: the f64 result is within a few f64 ulp, so the narrow result is the correctly rounded one except
 when the exact value lies within ~2^-50 relative of a rounding boundary (then it may be 1 ulp
 off -- double rounding; the same on every target). ``fmod`` is the IR's exact ``rem`` (16-bit
 types through f32, exactly: the result is representable in the narrow type); ``rsqrt`` is
@@ -32,7 +33,12 @@ IMPLS = {
 }
 #: native f32 implementations (f32 arguments use these instead of the f64 algorithm)
 NATIVE_F32 = {"exp": explog.exp_f32, "log": explog.log, "log2": explog.log2,
-              "log10": explog.log10, "sin": trig.native_f32("sin"), "cos": trig.native_f32("cos")}
+              "log10": explog.log10, "sin": trig.native_f32("sin"), "cos": trig.native_f32("cos"),
+              "expm1": explog.expm1_f32, "tanh": hyper.tanh_f32, "erf": hyper.erf_f32}
+#: functions whose f16/bf16 arguments also take the native f32 code (widened exactly, rounded
+#: once to the 16-bit type): the f32 result is within ~1 f32 ulp = 2^-13 f16 ulp, so the 16-bit
+#: result is within 0.5 + 2^-13 of its ulp
+NATIVE_F32_FOR_16 = ("expm1", "tanh", "erf")
 #: functions expanded here (every MATH_FNS entry that is not in MATH_EXACT)
 FUNCTIONS = tuple(IMPLS) + ("rsqrt", "fmod")
 
@@ -75,6 +81,8 @@ def expand(b, fn: str, *args):
         raise KeyError(f"kaio.mathlib has no portable '{fn}'")
     if t is dt.f32 and fn in NATIVE_F32:
         return NATIVE_F32[fn](F64(b, dt.f32), *args)
+    if t.bits == 16 and fn in NATIVE_F32_FOR_16:
+        return b.cast(NATIVE_F32[fn](F64(b, dt.f32), *[_widen_f32(b, a) for a in args]), t)
     m = F64(b)
     wide = [b.cast(a, dt.f64) for a in args]
     return b.cast(impl(m, *wide), t)

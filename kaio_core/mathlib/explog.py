@@ -76,6 +76,7 @@ def exp(m, x):
 
 LN2_F32 = split(exact("ln2"), 24, 2)
 EXPM1_COEFFS_F32 = [float(factorial_inv(k)) for k in range(2, 8)]    # 1/2!, ..., 1/7!
+EXPM1_CUBIC_F32 = [float(factorial_inv(k)) for k in range(3, 9)]     # 1/3!, ..., 1/8!
 
 
 def exp_f32(m, x):
@@ -92,6 +93,38 @@ def exp_f32(m, x):
     s, e = m.two_sum(m.c(1.0), rh)                        # 1 + rh exactly: one rounding left
     y = m.scale(m.add(s, m.add(e, rest)), m.to_int(n))
     return m.sel(m.isnan(x), x, y)
+
+
+def expm1_parts_f32(m, x):
+    """Native f32 expm1 core for finite x in [-18, 100]: (hi, lo, k) with expm1(x) ~ 2^k (hi + lo).
+    n = rint(x / ln2), r = rh + rl = x - n ln2 (rh exact: for n != 0, |x| > 1/3 and rh is a
+    multiple of 2^-25 below 1/2), e^x - 1 = 2^n ((1 - 2^-n) + rh + rh^2/2 + rh^3 Q(rh) + rl e^rh)
+    with Q the Taylor polynomial to degree 7 of e^r; 1 - 2^-n, its sum with rh and then with
+    rh^2/2 (a two-product, halved) are kept exactly by two-sums, so only the small terms round."""
+    n = m.rint(m.mul(x, INV_LN2))
+    nn = m.neg(n)
+    rh = m.fma(nn, LN2_F32[0], x)                        # exact
+    rl = m.mul(nn, LN2_F32[1])
+    s, se = m.two_prod(rh, rh)
+    h, he = m.mul(s, 0.5), m.mul(se, 0.5)                # rh^2 / 2 = h + he
+    cubic = m.mul(m.mul(rh, s), m.horner(rh, EXPM1_CUBIC_F32))
+    k = m.to_int(n)
+    kc = m.b.binary("max", m.b.binary("min", k, m.ic(60)), m.ic(-30))
+    c, ce = m.two_sum(m.c(1.0), m.neg(m.pow2(m.iop("sub", m.ic(0), kc))))
+    u, e = m.two_sum(c, rh)
+    w, e2 = m.two_sum(u, h)
+    lo = m.add(m.add(m.add(e, e2), m.add(ce, he)), m.add(cubic, m.fma(rl, rh, rl)))
+    return w, lo, k
+
+
+def expm1_f32(m, x):
+    """Native f32 expm1 (``m`` an f32 context): :func:`expm1_parts_f32` rounded once and scaled
+    by 2^n in two exact steps; -1 below -18, x itself for |x| < 2^-25 (signed zeros kept)."""
+    u, lo, k = expm1_parts_f32(m, _clamp(m, x, -18.0, 100.0))
+    r = m.scale(m.add(u, lo), k)
+    r = m.sel(m.lt(x, -18.0), -1.0, r)
+    r = m.sel(m.lt(m.abs(x), 2.0 ** -25), x, r)
+    return m.sel(m.isnan(x), x, r)
 
 
 def exp2(m, x):

@@ -9,6 +9,8 @@ erf: |x| < 1 by its Taylor series x (2/sqrt(pi)) sum (-1)^n x^2n / (n! (2n + 1))
 leading constant as a double-double; 1 <= |x| < 6 by Taylor expansions around the centres
 1.25, 1.75, ..., 5.75 (half-width 1/4; the coefficients are exact rationals times e^-c^2
 computed at import, the constant term a double-double), picked with selects; 1 beyond 6.
+
+Native f32 tanh and erf (``tanh_f32``, ``erf_f32``; no f64 arithmetic) are at the end.
 """
 from __future__ import annotations
 
@@ -98,3 +100,81 @@ def erf(m, x):
     r = m.sel(m.ge(a, 6.0), 1.0, r)
     r = m.copysign(r, x)
     return m.sel(m.isnan(x), x, r)
+
+
+# --- native f32 (``m`` an f32 context; no f64 arithmetic) ---------------------------------------
+def _tanh_taylor(n: int):
+    """The first ``n`` odd Taylor coefficients t1, t3, ... of tanh (exact rationals), from
+    tanh' = 1 - tanh^2."""
+    t = [Fraction(0)] * (2 * n + 2)
+    for k in range(2 * n + 1):
+        t[k + 1] = ((1 if k == 0 else 0) - sum(t[i] * t[k - i] for i in range(k + 1))) / (k + 1)
+    return [t[2 * j + 1] for j in range(n)]
+
+
+TANH_F32_COEFFS = [float(c) for c in _tanh_taylor(11)[1:]]      # t3, t5, ..., t21
+TANH_F32_SMALL = 0.5
+TWO_SQRTPI_F32 = split(exact("2_sqrtpi"), 24, 2)
+ERF0_F32_COEFFS = ERF0_COEFFS[:8]
+ERF_F32_CENTRES = [Fraction(3, 4) + Fraction(k, 2) for k in range(7)]    # [1/2, 4) in halves
+ERF_F32_DEGREE = 14
+ERF_F32_ONE = 4.0                                                       # erfc(4) < 2^-25
+
+
+def tanh_f32(m, x):
+    """Native f32 tanh: |x| < 1/2 by its Taylor series x + x^3 T(x^2) (degree 21); above,
+    u / (u + 2) with u = expm1(2|x|) kept unrounded as 2^k (hi + lo) from the f32 expm1 core,
+    the denominator as a two-sum and the division remainder folded back; 1 beyond 10."""
+    a = m.abs(x)
+    z = m.mul(a, a)
+    small = m.fma(m.mul(a, z), m.horner(z, TANH_F32_COEFFS), a)
+    y = m.min(m.max(m.mul(a, 2.0), 2.0 * TANH_F32_SMALL), 40.0)
+    hi, lo, k = explog.expm1_parts_f32(m, y)
+    hi, lo = m.two_sum(hi, lo)                       # renormalise (lo holds e^r - 1 - r)
+    p2 = m.pow2(k)                                   # k <= 58: exact scaling
+    uh, ul = m.mul(hi, p2), m.mul(lo, p2)
+    d, de = m.two_sum(uh, m.c(2.0))
+    de = m.add(de, ul)
+    q = m.div(uh, d)
+    rem = m.fma(m.neg(q), de, m.add(m.fma(m.neg(q), d, uh), ul))
+    big = m.add(q, m.div(rem, d))
+    r = m.sel(m.lt(a, TANH_F32_SMALL), small, big)
+    r = m.sel(m.gt(a, 10.0), 1.0, r)
+    r = m.copysign(r, x)
+    return m.sel(m.isnan(x), x, r)
+
+
+def erf_f32(m, x):
+    """Native f32 erf: |x| < 1/2 by its Taylor series (degree 17, 2/sqrt(pi) as two f32 parts;
+    |x| < 2^-100 scaled by 2^40 and back so the tail does not underflow); 1/2 <= |x| < 4 by
+    degree-13 Taylor expansions around 0.75, 1.25, ..., 3.75 (the constant term
+    as two f32 parts), picked with selects; 1 beyond 4."""
+    a = m.abs(x)
+    tiny = m.lt(a, 2.0 ** -100)                      # scaled up so a * (2/sqrt(pi))_lo stays normal
+    at = m.mul(a, m.sel(tiny, 2.0 ** 40, 1.0))
+    z = m.mul(at, at)
+    tail = m.fma(at, TWO_SQRTPI_F32[1], m.mul(m.mul(at, z), m.horner(z, ERF0_F32_COEFFS)))
+    small = m.mul(m.fma(at, TWO_SQRTPI_F32[0], tail), m.sel(tiny, 2.0 ** -40, 1.0))
+    idx = m.floor(m.mul(m.sub(a, 0.5), 2.0))
+    conds = [m.ge(idx, float(i)) for i in range(1, len(ERF_F32_CENTRES))]
+    tables = [erf_taylor_f32(c) for c in ERF_F32_CENTRES]
+    centre = m.pick(conds, [float(c) for c in ERF_F32_CENTRES])
+    h = m.sub(a, centre)
+    coeffs = [m.pick(conds, [t[1][n] for t in tables]) for n in range(ERF_F32_DEGREE - 1)]
+    acc = coeffs[-1]
+    for cn in reversed(coeffs[:-1]):
+        acc = m.fma(acc, h, cn)
+    a0_lo = m.pick(conds, [t[0][1] for t in tables])
+    a0_hi = m.pick(conds, [t[0][0] for t in tables])
+    mid = m.add(a0_hi, m.fma(acc, h, a0_lo))
+    r = m.sel(m.lt(a, 0.5), small, mid)
+    r = m.sel(m.ge(a, ERF_F32_ONE), 1.0, r)
+    r = m.copysign(r, x)
+    return m.sel(m.isnan(x), x, r)
+
+
+@lru_cache(maxsize=None)
+def erf_taylor_f32(c: Fraction):
+    """erf_taylor for f32: the constant term as two f32 parts, the rest to ERF_F32_DEGREE - 1."""
+    _, coeffs = erf_taylor(c, ERF_F32_DEGREE)
+    return split(dec_erf(c), 24, 2), coeffs
