@@ -11,8 +11,9 @@ within 0.87 ulp; sin/cos of |x| >= 2^17 take the f64 code), and expm1/tanh/erf o
 the same f32 code (``NATIVE_F32_FOR_16``: rounded once to 16 bits, at most 0.5001 ulp). Any other
 f32, f16 or bf16 argument is widened to f64 (exactly), the function evaluated in f64 and the
 result rounded once to the argument's type: the f64 result is within a few f64 ulp, so the
-narrow result is the correctly rounded one except when the exact value lies within ~2^-50 relative of a rounding boundary (then it may be 1 ulp
-off -- double rounding; the same on every target). ``fmod`` is the IR's exact ``rem`` (16-bit
+narrow result is the correctly rounded one except when the exact value lies within ~2^-50
+relative of a rounding boundary (then it may be 1 ulp off -- double rounding; the same on every
+target). ``fmod`` is the IR's exact ``rem`` (16-bit
 types through f32, exactly: the result is representable in the narrow type); ``rsqrt`` is
 ``1 / sqrt`` refined by one Newton step.
 """
