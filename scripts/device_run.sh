@@ -22,6 +22,11 @@ run() {  # run NAME LIMIT CMD...
     echo "   rc=$rc; $(grep -E '[0-9]+ (passed|failed)' "$OUT/$name.log" | tail -1)" | tee -a "$OUT/summary.txt"
     grep -E '^(FAILED|ERROR) ' "$OUT/$name.log" | head -40 | sed 's/^/   /' >> "$OUT/summary.txt"
 }
+collect() {
+    cp "$OUT/summary.txt" "$FINAL/"
+    for f in "$OUT"/*.md "$OUT"/conformance/*.md "$OUT"/conformance/*.json; do [ -f "$f" ] && cp "$f" "$FINAL/"; done
+    tar czf "$FINAL/logs.tgz" -C "$(dirname "$OUT")" kaio_logs
+}
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || log "pip install failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/summary.txt" 2>&1
 for step in "$@"; do
@@ -37,8 +42,6 @@ for step in "$@"; do
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
   esac
+  collect   # after every step, so a call cut short by the device's time limit still returns logs
 done
-cp "$OUT/summary.txt" "$FINAL/"
-for f in "$OUT"/*.md "$OUT"/conformance/*.md; do [ -f "$f" ] && cp "$f" "$FINAL/"; done
-tar czf "$FINAL/logs.tgz" -C "$(dirname "$OUT")" kaio_logs
 cat "$OUT/summary.txt"
