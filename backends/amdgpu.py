@@ -8,8 +8,12 @@ Stages (each a function from one artifact to the next; ``emit`` runs them up to 
 - ``hsaco`` (amdgcn): the target machine emits an ELF object and ``ld.lld -shared`` links it
   into a code object that HIP's ``hipModuleLoadData`` accepts.
 
-ld.lld is looked up in this order: ``$KAIO_LLD``, ``/opt/rocm/llvm/bin/ld.lld``, ``ld.lld`` on
-PATH, then ``ld.lld-22`` .. ``ld.lld-17`` on PATH.
+The linker is looked up in this order: ``$KAIO_LLD``, ``/opt/rocm/llvm/bin/ld.lld``, ``ld.lld``
+on PATH, ``ld.lld-22`` .. ``ld.lld-17`` on PATH, and last the LLD that Triton's wheel links into
+its extension module (``triton._C.libtriton.amd.link_hsaco``, the same ``-shared`` link run in
+process), so a machine with Triton but no LLVM tools (the NVIDIA GPU image) still builds AMD code
+objects. That last one is a private Triton entry point: used only when nothing else is found, and
+the code object it writes goes through the same validation as any other.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
+from typing import Callable
 
 from ..errors import CompileError
 from .llvm import emit_llvm
@@ -46,7 +52,7 @@ def target_machine(target: str):
 
 
 def find_lld() -> str:
-    """Path of an ld.lld that can link AMDGPU objects; CompileError saying how to get one."""
+    """Path of an ld.lld binary that can link AMDGPU objects; CompileError saying how to get one."""
     env = os.environ.get("KAIO_LLD")
     if env:
         if os.path.isfile(env) and os.access(env, os.X_OK):
@@ -60,6 +66,54 @@ def find_lld() -> str:
         if path:
             return path
     raise CompileError(f"no ld.lld found to link the AMDGPU code object; {LLD_HINT}")
+
+
+@dataclass(frozen=True)
+class Linker:
+    """How AMDGPU objects get linked here: ``name`` for reports, ``link(src, dst)`` raises
+    CompileError with the linker's message on failure."""
+    name: str
+    link: Callable[[str, str], None]
+
+
+def _lld_binary_linker(lld: str) -> Linker:
+    def link(src: str, dst: str) -> None:
+        p = subprocess.run([lld, "-shared", "--no-undefined", src, "-o", dst],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise CompileError(f"{lld} failed linking the code object: {p.stderr.strip()}")
+    return Linker(lld, link)
+
+
+def _triton_lld_linker() -> Linker | None:
+    try:
+        from triton._C.libtriton import amd  # private API; see the module docstring
+    except Exception:                            # not installed, or built without AMD support
+        return None
+    link_hsaco = getattr(amd, "link_hsaco", None)
+    if link_hsaco is None:
+        return None
+
+    def link(src: str, dst: str) -> None:
+        try:
+            link_hsaco(src, dst)
+        except Exception as e:
+            raise CompileError(f"Triton's LLD failed linking the code object: {e}") from e
+    return Linker("triton._C.libtriton.amd.link_hsaco (in-process LLD)", link)
+
+
+def find_linker() -> Linker:
+    """The AMDGPU linker to use (see the module docstring for the order); CompileError naming how
+    to get one when there is none."""
+    try:
+        return _lld_binary_linker(find_lld())
+    except CompileError:
+        if os.environ.get("KAIO_LLD"):
+            raise                                # an explicit choice that is broken: say so
+        triton = _triton_lld_linker()
+        if triton is None:
+            raise
+        return triton
 
 
 def lower(kernel, target: LlvmTarget):
@@ -97,16 +151,16 @@ def llvm_to_object(llvm_text: str, target: str, name: str = "kernel") -> bytes:
 
 
 def link_code_object(obj: bytes, name: str = "kernel") -> bytes:
-    """``ld.lld -shared`` an AMDGPU ELF object into a code object (HSACO)."""
-    lld = find_lld()
+    """Link an AMDGPU ELF object into a code object (HSACO) with :func:`find_linker`'s linker."""
+    linker = find_linker()
     with tempfile.TemporaryDirectory(prefix="kaio-lld-") as d:
         src, dst = os.path.join(d, "k.o"), os.path.join(d, "k.hsaco")
         with open(src, "wb") as f:
             f.write(obj)
-        p = subprocess.run([lld, "-shared", "--no-undefined", src, "-o", dst],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            raise CompileError(f"{lld} failed linking the code object: {p.stderr.strip()}", kernel=name)
+        try:
+            linker.link(src, dst)
+        except CompileError as e:
+            raise CompileError(e.bare_message, kernel=name) from e
         with open(dst, "rb") as f:
             return f.read()
 

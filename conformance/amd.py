@@ -128,7 +128,7 @@ def _warm_worker() -> None:
             except Exception:
                 pass
         try:
-            amdgpu.find_lld()
+            amdgpu.find_linker()
         except Exception:
             pass
         # one real build per kind of target imports everything the builds import lazily

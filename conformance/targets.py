@@ -120,10 +120,10 @@ def _hip_driver_version() -> str:
 def _probe_amd_compile(info: TargetInfo) -> None:
     import llvmlite
 
-    from kaio.backends.amdgpu import find_lld
-    lld = find_lld()  # CompileError with a hint when missing
+    from kaio.backends.amdgpu import find_linker
+    linker = find_linker()  # CompileError with a hint when missing
     info.device = {"name": f"AMD {info.name} (compile and validate only)",
-                   "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(lld)}",
+                   "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(linker.name)}",
                    "arch": info.name}
 
 

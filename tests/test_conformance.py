@@ -26,8 +26,8 @@ AMD_SUBSET = ["ml/rmsnorm", "rajaperf/DAXPY", "feature/shared_memory", "feature/
 
 def _lld_missing() -> str:
     try:
-        from kaio.backends.amdgpu import find_lld
-        find_lld()
+        from kaio.backends.amdgpu import find_linker
+        find_linker()
         return ""
     except Exception as e:
         return str(e)

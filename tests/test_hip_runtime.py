@@ -24,7 +24,7 @@ from kaio.backends.abi import kernel_abi
 from kaio.errors import CompileError, HipError
 
 try:
-    amdgpu.find_lld()
+    amdgpu.find_linker()
     NO_LLD = ""
 except CompileError as e:
     NO_LLD = str(e)

@@ -221,7 +221,7 @@ def test_expansion_compiles_for_ptx_and_amdgpu(fn, dtype, tmp_path):
     k = M.kernel_for(fn, dtype)
     ptx, _ = emit_ptx(target_pipeline(k, 32), "sm_90")
     try:
-        amdgpu.find_lld()
+        amdgpu.find_linker()
     except kaio.CompileError:  # no AMD linker on this machine (the GPU image has none)
         amdgpu.emit(k, "asm", "gfx90a")  # still lowered through the AMDGPU backend
     else:
@@ -284,7 +284,7 @@ def test_bf16_remainder_is_exact_and_builds_for_amdgpu(tmp_path):
     b.store(z, [g], b.binary("rem", b.load(x, [g]), b.load(y, [g])))
     k = b.finish()
     try:
-        amdgpu.find_lld()
+        amdgpu.find_linker()
     except kaio.CompileError:
         amdgpu.emit(k, "asm", "gfx90a")
     else:
