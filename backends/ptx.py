@@ -278,16 +278,20 @@ class _Renderer:
         p = self.aligned[g.buf.id]
         space = "global.nc" if info.nc else "global"
         mt = ptx_mem.mem_type(t)
+
+        def at(k):      # the address of member k, with the chunk's offset folded in
+            off = (g.offset + k) * t.itemsize
+            return f"[{addr}+{off}]" if off else f"[{addr}]"
         if g.kind == "load":
             regs = [em.define(o.result) for o in g.ops]
-            em.ins(f"@{p} ld.{space}.v4.{mt} {{{', '.join(regs)}}}, [{addr}]")
+            em.ins(f"@{p} ld.{space}.v4.{mt} {{{', '.join(regs)}}}, {at(0)}")
             for k, r in enumerate(regs):
-                em.ins(f"@!{p} ld.{space}.{mt} {r}, [{addr}+{4 * k}]")
+                em.ins(f"@!{p} ld.{space}.{mt} {r}, {at(k)}")
         else:
             regs = [self.v(o.operands[-1]) for o in g.ops]
-            em.ins(f"@{p} st.global.v4.{mt} [{addr}], {{{', '.join(regs)}}}")
+            em.ins(f"@{p} st.global.v4.{mt} {at(0)}, {{{', '.join(regs)}}}")
             for k, r in enumerate(regs):
-                em.ins(f"@!{p} st.global.{mt} [{addr}+{4 * k}], {r}")
+                em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")
 
     def h_atomic(self, op):
         kind = op.attrs["op"]

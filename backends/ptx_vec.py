@@ -1,21 +1,30 @@
 """Vectorised global memory access: four scalar accesses -> one ``v4`` instruction.
 
-Pattern (what ``for j in kaio.static_range(4): ... x[4*i + j]`` becomes after unrolling):
-four loads, or four stores, in one block, of the same 1-d global buffer with a 4-byte dtype, at
-indices ``base + 0 .. base + 3`` where ``base`` is provably a multiple of 4 (``mul`` by a
-constant multiple of 4, or ``shl`` by a constant >= 2). Then the four elements are one 16-byte
-aligned chunk *if* the buffer's pointer is 16-byte aligned, which the prologue tests once per
-buffer; the access is emitted both ways under that predicate (``@p ld.global.v4.f32`` /
-``@!p`` four scalar loads), so views with odd offsets stay correct.
+Pattern (what ``for j in kaio.static_range(4): ... x[4*i + j]`` becomes after unrolling, and what
+a ``blocked(4k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`): four loads, or four
+stores, in one block, of the same 1-d global buffer with a 4-byte dtype, at indices
+``base + 4c + 0 .. base + 4c + 3`` (``c`` a constant chunk number) where ``base`` is provably a
+multiple of 4 (``mul`` by a constant multiple of 4, or ``shl`` by a constant >= 2). Then the four
+elements are one 16-byte aligned chunk *if* the buffer's pointer is 16-byte aligned, which the
+prologue tests once per buffer; the access is emitted both ways under that predicate
+(``@p ld.global.v4.f32`` / ``@!p`` four scalar loads), so views with odd offsets stay correct.
 
-Loads are grouped only for read-only (``in``) buffers, so moving the later loads up to the first
-one cannot cross a write. Stores are grouped only when nothing between the first and the last
-store of the group touches the buffer (and no barrier or atomic intervenes); the vector store is
-emitted at the last one, where all four values exist.
+A load group is emitted at its first member, a store group at its last, which moves the other
+members. That is allowed when no moved member crosses an access it may conflict with:
+
+- ``in`` buffers never change during a launch: their loads always group;
+- for a writable buffer, the other accesses between the first and the last member must all index
+  ``base + constant`` (the same ``base`` value, so equal offsets are equal addresses and distinct
+  offsets distinct ones), and a moved member must not cross a store (for a load) or any access
+  (for a store) at its own address. Anything else touching the buffer in that range (an index of
+  another shape, nested control flow, an atomic) or any barrier blocks the group.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..ir.indexmath import base_and_offset as _split
+from ..ir.indexmath import const_value as _const
 
 VEC = 4
 
@@ -30,25 +39,7 @@ class Group:
     base: object         # i32 Value, a multiple of 4
     ops: list            # ops ordered by offset
     at: object           # op where the instruction goes
-
-
-def _const(v):
-    op = v.owner
-    if getattr(op, "opcode", None) == "const":
-        return op.attrs["value"]
-    return None
-
-
-def _split(v):
-    """index -> (base value, constant offset)."""
-    op = v.owner
-    if getattr(op, "opcode", None) == "add":
-        a, b = op.operands
-        if _const(b) is not None:
-            return a, _const(b)
-        if _const(a) is not None:
-            return b, _const(a)
-    return v, 0
+    offset: int = 0      # elements from ``base`` to the chunk (a multiple of 4)
 
 
 def _multiple_of_4(v) -> bool:
@@ -82,6 +73,36 @@ def _touches(op, buf) -> bool:
     return False
 
 
+def _address(op):
+    """(base value, offset) of a plain load/store, or None for anything else."""
+    if op.opcode in ("load", "store") and not op.regions and len(op.operands) >= 2:
+        return _split(op.operands[1])
+    return None
+
+
+def _may_move(kind: str, members: list, block_ops: list, first: int, last: int, buf, base) -> bool:
+    """Whether a load group may move to ``first`` / a store group to ``last`` (see the module
+    docstring). ``members`` are (position, op) ordered by offset."""
+    if buf.type.intent == "in":
+        return True
+    where = {id(o): (p, _split(o.operands[1])[1]) for p, o in members}
+    for pos in range(first, last + 1):
+        o = block_ops[pos]
+        if id(o) in where or not _touches(o, buf):
+            continue
+        addr = _address(o)
+        if addr is None or addr[0] is not base or o.operands[0] is not buf:
+            return False                       # barrier, atomic, nested use, unrelated index
+        for mpos, moff in where.values():
+            if moff != addr[1]:
+                continue                       # a different address: never conflicts
+            if kind == "load" and o.opcode == "store" and pos < mpos:
+                return False                   # the load would move above the store it reads
+            if kind == "store" and pos > mpos:
+                return False                   # the store would move past a use of its address
+    return True
+
+
 def plan(block) -> dict:
     """op id -> Group for the vectorisable accesses directly in ``block``."""
     cands: dict = {}
@@ -89,25 +110,25 @@ def plan(block) -> dict:
         if op.opcode not in ("load", "store") or len(op.operands) < 2:
             continue
         buf = op.operands[0]
-        if not _eligible(buf) or (op.opcode == "load" and buf.type.intent != "in"):
+        if not _eligible(buf):
             continue
         base, off = _split(op.operands[1])
-        if 0 <= off < VEC and _multiple_of_4(base):
-            cands.setdefault((op.opcode, buf.id, base.id), {}).setdefault(off, (pos, op))
+        if off >= 0 and _multiple_of_4(base):
+            key = (op.opcode, buf.id, base.id, off // VEC)
+            cands.setdefault(key, {}).setdefault(off % VEC, (pos, op))
     groups: dict = {}
-    for (kind, _, _), by_off in cands.items():
+    for (kind, _, _, chunk), by_off in cands.items():
         if len(by_off) != VEC:
             continue
         members = [by_off[k] for k in range(VEC)]
         first = min(p for p, _ in members)
         last = max(p for p, _ in members)
         buf = members[0][1].operands[0]
-        if kind == "store":
-            ids = {id(o) for _, o in members}
-            if any(_touches(o, buf) for o in block.ops[first:last + 1] if id(o) not in ids):
-                continue
-        g = Group(kind, buf, _split(members[0][1].operands[1])[0], [o for _, o in members],
-                  block.ops[first if kind == "load" else last])
+        base = _split(members[0][1].operands[1])[0]
+        if not _may_move(kind, members, block.ops, first, last, buf, base):
+            continue
+        g = Group(kind, buf, base, [o for _, o in members],
+                  block.ops[first if kind == "load" else last], VEC * chunk)
         for _, o in members:
             groups[id(o)] = g
     return groups

@@ -109,8 +109,11 @@ def main(argv=None) -> int:
     want = 2.0 * x + y0
     y = y0.clone()
     impls = {
-        "kaio": lambda: kk.saxpy(2.0, x, y),
-        "cuda-c++": lambda: native.get_function("saxpy")(
+        "kaio": lambda: kk.saxpy8(2.0, x, y),
+        "kaio 1/thread": lambda: kk.saxpy(2.0, x, y),
+        "cuda-c++": lambda: native.get_function("saxpy8")(
+            ((n + 2047) // 2048,), (256,), (np.float32(2.0), cupy.asarray(x), cupy.asarray(y), np.int32(n))),
+        "cuda-c++ 1/thread": lambda: native.get_function("saxpy")(
             ((n + 255) // 256,), (256,), (np.float32(2.0), cupy.asarray(x), cupy.asarray(y), np.int32(n))),
         "triton": lambda: saxpy_t[((n + 1023) // 1024,)](2.0, x, y, n, BLOCK=1024),
         "torch": lambda: y.copy_(torch.addcmul(y, x, torch.tensor(2.0, device=dev))),

@@ -3,11 +3,19 @@ from __future__ import annotations
 
 import kaio
 from kaio import f32
-from kaio.regions import grid_stride, rows_per_block
+from kaio.regions import blocked, grid_stride, rows_per_block
 
 
 @kaio.kernel
 def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+    """One element per thread (the default elementwise partition)."""
+    for i in y.owned():
+        y[i] = a * x[i] + y[i]
+
+
+@kaio.kernel
+def saxpy8(a: f32, x: kaio.In[f32], y: kaio.Region[f32, blocked(8)]):
+    """Eight neighbouring elements per thread: full tiles become two 16-byte accesses per array."""
     for i in y.owned():
         y[i] = a * x[i] + y[i]
 
@@ -42,4 +50,4 @@ def dot_partials(x: kaio.In[f32], y: kaio.In[f32], part: kaio.Out[f32, 2, rows_p
         part[r, j] = total
 
 
-__all__ = ["saxpy", "softmax_rows", "dot_partials", "grid_stride"]
+__all__ = ["saxpy", "saxpy8", "softmax_rows", "dot_partials", "grid_stride"]

@@ -83,3 +83,22 @@ class IndexMath:
             rest = self.div(rest, extent)
         idx.append(rest)
         return tuple(reversed(idx))
+
+
+def const_value(v: Value):
+    """The constant a value holds, or None when it is not a ``const`` op's result."""
+    op = v.owner
+    return op.attrs["value"] if getattr(op, "opcode", None) == "const" else None
+
+
+def base_and_offset(v: Value) -> tuple[Value, int]:
+    """An index as (base value, constant offset): ``add b, c`` -> (b, c); anything else (v, 0).
+    Two indices with the same base value are equal exactly when their offsets are."""
+    op = v.owner
+    if getattr(op, "opcode", None) == "add":
+        a, b = op.operands
+        if const_value(b) is not None:
+            return a, const_value(b)
+        if const_value(a) is not None:
+            return b, const_value(a)
+    return v, 0

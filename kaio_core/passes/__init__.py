@@ -32,9 +32,10 @@ def target_pipeline(kernel, warp_size: int, fast_math: bool = False):
     ``fast_math`` (kernel-wide) marks math ops ``fast`` instead of expanding them.
     """
     from ..ir.rewrite import clone_kernel
-    from . import constfold, cse, dce, expand_math, loop_facts, lower_reductions, unroll, verify
+    from . import constfold, cse, dce, expand_math, full_tiles, loop_facts, lower_reductions, unroll, verify
     kernel = expand_math.run(clone_kernel(kernel), fast_math)  # portable math -> IR (kaio.mathlib)
     kernel = lower_reductions.run(kernel, warp_size=warp_size)
+    kernel = full_tiles.run(kernel)                  # for lo, min(lo + C, n): full case unrolled
     kernel = loop_facts.run(kernel)                  # step_sign = 1 where the step is > 0
     kernel = unroll.run(kernel)                      # small positive-step loops, by 4
     kernel = constfold.run(kernel)

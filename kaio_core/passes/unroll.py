@@ -21,17 +21,19 @@ original op, whose results the rest of the kernel already uses) runs what is lef
 
 Eligible loops: ``step_sign = 1`` (set by :mod:`.loop_facts`), no ``unrolled`` attr yet, at most
 :data:`MAX_BODY_OPS` ops, and no nested loops, barriers, warp or block ops, atomics or array
-allocations in the body. In the main loop, loads from ``in`` buffers at the top level of the body
+allocations in the body. In the main loop, loads at the top level of the body
 (with the pure ops computing their indices) are moved before the rest, so the four loads are in
-flight together: ``in`` buffers never change during a launch (the launch rejects a writable
-buffer that overlaps another buffer, which is also what makes ``ld.global.nc`` valid), so no
-store can be crossed in a way that matters. Every other op keeps program order.
+flight together, when no store they could read from precedes them (:func:`_may_rise`): loads
+from ``in`` buffers always (they never change during a launch: the launch rejects a writable
+buffer that overlaps another buffer, which is also what makes ``ld.global.nc`` valid), loads
+from a writable buffer past stores to other elements of it. Every other op keeps program order.
 """
 from __future__ import annotations
 
 from .. import dtypes as dt
 from ..ir import ops as O
 from ..ir.core import Block, Kernel, Op, Value
+from ..ir.indexmath import base_and_offset
 from ..ir.rewrite import insert_before
 from .loop_facts import value_range
 
@@ -154,8 +156,9 @@ def _clone_body(body: Block, mapping: dict) -> tuple[list[Op], list[Value]]:
 
 
 def _schedule(ops: list[Op]) -> list[Op]:
-    """Move loads of ``in`` buffers (top level, with the pure region-free ops their operands need)
-    ahead of the other ops; everything else keeps its order."""
+    """Move loads (top level, with the pure region-free ops their operands need) ahead of the
+    other ops when no store they could read from comes before them; everything else keeps its
+    order. See :func:`_may_rise`."""
     pos = {r.id: i for i, o in enumerate(ops) for r in o.results}
     early: set[int] = set()
 
@@ -163,13 +166,13 @@ def _schedule(ops: list[Op]) -> list[Op]:
         o = ops[i]
         if i in acc or i in early:
             return True
-        if o.regions or not O.is_pure(o) or (o.opcode == "load" and not _reads_in(o)):
+        if o.regions or not O.is_pure(o) or (o.opcode == "load" and not _may_rise(ops, i)):
             return False
         acc.add(i)
         return all(v.id not in pos or closure(pos[v.id], acc) for v in o.operands)
 
     for i, o in enumerate(ops):
-        if o.opcode == "load" and _reads_in(o):
+        if o.opcode == "load" and _may_rise(ops, i):
             acc: set[int] = set()
             if closure(i, acc):
                 early |= acc
@@ -177,6 +180,27 @@ def _schedule(ops: list[Op]) -> list[Op]:
            [o for i, o in enumerate(ops) if i not in early]
 
 
-def _reads_in(load: Op) -> bool:
+def _may_rise(ops: list[Op], i: int) -> bool:
+    """Whether load ``ops[i]`` may move above ``ops[:i]``: always for an ``in`` buffer (never
+    written during a launch; a writable buffer overlapping another is rejected at launch); for
+    a writable 1-d buffer when every earlier store to it indexes the same base plus a *different*
+    constant (a different element) and nothing earlier synchronises or is an atomic."""
+    load = ops[i]
     t = load.operands[0].type
-    return t.space == "global" and t.intent == "in"
+    if t.space == "global" and t.intent == "in":
+        return True
+    if len(load.operands) != 2:
+        return False
+    buf = load.operands[0]
+    base, off = base_and_offset(load.operands[1])
+    for o in ops[:i]:
+        for q in o.walk():
+            if q.opcode in ("barrier", "atomic", "shuffle", "vote", "ballot"):
+                return False
+            if q.opcode == "store" and q.operands[0] is buf:
+                if len(q.operands) != 3:
+                    return False
+                qbase, qoff = base_and_offset(q.operands[1])
+                if qbase is not base or qoff == off:
+                    return False
+    return True

@@ -1,0 +1,128 @@
+"""Version short fixed-length loops so that the full case runs straight-line code.
+
+A ``blocked(C)`` Region's ``owned()`` loop, and ``range(s, min(s + C, n))`` written by hand, are
+
+    %e = add %lo, C                                   # C a constant, 2 <= C <= MAX_TILE
+    %r = for %lo, min(%e, %n), 1, %init (%i, %c) { body; yield %y }
+
+and become
+
+    %full = (lo < e) and (e <= n)                     # lo + C did not wrap, and fits
+    %r = if %full { body(lo); body(lo + 1); ...; body(lo + C - 1); yield the carried values }
+         else     { the original loop, marked unrolled = 1; yield its results }
+
+In the full case the loop runs exactly those C iterations with those ``iv`` values and the
+carried values are combined in the same order, so results are bit-identical; the partial tile at
+the end of the buffer takes the original loop. What this buys: every copy indexes ``lo + j`` with
+``j`` a constant, so when ``lo`` is a multiple of 4 (``g * C`` with ``C % 4 == 0``) the PTX
+emitter turns each run of four neighbouring 4-byte accesses into one 16-byte access
+(:mod:`kaio.backends.ptx_vec`); and the loads of all C copies are scheduled first
+(:func:`kaio.passes.unroll._schedule`, which moves a load only past stores to other elements), so
+they are in flight together.
+
+Eligible bodies are those :mod:`.unroll` accepts (no nested loops, barriers, warp, block or
+atomic ops, no array allocations), with at most ``MAX_COPIED_OPS`` ops after copying.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..ir.core import Block, Kernel, Op
+from ..ir.rewrite import insert_before, replace_all_uses
+from .unroll import _FORBIDDEN, _At, _clone_body, _schedule
+
+MAX_TILE = 16
+MAX_COPIED_OPS = 256
+
+#: set False to disable the pass (tests compare against the loop as written)
+ENABLED = True
+
+
+def run(kernel: Kernel) -> Kernel:
+    """Version every eligible loop of ``kernel`` in place; returns the kernel."""
+    if not ENABLED:
+        return kernel
+    for op in [o for o in kernel.walk() if o.opcode == "for"]:
+        tile = _tile(op)
+        if tile is not None:
+            _version(kernel, op, *tile)
+    return kernel
+
+
+def _const(v):
+    o = v.owner
+    return o.attrs["value"] if getattr(o, "opcode", None) == "const" else None
+
+
+def _tile(op: Op):
+    """(C, end value, n value) when ``op`` is ``for lo, min(lo + C, n), 1``, else None."""
+    if "unrolled" in op.attrs:
+        return None
+    lb, ub, step = op.operands[:3]
+    if not lb.type.is_int or _const(step) != 1 or getattr(ub.owner, "opcode", None) != "min":
+        return None
+    for end, n in (ub.owner.operands, ub.owner.operands[::-1]):
+        add = end.owner
+        if getattr(add, "opcode", None) != "add":
+            continue
+        a, b = add.operands
+        c = _const(b) if a is lb else _const(a) if b is lb else None
+        if c is not None and 2 <= c <= MAX_TILE and _body_ok(op, c):
+            return c, end, n
+    return None
+
+
+def _body_ok(op: Op, copies: int) -> bool:
+    n = 0
+    for inner in op.regions[0].walk():
+        if inner.opcode in _FORBIDDEN:
+            return False
+        n += inner.opcode != "yield"
+    return n * copies <= MAX_COPIED_OPS
+
+
+def _version(kernel: Kernel, op: Op, tile: int, end, n) -> None:
+    lb, _, _, *inits = op.operands
+    t = lb.type
+    pre = _At(op.loc)
+    no_wrap = pre("cmp", [lb, end], dt.bool_, {"pred": "lt"})
+    fits = pre("cmp", [end, n], dt.bool_, {"pred": "le"})
+    full = pre("and", [no_wrap, fits], dt.bool_)
+    insert_before(op, pre.ops)
+
+    body = op.regions[0]
+    then = Block()
+    ins = _At(op.loc)
+    carried = list(inits)
+    for j in range(tile):
+        iv = lb if j == 0 else ins("add", [lb, ins.const(j, t)], t)
+        mapping = {body.args[0].id: iv}
+        mapping.update({a.id: v for a, v in zip(body.args[1:], carried)})
+        ops, carried = _clone_body(body, mapping)
+        ins.ops.extend(ops)
+    for o in _schedule(ins.ops):     # the tile's loads first, so they are in flight together
+        then.append(o)
+    then.append(Op("yield", list(carried), loc=op.loc))
+
+    other = Block()
+    branch = Op("if", [full], [v.type for v in inits], {}, [then, other], op.loc)
+    insert_before(op, [branch])
+    old_results = list(op.results)
+    op.attrs["unrolled"] = 1          # the partial tile: rare, keep it small
+    _move_into(op, other)
+    other.append(Op("yield", list(old_results), loc=op.loc))
+    for old, new in zip(old_results, branch.results):
+        _replace_outside(kernel, old, new, other)
+
+
+def _move_into(op: Op, block: Block) -> None:
+    from ..ir.rewrite import erase
+    erase(op)
+    block.append(op)
+
+
+def _replace_outside(kernel: Kernel, old, new, keep: Block) -> None:
+    """Point every use of ``old`` at ``new`` except the yield in ``keep``."""
+    y = keep.ops[-1]
+    saved = list(y.operands)
+    replace_all_uses(kernel.body, old, new)
+    y.operands = saved
