@@ -193,11 +193,13 @@ def test_module_cached_and_no_leak():
     assert saxpy.compile(be) is saxpy.compile(be)
     x, y = np.ones(1 << 16, np.float32), np.zeros(1 << 16, np.float32)
     saxpy(1.0, x, y)
-    free_before = drv.call("cuMemGetInfo")[0]
+    free_before, cached_before = drv.call("cuMemGetInfo")[0], temp_pool._cached
     for _ in range(200):
         saxpy(1.0, x, y)
     assert temp_pool.live == 0
-    assert free_before - drv.call("cuMemGetInfo")[0] < 8 << 20
+    assert temp_pool._cached == cached_before      # the transfers reuse the same blocks
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # device-wide figure: only when run alone
+        assert free_before - drv.call("cuMemGetInfo")[0] < 8 << 20
     np.testing.assert_array_equal(y, np.full(1 << 16, 201, np.float32))
 
 
