@@ -286,6 +286,13 @@ class CudaBackend(Backend):
             for ptr, size in temps:
                 temp_pool.release(ptr, size)
 
+    def blas(self):
+        """This backend's cuBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
+        if self.__dict__.get("_cublas") is None:
+            from .cublas import Cublas
+            self._cublas = Cublas(self)
+        return self._cublas
+
     def _buffer(self, a, t: BufType, kernel, i: int, temps: list, copy_back: list, hstream: int):
         pname = kernel.params[i].name
         what = f"kernel '{kernel.name}': parameter '{pname}'"

@@ -427,6 +427,13 @@ class HipBackend(Backend):
             for d in temps:
                 d.free()
 
+    def blas(self):
+        """This backend's hipBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
+        if self.__dict__.get("_hipblas") is None:
+            from .hipblas import Hipblas
+            self._hipblas = Hipblas(self)
+        return self._hipblas
+
     def _buffer(self, a, t: BufType, kernel, i, temps, copy_back, stream):
         what = f"kernel '{kernel.name}': parameter '{kernel.params[i].name}'"
         want = t.dtype.storage_np

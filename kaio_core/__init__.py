@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import math  # noqa: E402  (kaio.math inside kernels)
+from . import blas, math  # noqa: E402  (kaio.math inside kernels; kaio.blas.gemm)
 from .device import (  # noqa: E402
     DeviceArray,
     Event,

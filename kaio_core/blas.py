@@ -1,0 +1,184 @@
+"""Vendor BLAS: matrix products by cuBLAS (NVIDIA) or hipBLAS (AMD), numpy on the reference backend.
+
+    c = kaio.blas.gemm(a, b)                               # numpy in, numpy out (copies both ways)
+    kaio.blas.gemm(a_dev, b_dev, out=c_dev, alpha=2.0, beta=1.0, trans_b=True, stream=s)
+
+``gemm`` computes ``out = alpha * op(a) @ op(b) + beta * out`` on row-major (C-contiguous) 2-d
+arrays, where ``op(x)`` is ``x.T`` when ``trans_x`` is set. Arguments follow the launch rules
+of kernels: numpy arrays are copied to the device and ``out`` back (nothing is copied in for
+``out`` when ``beta == 0``); kaio device arrays and objects exporting
+``__cuda_array_interface__`` (PyTorch, CuPy) are used in place. Every argument is checked before
+anything is copied or launched, and a bad one raises :class:`kaio.LaunchError` naming the
+parameter and what was expected.
+
+Precision: f64 and f32 compute in their own precision (``tf32=True`` lets cuBLAS use TF32 tensor
+cores for f32); f16 and bf16 multiply in tensor cores and accumulate in f32. The reference
+backend computes in float64 and rounds once, so it is at least as accurate as any vendor result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import LaunchError
+
+GEMM_DTYPES = (dt.f16, dt.bf16, dt.f32, dt.f64)
+
+
+@dataclass(frozen=True)
+class GemmCall:
+    """One gemm in the column-major terms vendor BLAS libraries use.
+
+    A row-major ``m x n`` result ``C`` is the column-major ``n x m`` matrix ``C^T``, and
+    ``C^T = op(B)^T op(A)^T``: so the library multiplies B's buffer by A's buffer (swapped), each
+    transposed exactly when the caller asked for it, with leading dimensions equal to the
+    row-major row lengths."""
+    trans_first: bool      # transpose flag for the first operand (B's buffer)
+    trans_second: bool     # ... for the second operand (A's buffer)
+    m: int                 # rows of the column-major result (= n of the row-major one)
+    n: int                 # columns of the column-major result (= m)
+    k: int
+    ld_first: int
+    ld_second: int
+    ld_out: int
+
+
+def column_major_call(a_shape, b_shape, trans_a: bool, trans_b: bool) -> GemmCall:
+    """The column-major call for row-major ``op(a) @ op(b)`` (shapes already checked)."""
+    m = a_shape[1] if trans_a else a_shape[0]
+    k = a_shape[0] if trans_a else a_shape[1]
+    n = b_shape[0] if trans_b else b_shape[1]
+    return GemmCall(trans_b, trans_a, n, m, k, ld_first=max(1, b_shape[1]),
+                    ld_second=max(1, a_shape[1]), ld_out=max(1, n))
+
+
+@dataclass
+class Operand:
+    """A checked gemm argument: its kaio dtype, shape and the object given."""
+    name: str
+    value: object
+    dtype: dt.DType
+    shape: tuple
+
+    @property
+    def on_host(self) -> bool:
+        return isinstance(self.value, np.ndarray)
+
+
+def _describe(value) -> tuple[dt.DType | None, tuple | None, bool]:
+    """(kaio dtype or None, shape, C-contiguous) of an array argument."""
+    from .device import DeviceArray, check_cuda_array_interface
+    if isinstance(value, np.ndarray):
+        try:
+            t = dt.from_numpy(value.dtype)
+        except (KeyError, TypeError, ValueError):
+            t = None
+        return t, value.shape, bool(value.flags.c_contiguous)
+    if isinstance(value, DeviceArray):
+        return dt.from_numpy(value.dtype), tuple(value.shape), True
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is None and all(hasattr(value, a) for a in ("ptr", "shape", "dtype")):
+        try:   # a HIP device array: kaio.backends.hip.HipDeviceArray (always C-contiguous)
+            return dt.from_numpy(value.dtype), tuple(value.shape), True
+        except (KeyError, TypeError, ValueError):
+            return None, tuple(value.shape), True
+    if cai is not None:
+        try:
+            npd, shape = check_cuda_array_interface(cai, "gemm argument")
+        except ValueError:
+            return None, tuple(cai.get("shape", ())), False
+        try:
+            return dt.from_numpy(npd), tuple(shape), True
+        except (KeyError, TypeError, ValueError):
+            return None, tuple(shape), True
+    return None, None, False
+
+
+def _operand(name: str, value) -> Operand:
+    what = f"kaio.blas.gemm: parameter '{name}'"
+    t, shape, contiguous = _describe(value)
+    if shape is None:
+        raise LaunchError(f"{what} expects a numpy array, a kaio device array or a CUDA array "
+                          f"(PyTorch/CuPy), got {type(value).__name__}")
+    if len(shape) != 2:
+        raise LaunchError(f"{what} expects a 2-d matrix, got shape {tuple(shape)}")
+    if not contiguous:
+        raise LaunchError(f"{what} expects a C-contiguous (row-major) matrix; pass "
+                          f"numpy.ascontiguousarray(...) or use trans_a/trans_b for a transpose")
+    if t not in GEMM_DTYPES:
+        raise LaunchError(f"{what} expects f16, bf16, f32 or f64 elements, got "
+                          f"{t.name if t else getattr(value, 'dtype', '?')}")
+    return Operand(name, value, t, tuple(int(s) for s in shape))
+
+
+def check_gemm(a, b, out, alpha, beta, trans_a, trans_b) -> tuple[Operand, Operand, Operand | None]:
+    """Check every gemm argument (raises LaunchError); returns the operands."""
+    A, B = _operand("a", a), _operand("b", b)
+    C = _operand("out", out) if out is not None else None
+    if B.dtype is not A.dtype or (C is not None and C.dtype is not A.dtype):
+        got = ", ".join(f"{o.name}: {o.dtype.name}" for o in (A, B, C) if o is not None)
+        raise LaunchError(f"kaio.blas.gemm: a, b and out must have one dtype, got {got}")
+    m, k = (A.shape[1], A.shape[0]) if trans_a else A.shape
+    k2, n = (B.shape[1], B.shape[0]) if trans_b else B.shape
+    if k != k2:
+        raise LaunchError(f"kaio.blas.gemm: parameter 'b': op(a) is {m}x{k} so op(b) needs {k} "
+                          f"rows, got {k2}x{n} (shape {B.shape}, trans_b={trans_b})")
+    if C is not None and C.shape != (m, n):
+        raise LaunchError(f"kaio.blas.gemm: parameter 'out' must have shape ({m}, {n}), got {C.shape}")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise LaunchError(f"kaio.blas.gemm: parameter '{name}' must be a real number, got {v!r}")
+    if beta != 0 and C is None:
+        raise LaunchError("kaio.blas.gemm: parameter 'beta' is nonzero, so 'out' (the matrix it "
+                          "scales) must be given")
+    hosts = {o.on_host for o in (A, B, C) if o is not None}
+    if len(hosts) > 1:
+        raise LaunchError("kaio.blas.gemm: mix of numpy and device arrays; pass all on the host "
+                          "(copied for you) or all on the device")
+    for x, y in ((A, C), (B, C)):
+        if y is not None and x.on_host and np.shares_memory(x.value, y.value):
+            raise LaunchError(f"kaio.blas.gemm: parameter 'out' overlaps '{x.name}'")
+    return A, B, C
+
+
+def reference_gemm(a: np.ndarray, b: np.ndarray, out, alpha, beta, trans_a, trans_b, t: dt.DType):
+    """``alpha * op(a) @ op(b) + beta * out`` in float64, rounded once to ``t``."""
+    from .semantics import _as, round_f64
+    x = _as(t, a).astype(np.float64)
+    y = _as(t, b).astype(np.float64)
+    acc = float(alpha) * ((x.T if trans_a else x) @ (y.T if trans_b else y))
+    if beta != 0:
+        acc = acc + float(beta) * _as(t, out).astype(np.float64)
+    return round_f64(t, acc)
+
+
+def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False,
+         tf32: bool = False, backend=None, stream=None):
+    """``out = alpha * op(a) @ op(b) + beta * out`` by the backend's vendor BLAS; returns ``out``
+    (a new array of the inputs' kind when not given). See the module docstring."""
+    from . import get_backend
+    A, B, C = check_gemm(a, b, out, alpha, beta, bool(trans_a), bool(trans_b))
+    be = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
+    m = A.shape[1] if trans_a else A.shape[0]
+    n = B.shape[0] if trans_b else B.shape[1]
+    if C is None:
+        C = _new_out(A, (m, n), be)
+    be_name = getattr(be, "name", type(be).__name__)
+    if be_name == "reference" or not hasattr(be, "blas"):
+        if not (A.on_host and B.on_host and C.on_host):
+            raise LaunchError("kaio.blas.gemm on the reference backend takes numpy arrays")
+        C.value[...] = reference_gemm(A.value, B.value, C.value, alpha, beta, trans_a, trans_b, A.dtype)
+        return C.value
+    be.blas().gemm(A, B, C, float(alpha), float(beta), bool(trans_a), bool(trans_b), bool(tf32), stream)
+    return C.value
+
+
+def _new_out(A: Operand, shape, be) -> Operand:
+    if A.on_host:
+        return Operand("out", np.zeros(shape, A.dtype.storage_np), A.dtype, shape)
+    from .device import device_array
+    if getattr(be, "name", "") == "cuda":
+        return Operand("out", device_array(shape, A.dtype.storage_np), A.dtype, shape)
+    raise LaunchError("kaio.blas.gemm: pass 'out' for device inputs on this backend")
