@@ -165,6 +165,25 @@ def main(argv=None) -> int:
         ms = timed(fn)
         record(f"dot n=2^{n.bit_length() - 1} f32 (rel err)", name, ms, 8 * n, "GB/s", err)
 
+    # --- gemm through kaio.blas (cuBLAS) vs torch.matmul (cuBLAS): the interface's overhead ------
+    for dtype, label, size in ((torch.float16, "f16", 8192), (torch.float32, "f32", 4096)):
+        size = 2048 if args.quick else size
+        ga = torch.randn(size, size, device=dev, dtype=dtype)
+        gb = torch.randn(size, size, device=dev, dtype=dtype)
+        gc = torch.empty(size, size, device=dev, dtype=dtype)
+        want = (ga.double() @ gb.double())
+        impls = {
+            "kaio": lambda: kaio.blas.gemm(ga, gb, out=gc),
+            "torch": lambda: torch.matmul(ga, gb, out=gc),
+        }
+        for name, fn in impls.items():
+            gc.zero_()
+            fn()
+            torch.cuda.synchronize()
+            err = float(((gc.double() - want).abs() / (want.abs() + size ** 0.5)).max())
+            ms = timed(fn)
+            record(f"gemm {size}^3 {label} (rel err)", name, ms, 2 * size ** 3 / 1e3, "TFLOP/s", err)
+
     # --- report ---------------------------------------------------------------------------
     by_case = {}
     for r in results:
