@@ -37,6 +37,36 @@ def softmax_rows(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()]):
         y[r, j] = kaio.math.exp(x[r, j] - m) * inv
 
 
+@kaio.kernel(fast_math=True)
+def softmax_rows_resident(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()],
+                          PER: kaio.Const[int]):
+    """One block per row held in registers: thread t keeps columns t, t+B, ... (PER of them),
+    so x is read once (fast exp, like __expf)."""
+    row = kaio.block_idx.x
+    t = kaio.thread_idx.x
+    nt = kaio.block_dim.x
+    cols = x.shape[1]
+    v = kaio.local_array(f32, PER)
+    m = -kaio.math.inf
+    for k in kaio.static_range(PER):
+        j = t + k * nt
+        v[k] = -kaio.math.inf
+        if j < cols:
+            v[k] = x[row, j]
+        m = max(m, v[k])
+    m = kaio.block_max(m)
+    s = 0.0
+    for k in kaio.static_range(PER):
+        e = kaio.math.exp(v[k] - m)
+        v[k] = e
+        s += e
+    inv = 1.0 / kaio.block_sum(s)
+    for k in kaio.static_range(PER):
+        j = t + k * nt
+        if j < cols:
+            y[row, j] = v[k] * inv
+
+
 @kaio.kernel
 def dot_partials(x: kaio.In[f32], y: kaio.In[f32], part: kaio.Out[f32, 2, rows_per_block()]):
     """Grid-stride partial dot products: block b writes part[b, 0] (``part`` is nblocks x 1)."""
@@ -50,4 +80,4 @@ def dot_partials(x: kaio.In[f32], y: kaio.In[f32], part: kaio.Out[f32, 2, rows_p
         part[r, j] = total
 
 
-__all__ = ["saxpy", "saxpy8", "softmax_rows", "dot_partials", "grid_stride"]
+__all__ = ["saxpy", "saxpy8", "softmax_rows", "softmax_rows_resident", "dot_partials", "grid_stride"]

@@ -42,6 +42,39 @@ extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __re
     for (int j = t; j < cols; j += nt) yr[j] = __expf(xr[j] - m) * inv;
 }
 
+// The row held in registers (PER columns per thread, t + k * blockDim.x), read once; the same
+// shared-memory tree reductions as softmax_rows.
+template <int PER>
+__device__ void softmax_resident(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    __shared__ float red[1024];
+    const float* xr = x + (size_t)blockIdx.x * cols;
+    float* yr = y + (size_t)blockIdx.x * cols;
+    int t = threadIdx.x, nt = blockDim.x;
+    float v[PER];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+        int j = t + k * nt;
+        v[k] = j < cols ? xr[j] : -INFINITY;
+        m = fmaxf(m, v[k]);
+    }
+    red[t] = m; __syncthreads();
+    for (int s = nt / 2; s > 0; s >>= 1) { if (t < s) red[t] = fmaxf(red[t], red[t + s]); __syncthreads(); }
+    m = red[0]; __syncthreads();
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) { v[k] = __expf(v[k] - m); sum += v[k]; }
+    red[t] = sum; __syncthreads();
+    for (int s = nt / 2; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
+    float inv = 1.f / red[0];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) { int j = t + k * nt; if (j < cols) yr[j] = v[k] * inv; }
+}
+
+extern "C" __global__ void softmax_rows_resident8(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    softmax_resident<8>(x, y, cols);
+}
+
 // Partial dot products: one per block (second pass on the host side of the benchmark).
 extern "C" __global__ void dot_partials(const float* __restrict__ x, const float* __restrict__ y,
                                         float* __restrict__ part, int n) {

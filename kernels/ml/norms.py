@@ -92,6 +92,56 @@ def softmax_kernel(dt: str, out_dt: str):
     return softmax
 
 
+@functools.lru_cache(maxsize=None)
+def softmax_resident_kernel(dt: str, out_dt: str):
+    """The same softmax with the row held in registers: thread ``t`` keeps columns
+    ``t, t+B, ..., t+(PER-1)B`` in a local array (``PER`` a compile-time constant, so the array is
+    registers), so ``x`` is read once instead of twice. The maximum, the sum (in the same order
+    as :func:`softmax_kernel`'s strided loop) and every exponential are the same operations on
+    the same values: the results are bit-identical to the two-read kernel."""
+    T, OT = kdtype(dt), kdtype(out_dt)
+
+    @kaio.kernel
+    def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()], PER: kaio.Const[int]):
+        row = kaio.block_idx.x
+        t = kaio.thread_idx.x
+        nt = kaio.block_dim.x
+        n = x.shape[1]
+        v = kaio.local_array(f32, PER)
+        m = f32(-kaio.math.inf)
+        for k in kaio.static_range(PER):
+            c = t + k * nt
+            v[k] = f32(-kaio.math.inf)
+            if c < n:
+                v[k] = f32(x[row, c])
+            m = kaio.math.max(m, v[k])
+        row_max = kaio.block_max(m)
+        s = f32(0.0)
+        for k in kaio.static_range(PER):
+            e = kaio.math.exp(v[k] - row_max)
+            v[k] = e
+            s += e
+        inv_sum = 1.0 / kaio.block_sum(s)
+        for k in kaio.static_range(PER):
+            c = t + k * nt
+            if c < n:
+                y[row, c] = OT(v[k] * inv_sum)
+
+    return softmax_resident
+
+
+#: rows of up to RESIDENT_MAX_PER * 256 columns take the register-resident softmax
+RESIDENT_MAX_PER = 32
+
+
+def resident_per(cols: int, threads: int = 256) -> int | None:
+    """Columns per thread for the register-resident softmax (a power of two, so few variants
+    are compiled), or None when the row does not fit."""
+    need = max(1, -(-cols // threads))
+    per = 1 << (need - 1).bit_length()
+    return per if per <= RESIDENT_MAX_PER else None
+
+
 # --- host entry points -------------------------------------------------------------------------
 def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float = 1e-6, out_dtype=None) -> np.ndarray:
     """RMSNorm of each row of a 2-D array."""
@@ -113,7 +163,11 @@ def softmax(x: np.ndarray, out_dtype=None) -> np.ndarray:
     """Softmax over the last axis of a 2-D array."""
     dt = _name(x)
     out = np.empty(x.shape, dtype=out_dtype or x.dtype)
-    softmax_kernel(dt, _name(out))(x, out)
+    per = resident_per(x.shape[1]) if x.ndim == 2 else None
+    if per is None:
+        softmax_kernel(dt, _name(out))(x, out)
+    else:
+        softmax_resident_kernel(dt, _name(out))(x, out, PER=per)
     return out
 
 
