@@ -4,7 +4,8 @@ Pattern (what ``for j in kaio.static_range(4): ... x[4*i + j]`` becomes after un
 a ``blocked(4k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`): four loads, or four
 stores, in one block, of the same 1-d global buffer with a 4-byte dtype, at indices
 ``base + 4c + 0 .. base + 4c + 3`` (``c`` a constant chunk number) where ``base`` is provably a
-multiple of 4 (``mul`` by a constant multiple of 4, or ``shl`` by a constant >= 2). Then the four
+multiple of 4 (``mul`` by a constant multiple of 4, ``shl`` by a constant >= 2, sums of those, or
+a ``for`` variable whose start and step are). Then the four
 elements are one 16-byte aligned chunk *if* the buffer's pointer is 16-byte aligned, which the
 prologue tests once per buffer; the access is emitted both ways under that predicate
 (``@p ld.global.v4.f32`` / ``@!p`` four scalar loads), so views with odd offsets stay correct.
@@ -44,6 +45,10 @@ class Group:
 
 def _multiple_of_4(v) -> bool:
     op = v.owner
+    loop = getattr(op, "parent", None) if op is not None and not hasattr(op, "opcode") else None
+    if loop is not None and getattr(loop, "opcode", None) == "for" and v is op.args[0]:
+        lb, _, step = loop.operands[:3]      # a loop variable: lb + k * step
+        return _multiple_of_4(lb) and _multiple_of_4(step)
     opc = getattr(op, "opcode", None)
     if opc == "const":
         return op.attrs["value"] % VEC == 0

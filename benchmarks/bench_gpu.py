@@ -156,8 +156,12 @@ def main(argv=None) -> int:
     y1 = torch.rand(n, device=dev)
     want_dot = float(torch.dot(x.double(), y1.double()))
     impls = {
-        "kaio": lambda: (kk.dot_partials[(nb,), (256,)](x, y1, part), part.sum()),
-        "cuda-c++": lambda: (native.get_function("dot_partials")(
+        "kaio": lambda: (kk.dot_partials8[(nb,), (256,)](x, y1, part), part.sum()),
+        "kaio 1/iter": lambda: (kk.dot_partials[(nb,), (256,)](x, y1, part), part.sum()),
+        "cuda-c++": lambda: (native.get_function("dot_partials8")(
+            (nb,), (256,), (cupy.asarray(x), cupy.asarray(y1), cupy.asarray(part), np.int32(n))),
+            part.sum()),
+        "cuda-c++ 1/iter": lambda: (native.get_function("dot_partials")(
             (nb,), (256,), (cupy.asarray(x), cupy.asarray(y1), cupy.asarray(part), np.int32(n))),
             part.sum()),
         "torch": lambda: (None, torch.dot(x, y1)),

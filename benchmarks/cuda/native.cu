@@ -86,3 +86,27 @@ extern "C" __global__ void dot_partials(const float* __restrict__ x, const float
     for (int s = blockDim.x / 2; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
     if (t == 0) part[blockIdx.x] = red[0];
 }
+
+// Grid-stride over tiles of eight: two float4 loads per array for full tiles (aligned pointers),
+// a scalar loop for the last partial tile.
+extern "C" __global__ void dot_partials8(const float* __restrict__ x, const float* __restrict__ y,
+                                         float* __restrict__ part, int n) {
+    __shared__ float red[1024];
+    int t = threadIdx.x;
+    float acc = 0.f;
+    bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(y)) & 15) == 0;
+    long stride = 8L * gridDim.x * blockDim.x;
+    for (long b = 8L * (blockIdx.x * (long)blockDim.x + t); b < n; b += stride) {
+        if (b + 8 <= n && aligned) {
+            float4 xa = *reinterpret_cast<const float4*>(x + b), xb = *reinterpret_cast<const float4*>(x + b + 4);
+            float4 ya = *reinterpret_cast<const float4*>(y + b), yb = *reinterpret_cast<const float4*>(y + b + 4);
+            acc += xa.x * ya.x; acc += xa.y * ya.y; acc += xa.z * ya.z; acc += xa.w * ya.w;
+            acc += xb.x * yb.x; acc += xb.y * yb.y; acc += xb.z * yb.z; acc += xb.w * yb.w;
+        } else {
+            for (long i = b; i < n && i < b + 8; ++i) acc += x[i] * y[i];
+        }
+    }
+    red[t] = acc; __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
+    if (t == 0) part[blockIdx.x] = red[0];
+}
