@@ -14,7 +14,7 @@ from __future__ import annotations
 from .. import __version__
 from .. import dtypes as dt
 from ..ir.types import BufType
-from . import ptx_math, ptx_mem, ptx_ops, ptx_vec
+from . import ptx_math, ptx_mem, ptx_ops, ptx_predicate, ptx_vec
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -45,6 +45,8 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     abi = kernel_abi(kernel)
     r = _Renderer(kernel, abi, arch, fast_math)
     body = r.run()
+    if ptx_predicate.ENABLED:
+        body = ptx_predicate.predicate_small_ifs(body)
     version = ptx_version or ptx_version_for(arch)
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
             f".version {version}", f".target {arch}", ".address_size 64", ""]
