@@ -183,7 +183,8 @@ def ptx_for_cuda(kernel_ir, arch: str, fast_math: bool = False):
     other arch sm_80 PTX (the driver JIT-compiles it forward)."""
     from .abi import kernel_abi
     target = "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
-    return emit(kernel_ir, "ptx", target, fast_math), kernel_abi(kernel_ir)
+    from .ptx import add_max_registers
+    return add_max_registers(emit(kernel_ir, "ptx", target, fast_math), kernel_ir), kernel_abi(kernel_ir)
 
 
 def emit(kernel_ir, stage: str, target: str, fast_math: bool = False):

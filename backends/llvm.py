@@ -636,7 +636,10 @@ def emit_llvm(kernel, target: str | LlvmTarget, fast_math: bool = False) -> str:
     t = get_target(target) if isinstance(target, str) else target
     fe = FunctionEmitter(kernel, t, fast_math)
     fn = fe.function()
-    attrs = " ".join(f'"{k}"="{v}"' for k, v in t.kernel_attrs.items())
+    kattrs = dict(t.kernel_attrs)
+    if t.is_amdgpu and kernel.attrs.get("max_registers"):   # NVIDIA: .maxnreg, added to the PTX
+        kattrs["amdgpu-num-vgpr"] = str(int(kernel.attrs["max_registers"]))
+    attrs = " ".join(f'"{k}"="{v}"' for k, v in kattrs.items())
     layout = [f'target datalayout = "{t.datalayout}"'] if t.datalayout else []
     parts = [f"; kaio kernel '{kernel.name}' for {t.name}", *layout, f'target triple = "{t.triple}"',
              "", t.prelude, *fe.globals, "", fn, "", *_declarations(fn), "",

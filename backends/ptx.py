@@ -31,6 +31,22 @@ _PARAM_T = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "f
             "bf16": "b16"}
 
 
+def max_registers_directive(kernel) -> list[str]:
+    """``.maxnreg N`` for a kernel compiled with ``max_registers=N`` (else nothing)."""
+    n = getattr(kernel, "attrs", {}).get("max_registers")
+    return [f".maxnreg {int(n)}"] if n else []
+
+
+def add_max_registers(ptx: str, kernel) -> str:
+    """Insert the ``.maxnreg`` directive into PTX from another emitter (LLVM's NVPTX), between
+    the entry's parameter list and its body."""
+    lines = max_registers_directive(kernel)
+    if not lines:
+        return ptx
+    at = ptx.index("{", ptx.index(".entry"))
+    return ptx[:at] + lines[0] + "\n" + ptx[at:]
+
+
 def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
              ptx_version: str | None = None) -> tuple[str, KernelABI]:
     """PTX module text for ``kernel`` and its launch ABI (see :mod:`kaio.backends.abi`).
@@ -53,7 +69,9 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     head += [f'.file {i} "{_quote(f)}"' for f, i in r.em.files.items()]
     head += r.em.module_decls
     params = ",\n".join(f"\t.param .{_abi_param_type(p)} {p.name}" for p in abi.params)
-    out = head + ["", f".visible .entry {abi.entry}(", params, ")", "{"]
+    out = head + ["", f".visible .entry {abi.entry}(", params, ")"]
+    out += max_registers_directive(kernel)
+    out += ["{"]
     out += [f"\t.reg {CLASS_DECL[c]} %{c}<{n}>;" for c, n in r.em.counts.items() if n]
     out += ["\t" + d for d in r.em.decls]
     out += [""] + body + ["\tret;", "}", ""]
@@ -223,8 +241,15 @@ class _Renderer:
         return self.bufs[value.id]
 
     def _addr(self, buf_value, idx_values) -> str:
-        row = self.rows.get((buf_value.id, tuple(v.id for v in idx_values[:-1])))
-        return ptx_mem.address(self.em, self._buf(buf_value), buf_value.type.dtype,
+        info = self._buf(buf_value)
+        key = (buf_value.id, tuple(v.id for v in idx_values[:-1]))
+        row = self.rows.get(key)
+        if row is None and len(idx_values) >= 2 and info.space == "global":
+            # computed once per row and block: straight-line code (static_range bodies) reading
+            # one row many times shares it, like a loop body does through _hoist_rows
+            row = self.rows[key] = ptx_mem.row_base(self.em, info, buf_value.type.dtype,
+                                                    [self.v(v) for v in idx_values[:-1]])
+        return ptx_mem.address(self.em, info, buf_value.type.dtype,
                                [self.v(i) for i in idx_values], row)
 
     def _hoist_rows(self, body) -> dict:

@@ -178,7 +178,12 @@ class KernelFunction:
     ``k(args...)``, ``k[grid, block](args...)``, ``k[grid, block, shared_bytes](...)``,
     ``k[grid, block, shared_bytes, stream](...)``."""
 
-    def __init__(self, fn, *, fast_math: bool = False):
+    def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None):
+        if max_registers is not None and (type(max_registers) is not int or
+                                          not 16 <= max_registers <= 255):
+            raise ValueError(f"kernel '{fn.__name__}': max_registers must be an int in 16..255, "
+                             f"got {max_registers!r}")
+        self.max_registers = max_registers
         self.fn = fn
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
@@ -225,6 +230,8 @@ class KernelFunction:
                 from .frontend import lower_kernel
                 from .passes import frontend_pipeline
                 k = frontend_pipeline(lower_kernel(self.fn, self.params, consts, fast_math=self.fast_math))
+                if self.max_registers is not None:   # travels with the IR (and its cache key)
+                    k.attrs["max_registers"] = self.max_registers
                 self._ir_cache[key] = k
         return k
 
@@ -343,11 +350,15 @@ class _BoundLaunch:
         return self.kernel._launch(self.grid, self.block, self.shared, self.stream, args, kwargs)
 
 
-def kernel(fn=None, *, fast_math: bool = False):
-    """Decorator: compile a Python function into a kaio kernel (see README for the language)."""
+def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None):
+    """Decorator: compile a Python function into a kaio kernel (see README for the language).
+
+    ``fast_math``: hardware approximations for math functions and division (docs/mathlib.md).
+    ``max_registers``: cap on registers per thread (PTX ``.maxnreg``, AMD ``amdgpu-num-vgpr``),
+    to trade spills for occupancy, e.g. so two 1024-thread blocks fit on an SM (at most 32)."""
     if fn is None:
-        return lambda f: KernelFunction(f, fast_math=fast_math)
-    return KernelFunction(fn, fast_math=fast_math)
+        return lambda f: KernelFunction(f, fast_math=fast_math, max_registers=max_registers)
+    return KernelFunction(fn, fast_math=fast_math, max_registers=max_registers)
 
 
 class DeviceFunction:

@@ -41,6 +41,7 @@ for step in "$@"; do
     conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
+    variants) run softmax_variants 200 python3 benchmarks/softmax_variants.py --out "$OUT" ;;
   esac
   collect   # after every step, so a call cut short by the device's time limit still returns logs
 done
