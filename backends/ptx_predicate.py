@@ -13,6 +13,9 @@ form did; what changes is that ptxas sees one basic block and can schedule acros
 guarded by bounds checks (``if j < n: v = x[j]``) issue back to back instead of one per
 round trip. Nested ifs convert innermost first; an outer body that then holds guarded
 instructions stays as branches.
+
+Measured slower than branches on the H200 for the kernels tried (see ``ENABLED``), so it is off
+by default and kept for experiments: ``kaio.backends.ptx_predicate.ENABLED = True``.
 """
 from __future__ import annotations
 
@@ -22,8 +25,10 @@ import re
 #: than many guarded-off instructions when the condition is uniform)
 MAX_INSTRUCTIONS = 24
 
-#: set False to keep every if as branches (tests compare both forms)
-ENABLED = True
+#: off by default: measured slower on the H200 (benchmarks/softmax_variants.py, 2026-11-30:
+#: the register-resident softmax took 0.166-0.411 ms predicated against 0.091-0.101 ms with
+#: branches; ptxas schedules the branch form better). Tests switch it on.
+ENABLED = False
 
 _BRA_NEG = re.compile(r"^\t@!(%p\d+) bra (\$L_(?:else|endif)_\d+);$")
 _BRA_UNI = re.compile(r"^\tbra\.uni (\$L_endif_\d+);$")

@@ -37,7 +37,7 @@ def softmax_rows(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()]):
         y[r, j] = kaio.math.exp(x[r, j] - m) * inv
 
 
-@kaio.kernel(fast_math=True, max_registers=32)   # two 1024-thread blocks per SM
+@kaio.kernel(fast_math=True)
 def softmax_rows_resident(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()],
                           PER: kaio.Const[int]):
     """One block per row held in registers: thread t keeps columns t, t+B, ... (PER of them),

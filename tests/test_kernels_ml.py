@@ -77,24 +77,25 @@ def test_row_ops_give_the_same_bits_at_warp_width_32_and_64(op, reference):
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("cols", [1, 200, 257, 1000, 8192])
 def test_register_resident_softmax_gives_the_two_read_kernels_bits(backend, dt, cols):
-    """The host softmax holds rows of up to 32 * 256 columns in registers; same bits as the
-    kernel that reads x twice (same max, same exps, same summation order)."""
+    """The host softmax holds rows of up to 16384 columns in registers; same bits as the
+    kernel that reads x twice (same max, same exps, same summation order) at the same block."""
     from kaio.kernels.ml import norms
     g = np.random.default_rng(cols)
     x = g.normal(0, 4, (3, cols)).astype(np.float32)
     if dt != "f32":
         x = x.astype(kaio.dtypes.from_name(dt).storage_np)
+    threads, per = norms.resident_plan(cols)
+    assert threads * per >= cols
     want = np.empty_like(x)
-    norms.softmax_kernel(dt, dt)(x, want)
-    per = norms.resident_per(cols)
-    assert per is not None and per * 256 >= cols
+    norms.softmax_kernel(dt, dt)[(3,), (threads,)](x, want)
     got = norms.softmax(x)
     assert got.tobytes() == want.tobytes()
 
 
 def test_wide_rows_take_the_two_read_kernel():
     from kaio.kernels.ml import norms
-    assert norms.resident_per(8192) == 32 and norms.resident_per(8193) is None
+    assert norms.resident_plan(8192) == (512, 16) and norms.resident_plan(1000) == (256, 4)
+    assert norms.resident_plan(16384) == (512, 32) and norms.resident_plan(16385) is None
 
 
 def test_softmax_is_stable_on_huge_logits(reference):

@@ -1,6 +1,6 @@
-"""If-conversion by predication in the PTX backend (kaio.backends.ptx_predicate): which ifs it
-rewrites, and that kernels full of small ifs give the reference interpreter's bits when their
-PTX runs in tests/ptx_sim.py."""
+"""If-conversion by predication in the PTX backend (kaio.backends.ptx_predicate, off by default:
+measured slower): which ifs it rewrites, and that kernels full of small ifs give the reference
+interpreter's bits when their PTX runs in tests/ptx_sim.py."""
 from __future__ import annotations
 
 import re
@@ -110,8 +110,15 @@ def _run(n_x, lim):
     return k, x, y, want
 
 
+@pytest.fixture
+def predication():
+    saved, P.ENABLED = P.ENABLED, True
+    yield
+    P.ENABLED = saved
+
+
 @pytest.mark.parametrize("n_x,lim", [(20, 3), (13, 5), (3, 0)])
-def test_kernel_with_small_ifs_bit_identical_in_simulator(n_x, lim):
+def test_kernel_with_small_ifs_bit_identical_in_simulator(n_x, lim, predication):
     from ptx_sim import Machine
     k, x, y, want = _run(n_x, lim)
     lowered = target_pipeline(k, 32)
@@ -121,9 +128,6 @@ def test_kernel_with_small_ifs_bit_identical_in_simulator(n_x, lim):
     assert len(re.findall(r"@%p\d+ ld\.global\.nc\.f32", body)) == 4   # guarded bounds-checked loads
     Machine(ptx).launch([x, y, lim], abi, (1, 1, 1), (5, 1, 1))
     assert y.tobytes() == want.tobytes()
-    saved, P.ENABLED = P.ENABLED, False
-    try:
-        branchy, _ = emit_ptx(lowered, "sm_90")
-    finally:
-        P.ENABLED = saved
+    P.ENABLED = False
+    branchy, _ = emit_ptx(lowered, "sm_90")
     assert branchy.count(" bra ") == body.count(" bra ") + 8   # 4 guarded loads, 4 inner ifs

@@ -130,16 +130,19 @@ def softmax_resident_kernel(dt: str, out_dt: str):
     return softmax_resident
 
 
-#: rows of up to RESIDENT_MAX_PER * 256 columns take the register-resident softmax
+#: most columns a thread holds in registers in the register-resident softmax
 RESIDENT_MAX_PER = 32
 
 
-def resident_per(cols: int, threads: int = 256) -> int | None:
-    """Columns per thread for the register-resident softmax (a power of two, so few variants
-    are compiled), or None when the row does not fit."""
+def resident_plan(cols: int) -> tuple[int, int] | None:
+    """(threads per block, columns per thread) for the register-resident softmax, or None when
+    the row is too wide (more than 512 * RESIDENT_MAX_PER columns). Columns per thread is a power
+    of two, so few variants are compiled; 512-thread blocks for rows over 2048 columns (on the
+    H200, 512 x 16 was the fastest shape for 8192 columns: benchmarks/softmax_variants.py)."""
+    threads = 512 if cols > 2048 else 256
     need = max(1, -(-cols // threads))
     per = 1 << (need - 1).bit_length()
-    return per if per <= RESIDENT_MAX_PER else None
+    return (threads, per) if per <= RESIDENT_MAX_PER else None
 
 
 # --- host entry points -------------------------------------------------------------------------
@@ -163,11 +166,12 @@ def softmax(x: np.ndarray, out_dtype=None) -> np.ndarray:
     """Softmax over the last axis of a 2-D array."""
     dt = _name(x)
     out = np.empty(x.shape, dtype=out_dtype or x.dtype)
-    per = resident_per(x.shape[1]) if x.ndim == 2 else None
-    if per is None:
+    plan = resident_plan(x.shape[1]) if x.ndim == 2 else None
+    if plan is None:
         softmax_kernel(dt, _name(out))(x, out)
     else:
-        softmax_resident_kernel(dt, _name(out))(x, out, PER=per)
+        threads, per = plan
+        softmax_resident_kernel(dt, _name(out))[(x.shape[0],), (threads,)](x, out, PER=per)
     return out
 
 
