@@ -1,0 +1,74 @@
+"""``@kaio.kernel(max_registers=N)``: the cap reaches every code path (kaio's PTX, the LLVM
+nvptx64 PTX, AMD's LLVM attributes), ptxas honours it, it is part of the cached IR, and bad
+values are refused when the kernel is defined."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+from test_ptx import PTXAS
+
+import kaio
+from kaio import f32
+from kaio.backends import amdgpu
+from kaio.backends.amdgpu import ptx_for_cuda
+from kaio.targets import lower_for
+
+
+def _heavy():
+    @kaio.kernel(max_registers=24)
+    def heavy(x: kaio.In[f32], y: kaio.Region[f32]):
+        """Enough live values that ptxas would use more than 24 registers uncapped."""
+        for i in y.owned():
+            a = x[i]
+            s = 0.0
+            for k in kaio.static_range(24):
+                s += kaio.math.sqrt(a + f32(k)) * f32(k + 1)
+            y[i] = s
+    return heavy
+
+
+def _ptxas_registers(ptx: str) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        r = subprocess.run([PTXAS, "-arch=sm_90", "-v", src, "-o", os.path.join(d, "k.cubin")],
+                           capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return int(re.search(r"Used (\d+) registers", r.stderr).group(1))
+
+
+def test_cap_in_ir_and_in_both_ptx_paths():
+    k = _heavy()
+    assert 'attrs {max_registers = 24}' in k.ir
+    ptx = k.emit("ptx", "sm_90")
+    assert re.search(r"\)\n\.maxnreg 24\n\{", ptx)
+    llvm_ptx, _ = ptx_for_cuda(lower_for(k.specialize_ir(), 32), "sm_90")
+    assert re.search(r"\)\n\.maxnreg 24\n\{", llvm_ptx)
+    assert '"amdgpu-num-vgpr"="24"' in amdgpu.emit(k.specialize_ir(), "llvm", "gfx942")
+    if PTXAS is None:
+        pytest.skip("ptxas not found")
+    assert _ptxas_registers(ptx) <= 24 and _ptxas_registers(llvm_ptx) <= 24
+
+
+def test_capped_kernel_still_computes(backend):
+    k = _heavy()
+    x = np.linspace(0, 3, 300).astype(np.float32)
+    y = np.zeros_like(x)
+    k(x, y)
+    want = sum(np.sqrt(x.astype(np.float64) + j) * (j + 1) for j in range(24))
+    np.testing.assert_allclose(y, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [8, 256, 32.0, "32", True])
+def test_bad_cap_refused_at_definition(bad):
+    with pytest.raises(ValueError, match="max_registers must be an int in 16..255"):
+        @kaio.kernel(max_registers=bad)
+        def k(y: kaio.Region[f32]):
+            for i in y.owned():
+                y[i] = 1.0
