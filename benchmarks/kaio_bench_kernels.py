@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import kaio
 from kaio import f32
+from kaio.kernels.ml import norms
 from kaio.regions import blocked, grid_stride, rows_per_block
 
 
@@ -37,34 +38,9 @@ def softmax_rows(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()]):
         y[r, j] = kaio.math.exp(x[r, j] - m) * inv
 
 
-@kaio.kernel(fast_math=True)
-def softmax_rows_resident(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()],
-                          PER: kaio.Const[int]):
-    """One block per row held in registers: thread t keeps columns t, t+B, ... (PER of them),
-    so x is read once (fast exp, like __expf)."""
-    row = kaio.block_idx.x
-    t = kaio.thread_idx.x
-    nt = kaio.block_dim.x
-    cols = x.shape[1]
-    v = kaio.local_array(f32, PER)
-    m = -kaio.math.inf
-    for k in kaio.static_range(PER):
-        j = t + k * nt
-        v[k] = -kaio.math.inf
-        if j < cols:
-            v[k] = x[row, j]
-        m = max(m, v[k])
-    m = kaio.block_max(m)
-    s = 0.0
-    for k in kaio.static_range(PER):
-        e = kaio.math.exp(v[k] - m)
-        v[k] = e
-        s += e
-    inv = 1.0 / kaio.block_sum(s)
-    for k in kaio.static_range(PER):
-        j = t + k * nt
-        if j < cols:
-            y[row, j] = v[k] * inv
+#: the library's register-resident softmax with the hardware exp (thread t keeps columns
+#: t, t+B, ..., PER of them, in registers: x is read once)
+softmax_rows_resident = norms.softmax_resident_kernel("f32", "f32", fast=True)
 
 
 @kaio.kernel

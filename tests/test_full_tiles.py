@@ -4,45 +4,31 @@ pass off, and the emitted PTX run by tests/ptx_sim.py), that 16-byte accesses ap
 blocked(4k) Regions, and that a load never moves above a store to its own element."""
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
+from reference_kit import lowered_with, run_ref_with, switched
 from test_ptx import ptxas
 
 import kaio
 from kaio import f32, i32
 from kaio.backends.ptx import emit_ptx
-from kaio.backends.reference import ReferenceBackend
-from kaio.ir.rewrite import clone_kernel
-from kaio.passes import full_tiles, target_pipeline
+from kaio.passes import full_tiles
 from kaio.regions import blocked
 
 I32_MAX = 2**31 - 1
 
 
-@contextmanager
 def versioning(on: bool):
-    saved, full_tiles.ENABLED = full_tiles.ENABLED, on
-    try:
-        yield
-    finally:
-        full_tiles.ENABLED = saved
+    return switched(full_tiles, on)
 
 
 def lowered(k, on=True):
-    with versioning(on):
-        return target_pipeline(clone_kernel(k.specialize_ir()), 32)
+    return lowered_with(full_tiles, k, on)
 
 
 def run_ref(k, args, grid, block, on=True):
     """Launch on the reference backend (sanitizer on); copies of the arrays after."""
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    be = ReferenceBackend(sanitize=True)
-    with versioning(on):
-        compiled = be.compile(k.specialize_ir())
-    be.launch(compiled, (grid, 1, 1), (block, 1, 1), args)
-    return [a for a in args if isinstance(a, np.ndarray)]
+    return run_ref_with(full_tiles, k, args, grid, block, on)
 
 
 def run_sim(k, args, grid, block, misalign=0):

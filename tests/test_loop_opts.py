@@ -4,10 +4,10 @@ PTX / LLVM backends make of it (one compare per iteration, four loads in flight)
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from reference_kit import lowered_with, run_ref_with, switched
 from test_ptx import ptxas
 
 import kaio
@@ -15,10 +15,8 @@ from kaio import dtypes as dt
 from kaio import f32, i32
 from kaio.backends import amdgpu
 from kaio.backends.ptx import emit_ptx
-from kaio.backends.reference import ReferenceBackend
 from kaio.errors import CompileError
 from kaio.ir import parse_kernel, print_kernel
-from kaio.ir.rewrite import clone_kernel
 from kaio.passes import loop_facts, target_pipeline, unroll, verify
 from kaio.passes.verify import IRVerifyError
 from kaio.regions import rows_per_block
@@ -26,18 +24,12 @@ from kaio.regions import rows_per_block
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
 
 
-@contextmanager
 def unrolling(on: bool):
-    saved, unroll.ENABLED = unroll.ENABLED, on
-    try:
-        yield
-    finally:
-        unroll.ENABLED = saved
+    return switched(unroll, on)
 
 
 def lowered(k, on=True):
-    with unrolling(on):
-        return target_pipeline(clone_kernel(k.specialize_ir()), 32)
+    return lowered_with(unroll, k, on)
 
 
 def fors(k):
@@ -45,13 +37,8 @@ def fors(k):
 
 
 def run_ref(k, args, grid, block, on=True):
-    """Launch on the reference backend (sanitizer on); returns copies of all the arrays after."""
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    be = ReferenceBackend(sanitize=True)
-    with unrolling(on):
-        compiled = be.compile(k.specialize_ir())
-    be.launch(compiled, (grid, 1, 1), (block, 1, 1), args)
-    return [a for a in args if isinstance(a, np.ndarray)]
+    """Launch on the reference backend (sanitizer on); copies of the arrays after."""
+    return run_ref_with(unroll, k, args, grid, block, on)
 
 
 def same_bits(a, b):

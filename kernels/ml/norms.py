@@ -93,15 +93,16 @@ def softmax_kernel(dt: str, out_dt: str):
 
 
 @functools.lru_cache(maxsize=None)
-def softmax_resident_kernel(dt: str, out_dt: str):
+def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False):
     """The same softmax with the row held in registers: thread ``t`` keeps columns
     ``t, t+B, ..., t+(PER-1)B`` in a local array (``PER`` a compile-time constant, so the array is
     registers), so ``x`` is read once instead of twice. The maximum, the sum (in the same order
     as :func:`softmax_kernel`'s strided loop) and every exponential are the same operations on
-    the same values: the results are bit-identical to the two-read kernel."""
+    the same values: the results are bit-identical to the two-read kernel. ``fast``: the
+    hardware exp (``fast_math``), as in benchmarks/bench_gpu.py's comparison with ``__expf``."""
     T, OT = kdtype(dt), kdtype(out_dt)
 
-    @kaio.kernel
+    @kaio.kernel(fast_math=fast)
     def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()], PER: kaio.Const[int]):
         row = kaio.block_idx.x
         t = kaio.thread_idx.x
