@@ -95,15 +95,23 @@ def warp_reduce(batch, kind: str, dtype, value):
 
 
 def block_reduce(batch, kind: str, dtype, value):
-    """The fixed pairwise tree over linear thread ids: for s = 512 .. 1,
-    ``buf[t] = buf[t] op buf[t + s]`` when ``t < s`` and ``t + s < n``; result ``buf[0]``."""
+    """The fixed two-level tree of :mod:`kaio.passes.lower_reductions`: within each group of 32
+    consecutive threads, then over the group totals, the halving tree ``a[t] = a[t] op a[t + s]``
+    for s = 16 .. 1 where ``t < s`` and ``t + s`` exists; the result is the first total."""
     op = _COMBINE[kind]
     T = batch.T
-    buf = np.array(_lanes(batch, value)).reshape(batch.nblocks, T)
-    s = 512
+    lanes = np.array(_lanes(batch, value)).reshape(batch.nblocks, T)
+    totals = [_halving_tree(lanes[:, g:g + 32].copy(), op, dtype) for g in range(0, T, 32)]
+    return _halving_tree(np.stack(totals, axis=1), op, dtype)[batch.block_local]
+
+
+def _halving_tree(a, op, dtype):
+    """Columns of ``a`` (at most 32) combined by the strides 16 .. 1; column 0 of the result."""
+    n = a.shape[1]
+    s = 16
     while s >= 1:
-        k = min(s, T - s)
+        k = min(s, n - s)
         if k > 0:
-            buf[:, :k] = semantics.binary(op, dtype, buf[:, :k], buf[:, s:s + k])
+            a[:, :k] = semantics.binary(op, dtype, a[:, :k], a[:, s:s + k])
         s //= 2
-    return buf[:, 0][batch.block_local]
+    return a[:, 0]

@@ -6,9 +6,10 @@ warp width, so each target is compared with the interpreter at its own width (32
 on AMD wave64) and with a numpy model of that width.
 
 ``block_reductions``: block_sum/max/min over f32, f64 and i32 at 256 and 1024 threads, with
-signed zeros, NaN and infinities in some blocks. kaio fixes the combination order (a pairwise
-tree over the block's threads, independent of the warp width), so the sums must be bit-identical
-on every target and at both widths; the numpy reference evaluates the same tree.
+signed zeros, NaN and infinities in some blocks. kaio fixes the combination order (a halving
+tree within each group of 32 threads, then over the group totals: independent of the warp
+width), so the sums must be bit-identical on every target and at both widths; the numpy
+reference evaluates the same tree.
 """
 import numpy as np
 
@@ -153,15 +154,19 @@ def _red_run(inp):
 
 
 def _tree_sum(v: np.ndarray) -> np.ndarray:
-    """Rows summed by the fixed pairwise tree (stride halves from bs/2 to 1), in the rows'
-    dtype: element k += element k + stride at each level."""
-    t = v.copy()
-    s = t.shape[1] // 2
-    with np.errstate(invalid="ignore", over="ignore"):
+    """Rows summed by kaio's fixed two-level tree, in the rows' dtype: the halving tree
+    (element k += element k + stride, stride 16 .. 1) within each group of 32 consecutive
+    threads, then the same tree over the group totals (block sizes here are multiples of 32)."""
+    def halving(t):
+        s = t.shape[1] // 2
         while s:
             t[:, :s] = t[:, :s] + t[:, s:2 * s]
             s //= 2
-    return t[:, 0]
+        return t[:, 0]
+    nb, bs = v.shape
+    with np.errstate(invalid="ignore", over="ignore"):
+        groups = halving(v.reshape(nb * (bs // 32), 32).copy()).reshape(nb, bs // 32)
+        return halving(groups.copy())
 
 
 def _minmax(v: np.ndarray, is_min: bool) -> np.ndarray:

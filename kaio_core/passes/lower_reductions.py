@@ -6,26 +6,25 @@ when the block's thread count is not a multiple of the width), then lane 0's val
 with ``shuffle(v, 0)``, so every lane gets the reduction over the warp's existing lanes. Its
 combination order depends on the warp width, as warp reductions inherently do.
 
-``block_reduce{op}`` gets a fixed pairwise tree whose order does *not* depend on the warp width,
-so float sums are bit-identical on every target. With ``t`` the thread's linear id in the block
-and ``n`` the block's thread count (at most 1024):
+``block_reduce{op}`` gets a fixed two-level tree whose order does *not* depend on the warp width,
+so float sums are bit-identical on every target. With ``t`` the thread's linear id in the block,
+``n`` the block's thread count (at most 1024), ``l = t % 32`` and ``g = t // 32``:
 
-    scratch[t] = v; barrier
-    for s in 512, 256, ..., 1:            # unrolled, s is a constant
-        if t < s and t + s < n: scratch[t] = scratch[t] op scratch[t + s]
-        barrier
-    result = scratch[0]; barrier          # the last barrier lets the scratch be reused
+    for s in 16, 8, 4, 2, 1:              # within each group of 32 consecutive threads
+        if l < s and t + s < n: v = v op v[t + s]              (by shuffle_down)
+    if l == 0: scratch[g] = v; barrier    # one total per group, ceil(n / 32) of them
+    if t < 32:                            # the group totals, by the same tree, in warp 0
+        w = scratch[t]   (t < groups)
+        for s in 16, ..., 1: if t < s and t + s < groups: w = w op w[t + s]
+        if t == 0: scratch[32] = w
+    barrier; result = scratch[32]; barrier   # the last barrier lets the scratch be reused
 
-Two refinements keep exactly this pairing (so exactly these bits) while costing less:
-steps with ``s >= n`` change nothing and are skipped under a block-uniform ``if s < n`` (their
-barriers too); and when ``n >= 32``, the steps ``s = 16 .. 1`` only involve threads 0..31, which
-form one full warp on every target (32 or 64 lanes), so warp 0 runs them with
-``shuffle_down`` (the partner's running value is the value ``scratch[t + s]`` would hold)
-instead of shared memory and five barriers.
+A group of 32 consecutive threads is one warp on NVIDIA and half a wave on AMD (wave64): the
+partners ``t + s`` with ``l < s`` never leave the group, so the shuffles pair exactly the same
+values at either width. Three barriers per reduction (a pairwise tree through shared memory
+over the whole block needs one per halving step).
 
 Each site gets its own 1024-element shared array, declared at the top of the kernel body.
-Thread ``t``'s own partial ``scratch[t]`` is carried in a register (an ``if`` result), since
-no other thread writes it; the pairing and so the bits are those of the tree above.
 """
 from __future__ import annotations
 
@@ -84,63 +83,40 @@ def _block(b: Builder, op: Op, buf: Value) -> Value:
     combine = _COMBINE[op.attrs["op"]]
     t = im.thread_linear_id()
     n = im.block_threads()
-    mine = op.operands[0]
-    b.store(buf, [t], mine)
+    lane = b.binary("and", t, im.const(GROUP - 1))         # t >= 0: t % 32 and t // 32
+    group = b.binary("shr", t, im.const(GROUP.bit_length() - 1))
+    mine = _group_tree(b, im, combine, op.operands[0], lane, t, n)
+    with b.if_(b.cmp("eq", lane, im.const(0))) as (leader, _, _):
+        with b.at(leader):
+            b.store(buf, [group], mine)
     b.barrier()
-    for s in _strides(MAX_BLOCK_THREADS // 2, WARP_TAIL):
-        mine = _shared_step(b, im, combine, buf, t, n, mine, s)
-    full = b.cmp("ge", n, im.const(WARP_TAIL))  # block-uniform
-    with b.if_(full) as (then, other, _):
-        with b.at(then):
-            _warp_tail(b, im, combine, buf, t, mine)
-        with b.at(other):  # a block of fewer than 32 threads: the same steps in shared memory
-            for s in _strides(WARP_TAIL // 2, 1):
-                mine = _shared_step(b, im, combine, buf, t, n, mine, s)
-    b.barrier()
-    out = b.load(buf, [im.const(0)])
-    b.barrier()
-    return out
-
-
-#: below this stride the tree's remaining steps stay inside threads 0..31 (one warp everywhere)
-WARP_TAIL = 32
-
-
-def _strides(hi: int, lo: int):
-    s = hi
-    while s >= lo:
-        yield s
-        s //= 2
-
-
-def _shared_step(b, im, combine, buf, t, n, mine, s):
-    """One tree step through shared memory, skipped (barrier included) when s >= n."""
-    with b.if_(im.lt(s, n), [mine.type]) as (live, skip, (out,)):  # block-uniform
-        with b.at(live):
-            partner = im.add(t, s)
-            active = im.and_(im.lt(t, s), im.lt(partner, n))
-            # only thread t writes scratch[t], so its running value stays in a register
-            with b.if_(active, [mine.type]) as (then, other, (merged,)):
-                with b.at(then):
-                    v = b.binary(combine, mine, b.load(buf, [partner]))
-                    b.store(buf, [t], v)
-                    b.yield_(v)
-                with b.at(other):
-                    b.yield_(mine)
-            b.barrier()
-            b.yield_(merged)
-        with b.at(skip):
-            b.yield_(mine)
-    return out
-
-
-def _warp_tail(b, im, combine, buf, t, mine):
-    """Steps s = 16..1 in warp 0 by shuffles; thread 0 then stores the total in scratch[0]."""
-    with b.if_(im.lt(t, WARP_TAIL)) as (warp0, _, _):
+    groups = b.binary("shr", im.add(n, GROUP - 1), im.const(GROUP.bit_length() - 1))
+    with b.if_(im.lt(t, GROUP)) as (warp0, _, _):
         with b.at(warp0):
-            for s in _strides(WARP_TAIL // 2, 1):
-                other = b.shuffle("down", mine, im.const(s))
-                mine = b.select(im.lt(t, s), b.binary(combine, mine, other), mine)
+            with b.if_(im.lt(t, groups), [mine.type]) as (has, none, (total,)):
+                with b.at(has):
+                    b.yield_(b.load(buf, [t]))
+                with b.at(none):
+                    b.yield_(mine)          # never combined: t >= groups
+            total = _group_tree(b, im, combine, total, t, t, groups)
             with b.if_(b.cmp("eq", t, im.const(0))) as (first, _, _):
                 with b.at(first):
-                    b.store(buf, [im.const(0)], mine)
+                    b.store(buf, [im.const(GROUP)], total)
+    b.barrier()
+    out = b.load(buf, [im.const(GROUP)])
+    b.barrier()
+    return out
+
+
+#: threads per group of the first level: one warp on NVIDIA, half a wave on AMD
+GROUP = 32
+
+
+def _group_tree(b, im, combine, v, lane, t, n):
+    """``v op v[t + s]`` for s = 16..1 where ``lane < s`` and ``t + s < n``, by shuffle_down."""
+    s = GROUP // 2
+    while s >= 1:
+        other = b.shuffle("down", v, im.const(s))
+        v = b.select(im.and_(im.lt(lane, s), im.lt(im.add(t, s), n)), b.binary(combine, v, other), v)
+        s //= 2
+    return v
