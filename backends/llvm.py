@@ -114,6 +114,7 @@ class FunctionEmitter:
         self.bufs: dict[int, tuple] = {}    # buffer value id -> (base ptr, space number, extents)
         self.n = 0
         self.label = "entry"
+        self.warp_mask = "-1"               # replaced in the prologue when warp ops need it
 
     # --- low-level helpers ------------------------------------------------------------------
     def tmp(self, hint: str = "v") -> str:
@@ -136,6 +137,8 @@ class FunctionEmitter:
         """Emit a target snippet (see llvm_targets); returns the name bound to ``{out}``."""
         names = {m: self.tmp("s") for m in set(_TEMP.findall(text))}
         out = self.tmp("s") if "{out}" in text else None
+        if "{mask}" in text:
+            kw.setdefault("mask", self.warp_mask)
         filled = text.format(out=out, **names, **kw)
         for line in filled.splitlines():
             self.emit(line)
@@ -195,6 +198,9 @@ class FunctionEmitter:
 
     def function(self) -> str:
         sig = self.signature()
+        if any(o.opcode in ("shuffle", "vote", "ballot") for o in self.k.walk()) and \
+                "{mask}" in (self.t.lane_read or ""):
+            self.warp_mask = self._member_mask()
         prologue = self.lines
         self.lines = []
         self.block(self.k.body)
@@ -203,6 +209,26 @@ class FunctionEmitter:
         head = f"define {cc}void @{kernel_abi(self.k).entry}({', '.join(sig)}) #0 {{"
         body = ["entry:"] + ["  " + a for a in self.allocas] + prologue + self.lines
         return "\n".join([head, *body, "}"])
+
+    def _member_mask(self) -> str:
+        """This thread's warp as a lane mask: all 32 lanes, or those that exist in the last,
+        partial warp of a block whose size is not a multiple of 32 (computed in the entry block,
+        which dominates every warp op)."""
+        sreg = self.t.specials
+        t = {ax: self.snippet(sreg["thread_idx"], ax=ax) for ax in "xyz"}
+        n = {ax: self.snippet(sreg["block_dim"], ax=ax) for ax in "xyz"}
+        lin = self.ins(f"mul i32 {t['z']}, {n['y']}")
+        lin = self.ins(f"add i32 {lin}, {t['y']}")
+        lin = self.ins(f"mul i32 {lin}, {n['x']}")
+        lin = self.ins(f"add i32 {lin}, {t['x']}")
+        tot = self.ins(f"mul i32 {n['x']}, {n['y']}")
+        tot = self.ins(f"mul i32 {tot}, {n['z']}")
+        first = self.ins(f"and i32 {lin}, -32")                   # the warp's first thread
+        left = self.ins(f"sub i32 {tot}, {first}")
+        full = self.ins(f"icmp uge i32 {left}, 32")
+        bits = self.ins(f"shl i32 1, {self.ins(f'select i1 {full}, i32 0, i32 {left}')}")
+        part = self.ins(f"sub i32 {bits}, 1")
+        return self.ins(f"select i1 {full}, i32 -1, i32 {part}")
 
     # --- blocks -----------------------------------------------------------------------------
     def block(self, block):

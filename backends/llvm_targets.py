@@ -142,11 +142,13 @@ def _nvptx(name: str, cpu: str) -> LlvmTarget:
         specials=_NV_SPECIALS,
         # LLVM 20 renamed llvm.nvvm.barrier0 to this (bar.sync 0)
         barrier="call void @llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)",
-        lane_read="{out} = call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 -1, i32 {a}, i32 {b}, i32 31)",
-        ballot="{t1} = call i32 @llvm.nvvm.vote.ballot.sync(i32 -1, i1 {a})\n"
+        # {mask}: the lanes of this warp that exist (FunctionEmitter.warp_mask): naming absent
+        # lanes of a block's last, partial warp in a .sync op is not allowed
+        lane_read="{out} = call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 {mask}, i32 {a}, i32 {b}, i32 31)",
+        ballot="{t1} = call i32 @llvm.nvvm.vote.ballot.sync(i32 {mask}, i1 {a})\n"
                "{out} = zext i32 {t1} to i64",
-        vote_any="{out} = call i1 @llvm.nvvm.vote.any.sync(i32 -1, i1 {a})",
-        vote_all="{out} = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 {a})",
+        vote_any="{out} = call i1 @llvm.nvvm.vote.any.sync(i32 {mask}, i1 {a})",
+        vote_all="{out} = call i1 @llvm.nvvm.vote.all.sync(i32 {mask}, i1 {a})",
         atomic_scope={"global": "", "shared": ""},
         fast_f32=_NV_FAST)
 
