@@ -519,7 +519,9 @@ def loop_var_after_loop(y: kaio.Out[i32], n: i32):
 
 
 def test_loop_variable_is_not_available_after_the_loop():
-    check(loop_var_after_loop, "variable 'j' may be undefined here (a loop variable", "inside the loop")
+    """Unbound before the loop, the name would be undefined after an empty loop."""
+    check(loop_var_after_loop, "variable 'j' may be undefined here (a loop variable",
+          "assign 'j' before the loop")
 
 
 @kaio.kernel

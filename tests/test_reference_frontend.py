@@ -143,3 +143,50 @@ def test_out_of_bounds_gather_end_to_end():
     assert ei.value.buffer == "x" and ei.value.index == (9,)
     assert "y[i] = x[idx[i]]" in str(ei.value)
     assert (y == 0).all()
+
+
+@kaio.kernel
+def loop_vars_after_loops(n: i32, out: kaio.Raw[i32]):
+    i = -7
+    for i in range(n):  # noqa: B007 (the value after the loop is the point)
+        pass
+    out[0] = i
+    j = 100
+    for j in range(2, n, 3):
+        if j > 10:
+            break
+    out[1] = j
+    k = 0
+    for k in range(n):
+        k = k * 2
+    out[2] = k
+    m = 5
+    for m in range(n, 0, -2):  # noqa: B007 (the value after the loop is the point)
+        pass
+    out[3] = m
+
+
+def _python_loop_vars(n):
+    i = -7
+    for i in range(n):  # noqa: B007 (the value after the loop is the point)
+        pass
+    j = 100
+    for j in range(2, n, 3):
+        if j > 10:
+            break
+    k = 0
+    for k in range(n):
+        k = k * 2
+    m = 5
+    for m in range(n, 0, -2):  # noqa: B007 (the value after the loop is the point)
+        pass
+    return [i, j, k, m]
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 20])
+def test_range_loop_variable_keeps_its_last_value_like_python(backend, n):
+    """Bound before the loop, a range variable holds its last value after it (the old value when
+    the loop does not run, the value at `break`, a value the body assigned to it)."""
+    out = np.zeros(4, np.int32)
+    loop_vars_after_loops[1, 1](n, out)
+    assert out.tolist() == _python_loop_vars(n)

@@ -53,6 +53,10 @@ def _shape(v):
     return tuple(_shape(x) for x in v.items) if isinstance(v, TupleV) else None
 
 
+def _unique(names: list) -> list:
+    return list(dict.fromkeys(names))
+
+
 def _carriable(v) -> bool:
     return all(is_scalar(x) for x in _leaves(v))
 
@@ -450,16 +454,22 @@ class ControlMixin:
         lb, ub, st = (self.lit_value(v, t, s.iter, "range bound") if isinstance(v, Lit)
                       else self.b.cast(v, t) for v in vals)
         brk, cont, ret = self.loop_flags(s.body)
+        # Python keeps the loop variable's last value after the loop (or its old value when the
+        # loop does not run): when the name is bound before the loop it is carried like any
+        # variable the body assigns; otherwise it cannot be read after the loop
+        prior = target in self.env and _carriable(self.env[target])
+        keep = [target] if prior else []
+        hidden = set() if prior else {target}
         if not brk and not ret:
-            names = self.carried_names(s.body, exclude={target})
+            names = _unique(self.carried_names(s.body, keep, exclude=hidden))
             self.emit_for(lb, ub, st, names, lambda iv: self.env.__setitem__(target, iv),
                           lambda: self.loop_body(s.body, LoopCtx(None, cont)), s, target,
-                          targets={target})
+                          targets=hidden)
             return
         # break/return: a while loop that also stops on the flags
         ivn = self.fresh(f"{target}_iv")
         self.env[ivn] = lb
-        names = self.carried_names(s.body, [brk, ret, ivn], exclude={target})
+        names = _unique(self.carried_names(s.body, [brk, ret, ivn] + keep, exclude=hidden))
 
         def cond_fn():
             iv = self.env[ivn]
@@ -476,7 +486,7 @@ class ControlMixin:
             self.loop_body(s.body, LoopCtx(brk, cont))
             self.env[ivn] = self.b.binary("add", self.env[ivn], st)
 
-        self.emit_while(names, cond_fn, body_fn, s, targets={target})
+        self.emit_while(names, cond_fn, body_fn, s, targets=hidden)
 
     def for_static(self, s):
         target = self.target_name(s.target)

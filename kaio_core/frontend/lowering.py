@@ -112,7 +112,8 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
         if name in env:
             v = env[name]
             if isinstance(v, Undef):
-                hint = ("copy it into another variable inside the loop" if "loop variable" in v.why
+                hint = (f"assign '{name}' before the loop (e.g. {name} = 0) to keep its last value "
+                        "after it, as Python does" if "loop variable" in v.why
                         else f"assign '{name}' before the if/loop so it is defined on every path")
                 raise self.err(node, f"variable '{name}' may be undefined here ({v.why})", hint=hint)
             return v
