@@ -248,10 +248,13 @@ class KernelFunction:
         """Compile for a backend (default: the current one); returns ``Compiled``."""
         be = backend if hasattr(backend, "compile") else _get_backend(backend)
         key = (id(be), tuple(sorted(consts.items())) if consts else ())
-        c = self._compiled.get(key)
-        if c is None:
-            c = be.compile(self.specialize_ir(consts), {"fast_math": self.fast_math})
-            self._compiled[key] = c
+        hit = self._compiled.get(key)
+        # the entry holds the backend itself: an id is only unique while its object lives, and a
+        # freed backend's id reused by another would otherwise return the wrong Compiled
+        if hit is not None and hit[0] is be:
+            return hit[1]
+        c = be.compile(self.specialize_ir(consts), {"fast_math": self.fast_math})
+        self._compiled[key] = (be, c)
         return c
 
     def emit(self, stage: str, target: str | None = None, **consts) -> str:

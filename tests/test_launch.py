@@ -179,3 +179,15 @@ def test_dtype_promotion_rules():
     assert promote(f16, bf16) is f32
     assert promote(f16, i32) is f16
     assert promote(f32, f64) is f64
+
+
+def test_compile_cache_never_serves_another_backends_result():
+    """Compiled kernels are cached per backend; an entry left by a freed backend whose id a new
+    backend reuses (simulated here) must not be returned for the new one."""
+    from kaio.backends.reference import ReferenceBackend
+    old, new = ReferenceBackend(), ReferenceBackend()
+    stale = saxpy.compile(old)
+    saxpy._compiled[(id(new), ())] = (old, stale)     # what an id reuse would look like
+    fresh = saxpy.compile(new)
+    assert fresh is not stale and saxpy.compile(new) is fresh
+    assert saxpy.compile(old) is stale
