@@ -72,3 +72,35 @@ def test_bad_cap_refused_at_definition(bad):
         def k(y: kaio.Region[f32]):
             for i in y.owned():
                 y[i] = 1.0
+
+
+def test_amd_code_object_respects_the_cap():
+    """On AMD the cap is the amdgpu-num-vgpr attribute, which LLVM treats as a request bounded by
+    its own occupancy model (a 54-VGPR kernel capped at 24 comes out at 48 with spills): the
+    capped code object uses fewer VGPRs than the uncapped one."""
+    from kaio.backends import codeobject
+    try:
+        amdgpu.find_linker()
+    except kaio.CompileError as e:
+        pytest.skip(f"no AMD linker: {e}")
+
+    @kaio.kernel
+    def wide(x: kaio.In[f32], y: kaio.Region[f32]):
+        for i in y.owned():
+            v = kaio.local_array(f32, 48)
+            for k in kaio.static_range(48):
+                v[k] = kaio.math.sqrt(x[i] + f32(k))
+            s = 0.0
+            for k in kaio.static_range(48):
+                s += v[k] * v[47 - k]
+            y[i] = s
+
+    free = codeobject.kernels(amdgpu.emit(wide.specialize_ir(), "hsaco", "gfx90a"))
+    capped_ir = wide.specialize_ir()
+    capped_ir.attrs["max_registers"] = 24
+    try:
+        capped = codeobject.kernels(amdgpu.emit(capped_ir, "hsaco", "gfx90a"))
+    finally:
+        capped_ir.attrs.pop("max_registers")     # the IR object is the kernel's cached one
+    (f,), (c,) = free.values(), capped.values()
+    assert c.vgpr_count < f.vgpr_count and c.vgpr_spill_count > f.vgpr_spill_count
