@@ -190,3 +190,17 @@ def test_range_loop_variable_keeps_its_last_value_like_python(backend, n):
     out = np.zeros(4, np.int32)
     loop_vars_after_loops[1, 1](n, out)
     assert out.tolist() == _python_loop_vars(n)
+
+
+@kaio.kernel
+def loop_var_rebinds_other_kinds(n: i32, out: kaio.Raw[f32]):
+    i = 2.5                      # a float before the loop: the loop rebinds the name, as Python
+    for i in range(n):
+        out[i] = f32(i)
+    out[n] = 7.0
+
+
+def test_loop_variable_rebinding_a_float_name_still_compiles(backend):
+    out = np.zeros(4, np.float32)
+    loop_var_rebinds_other_kinds[1, 1](3, out)
+    assert out.tolist() == [0.0, 1.0, 2.0, 7.0]

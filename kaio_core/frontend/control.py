@@ -53,6 +53,14 @@ def _shape(v):
     return tuple(_shape(x) for x in v.items) if isinstance(v, TupleV) else None
 
 
+def _same_int(v, t) -> bool:
+    """Whether ``v`` can carry a loop variable of integer type ``t``: a scalar of that type, or
+    an int literal that fits it."""
+    if isinstance(v, Value):
+        return is_scalar(v) and v.type is t
+    return isinstance(v, Lit) and type(v.value) is int and dt.literal_fits(v.value, t)
+
+
 def _unique(names: list) -> list:
     return list(dict.fromkeys(names))
 
@@ -455,9 +463,10 @@ class ControlMixin:
                       else self.b.cast(v, t) for v in vals)
         brk, cont, ret = self.loop_flags(s.body)
         # Python keeps the loop variable's last value after the loop (or its old value when the
-        # loop does not run): when the name is bound before the loop it is carried like any
-        # variable the body assigns; otherwise it cannot be read after the loop
-        prior = target in self.env and _carriable(self.env[target])
+        # loop does not run): when the name is bound before the loop to a value of the loop's
+        # type it is carried like any variable the body assigns; otherwise (unbound, or bound to
+        # something else, which the loop rebinds as Python does) it cannot be read after the loop
+        prior = target in self.env and _same_int(self.env[target], t)
         keep = [target] if prior else []
         hidden = set() if prior else {target}
         if not brk and not ret:
