@@ -135,6 +135,8 @@ def main(argv=None) -> int:
     impls = {
         "kaio": lambda: kk.softmax_rows_resident[(rows,), (512,)](xs, ys, PER=per),
         "kaio 3-pass": lambda: kk.softmax_rows[(rows,), (1024,)](xs, ys),
+        "kaio flat blocked(16)": lambda: kk.softmax_flat_blocked[(rows,), (cols // 16,)](
+            xs.view(-1), ys.view(-1)),
         "cuda-c++": lambda: native.get_function("softmax_rows_resident16")(
             (rows,), (512,), (cupy.asarray(xs), cupy.asarray(ys), np.int32(cols))),
         "cuda-c++ 3-pass": lambda: native.get_function("softmax_rows")(
