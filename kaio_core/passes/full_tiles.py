@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..ir.core import Block, Kernel, Op
-from ..ir.rewrite import insert_before, replace_all_uses
+from ..ir.indexmath import const_value
+from ..ir.rewrite import erase, insert_before, replace_all_uses
 from .unroll import _FORBIDDEN, _At, _clone_body, _schedule
 
 MAX_TILE = 16
@@ -48,24 +49,19 @@ def run(kernel: Kernel) -> Kernel:
     return kernel
 
 
-def _const(v):
-    o = v.owner
-    return o.attrs["value"] if getattr(o, "opcode", None) == "const" else None
-
-
 def _tile(op: Op):
     """(C, end value, n value) when ``op`` is ``for lo, min(lo + C, n), 1``, else None."""
     if "unrolled" in op.attrs:
         return None
     lb, ub, step = op.operands[:3]
-    if not lb.type.is_int or _const(step) != 1 or getattr(ub.owner, "opcode", None) != "min":
+    if not lb.type.is_int or const_value(step) != 1 or getattr(ub.owner, "opcode", None) != "min":
         return None
     for end, n in (ub.owner.operands, ub.owner.operands[::-1]):
         add = end.owner
         if getattr(add, "opcode", None) != "add":
             continue
         a, b = add.operands
-        c = _const(b) if a is lb else _const(a) if b is lb else None
+        c = const_value(b) if a is lb else const_value(a) if b is lb else None
         if c is not None and 2 <= c <= MAX_TILE and _body_ok(op, c):
             return c, end, n
     return None
@@ -115,7 +111,6 @@ def _version(kernel: Kernel, op: Op, tile: int, end, n) -> None:
 
 
 def _move_into(op: Op, block: Block) -> None:
-    from ..ir.rewrite import erase
     erase(op)
     block.append(op)
 
