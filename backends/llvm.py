@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import CompileError
+from ..ir.ops import handler_table
 from ..ir.types import BufType
 from . import llvm_math
 from .abi import kernel_abi
@@ -626,23 +627,7 @@ class FunctionEmitter:
             self.vals[r.id] = v
 
 
-_HANDLERS = {
-    "const": FunctionEmitter.op_const, "fma": FunctionEmitter.op_fma, "cmp": FunctionEmitter.op_cmp,
-    "select": FunctionEmitter.op_select, "cast": FunctionEmitter.op_cast,
-    "bitcast": FunctionEmitter.op_bitcast, "shape": FunctionEmitter.op_shape,
-    "math": FunctionEmitter.op_math, "load": FunctionEmitter.op_load,
-    "store": FunctionEmitter.op_store, "atomic": FunctionEmitter.op_atomic,
-    "shared_array": FunctionEmitter.op_shared_array, "dyn_shared": FunctionEmitter.op_dyn_shared,
-    "local_array": FunctionEmitter.op_local_array, "barrier": FunctionEmitter.op_barrier,
-    "shuffle": FunctionEmitter.op_shuffle, "vote": FunctionEmitter.op_vote,
-    "ballot": FunctionEmitter.op_ballot, "if": FunctionEmitter.op_if,
-    "for": FunctionEmitter.op_for, "while": FunctionEmitter.op_while,
-}
-_HANDLERS.update({n: FunctionEmitter.op_binary for n in
-                  ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr")})
-_HANDLERS.update({n: FunctionEmitter.op_unary for n in ("neg", "not", "abs")})
-_HANDLERS.update({n: FunctionEmitter.op_special for n in
-                  ("thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id", "warp_size")})
+_HANDLERS = handler_table(FunctionEmitter, "op_")
 
 _CALL = re.compile(r"call (.+?) @(llvm\.[\w.]+)\((.*)\)")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .. import __version__
 from .. import dtypes as dt
+from ..ir.ops import handler_table
 from ..ir.types import BufType
 from . import ptx_math, ptx_mem, ptx_ops, ptx_predicate, ptx_vec
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
@@ -517,16 +518,5 @@ class _Renderer:
             em.define(r, reg)
 
 
-_HANDLERS = {"const": _Renderer.h_const, "fma": _Renderer.h_fma, "cmp": _Renderer.h_cmp,
-             "select": _Renderer.h_select, "cast": _Renderer.h_cast,
-             "bitcast": _Renderer.h_bitcast, "math": _Renderer.h_math,
-             "shape": _Renderer.h_shape, "load": _Renderer.h_load, "store": _Renderer.h_store,
-             "atomic": _Renderer.h_atomic, "shared_array": _Renderer.h_array,
-             "dyn_shared": _Renderer.h_array, "local_array": _Renderer.h_array,
-             "barrier": _Renderer.h_barrier, "shuffle": _Renderer.h_shuffle,
-             "vote": _Renderer.h_vote, "ballot": _Renderer.h_ballot, "if": _Renderer.h_if,
-             "for": _Renderer.h_for, "while": _Renderer.h_while}
-_HANDLERS.update({n: _Renderer.h_binary for n in ptx_ops.INT_BINARY})
-_HANDLERS.update({n: _Renderer.h_unary for n in ("neg", "not", "abs")})
-_HANDLERS.update({n: _Renderer.h_special for n in _SPECIAL})
-_HANDLERS.update({n: _Renderer.h_special for n in ("lane_id", "warp_size")})
+_HANDLERS = handler_table(_Renderer, "h_", {"shared_array": "array", "dyn_shared": "array",
+                                             "local_array": "array"})

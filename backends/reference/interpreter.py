@@ -16,7 +16,7 @@ import numpy as np
 from ... import dtypes as dt
 from ... import semantics
 from ...errors import source_excerpt
-from ...ir.ops import BINARY, SPECIAL, UNARY
+from ...ir.ops import handler_table
 from . import atomics, warp
 from .errors import DivergentBarrierError
 from .memory import Buf
@@ -357,17 +357,4 @@ class Interpreter:
             self.env[r.id] = v
 
 
-_HANDLERS = {"const": Interpreter.op_const, "fma": Interpreter.op_fma, "math": Interpreter.op_math,
-             "cmp": Interpreter.op_cmp, "select": Interpreter.op_select,
-             "cast": Interpreter.op_cast, "bitcast": Interpreter.op_bitcast,
-             "shape": Interpreter.op_shape, "load": Interpreter.op_load,
-             "store": Interpreter.op_store, "atomic": Interpreter.op_atomic,
-             "shared_array": Interpreter.op_shared_array, "dyn_shared": Interpreter.op_dyn_shared,
-             "local_array": Interpreter.op_local_array, "barrier": Interpreter.op_barrier,
-             "shuffle": Interpreter.op_shuffle, "vote": Interpreter.op_vote,
-             "ballot": Interpreter.op_ballot, "warp_reduce": Interpreter.op_warp_reduce,
-             "block_reduce": Interpreter.op_block_reduce, "if": Interpreter.op_if,
-             "for": Interpreter.op_for, "while": Interpreter.op_while}
-_HANDLERS.update({n: Interpreter.op_binary for n in BINARY})
-_HANDLERS.update({n: Interpreter.op_unary for n in UNARY})
-_HANDLERS.update({n: Interpreter.op_special for n in SPECIAL})
+_HANDLERS = handler_table(Interpreter, "op_")

@@ -88,3 +88,21 @@ def spec(opcode: str) -> OpSpec:
 
 def is_pure(op) -> bool:
     return SPECS[op.opcode].pure
+
+
+#: opcodes that share one handler per group in every backend
+HANDLER_GROUPS = {"binary": BINARY, "unary": UNARY, "special": SPECIAL}
+
+
+def handler_table(cls, prefix: str, aliases: dict | None = None) -> dict:
+    """The dispatch table of a backend class: opcode -> ``cls.<prefix><name>`` for every IR
+    opcode the class has a method for, where ``name`` is the opcode itself, its group in
+    :data:`HANDLER_GROUPS` (``binary``, ``unary``, ``special``) or ``aliases[opcode]``. An opcode
+    without a method is absent, so the backend reports it as unsupported."""
+    table = {}
+    for opcode in SPECS:
+        group = next((g for g, names in HANDLER_GROUPS.items() if opcode in names), None)
+        fn = getattr(cls, prefix + (aliases or {}).get(opcode, group or opcode), None)
+        if fn is not None:
+            table[opcode] = fn
+    return table
