@@ -17,7 +17,7 @@ the end of the buffer takes the original loop. What this buys: every copy indexe
 ``j`` a constant, so when ``lo`` is a multiple of 4 (``g * C`` with ``C % 4 == 0``) the PTX
 emitter turns each run of four neighbouring 4-byte accesses into one 16-byte access
 (:mod:`kaio.backends.ptx_vec`); and the loads of all C copies are scheduled first
-(:func:`kaio.passes.unroll._schedule`, which moves a load only past stores to other elements), so
+(:func:`kaio.passes.loop_body.loads_first`, which moves a load only past stores to other elements), so
 they are in flight together.
 
 Eligible bodies are those :mod:`.unroll` accepts (no nested loops, barriers, warp, block or
@@ -29,7 +29,7 @@ from .. import dtypes as dt
 from ..ir.core import Block, Kernel, Op
 from ..ir.indexmath import const_value
 from ..ir.rewrite import erase, insert_before, replace_all_uses
-from .unroll import _FORBIDDEN, _At, _clone_body, _schedule
+from .loop_body import OpList, body_size, clone_body, loads_first
 
 MAX_TILE = 16
 MAX_COPIED_OPS = 256
@@ -68,18 +68,14 @@ def _tile(op: Op):
 
 
 def _body_ok(op: Op, copies: int) -> bool:
-    n = 0
-    for inner in op.regions[0].walk():
-        if inner.opcode in _FORBIDDEN:
-            return False
-        n += inner.opcode != "yield"
-    return n * copies <= MAX_COPIED_OPS
+    n = body_size(op)
+    return n is not None and n * copies <= MAX_COPIED_OPS
 
 
 def _version(kernel: Kernel, op: Op, tile: int, end, n) -> None:
     lb, _, _, *inits = op.operands
     t = lb.type
-    pre = _At(op.loc)
+    pre = OpList(op.loc)
     no_wrap = pre("cmp", [lb, end], dt.bool_, {"pred": "lt"})
     fits = pre("cmp", [end, n], dt.bool_, {"pred": "le"})
     full = pre("and", [no_wrap, fits], dt.bool_)
@@ -87,15 +83,15 @@ def _version(kernel: Kernel, op: Op, tile: int, end, n) -> None:
 
     body = op.regions[0]
     then = Block()
-    ins = _At(op.loc)
+    ins = OpList(op.loc)
     carried = list(inits)
     for j in range(tile):
         iv = lb if j == 0 else ins("add", [lb, ins.const(j, t)], t)
         mapping = {body.args[0].id: iv}
         mapping.update({a.id: v for a, v in zip(body.args[1:], carried)})
-        ops, carried = _clone_body(body, mapping)
+        ops, carried = clone_body(body, mapping)
         ins.ops.extend(ops)
-    for o in _schedule(ins.ops):     # the tile's loads first, so they are in flight together
+    for o in loads_first(ins.ops):     # the tile's loads first, so they are in flight together
         then.append(o)
     then.append(Op("yield", list(carried), loc=op.loc))
 

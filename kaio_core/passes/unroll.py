@@ -23,7 +23,8 @@ Eligible loops: ``step_sign = 1`` (set by :mod:`.loop_facts`), no ``unrolled`` a
 :data:`MAX_BODY_OPS` ops, and no nested loops, barriers, warp or block ops, atomics or array
 allocations in the body. In the main loop, loads at the top level of the body
 (with the pure ops computing their indices) are moved before the rest, so the four loads are in
-flight together, when no store they could read from precedes them (:func:`_may_rise`): loads
+flight together, when no store they could read from precedes them
+(:func:`kaio.passes.loop_body.loads_first`): loads
 from ``in`` buffers always (they never change during a launch: the launch rejects a writable
 buffer that overlaps another buffer, which is also what makes ``ld.global.nc`` valid), loads
 from a writable buffer past stores to other elements of it. Every other op keeps program order.
@@ -31,16 +32,13 @@ from a writable buffer past stores to other elements of it. Every other op keeps
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir import ops as O
-from ..ir.core import Block, Kernel, Op, Value
-from ..ir.indexmath import base_and_offset
+from ..ir.core import Block, Kernel, Op
 from ..ir.rewrite import insert_before
+from .loop_body import OpList, body_size, clone_body, loads_first
 from .loop_facts import value_range
 
 FACTOR = 4
 MAX_BODY_OPS = 40
-_FORBIDDEN = ("for", "while", "barrier", "atomic", "shuffle", "vote", "ballot", "warp_reduce",
-              "block_reduce", "shared_array", "dyn_shared", "local_array")
 
 #: set False to disable the pass (tests compare against the loop as written)
 ENABLED = True
@@ -62,35 +60,15 @@ def _eligible(op: Op) -> bool:
         return False
     if not op.operands[0].type.is_int:
         return False
-    n = 0
-    for inner in op.regions[0].walk():
-        if inner.opcode in _FORBIDDEN:
-            return False
-        n += inner.opcode != "yield"
-    return n <= MAX_BODY_OPS
-
-
-class _At:
-    """Appends new ops to a list, with the loop's location."""
-
-    def __init__(self, loc):
-        self.ops: list[Op] = []
-        self.loc = loc
-
-    def __call__(self, opcode, operands, rtype, attrs=None) -> Value:
-        op = Op(opcode, operands, [rtype], attrs, loc=self.loc)
-        self.ops.append(op)
-        return op.result
-
-    def const(self, value, t) -> Value:
-        return self("const", [], t, {"value": value})
+    n = body_size(op)
+    return n is not None and n <= MAX_BODY_OPS
 
 
 def _unroll(op: Op, ranges: dict) -> None:
     lb, ub, s, *inits = op.operands
     t = lb.type
     lo_t, hi_t = t.min_value(), t.max_value()
-    pre = _At(op.loc)
+    pre = OpList(op.loc)
     rs, rub = value_range(s, ranges), value_range(ub, ranges)
     guard = None
     if rs is None or rs[1] > hi_t // FACTOR:       # k*s may wrap: run the main loop only if not
@@ -115,16 +93,16 @@ def _unroll(op: Op, ranges: dict) -> None:
     iv = main_body.add_arg(t, body.args[0].name)
     main_body.add_arg(t)                             # the iv again, carried out as a result
     carried = [main_body.add_arg(a.type, a.name) for a in body.args[1:]]
-    ins = _At(op.loc)
+    ins = OpList(op.loc)
     ivs = [iv] + [ins("add", [iv, sk], t) for sk in steps[:FACTOR - 1]]
     copies: list[list[Op]] = []
     for k in range(FACTOR):
         mapping = {body.args[0].id: ivs[k]}
         mapping.update({a.id: v for a, v in zip(body.args[1:], carried)})
-        ops, carried = _clone_body(body, mapping)
+        ops, carried = clone_body(body, mapping)
         copies.append(ops)
     nxt = ins("add", [iv, s4], t)
-    main_ops = ins.ops[:-1] + _schedule([o for c in copies for o in c]) + [ins.ops[-1]]
+    main_ops = ins.ops[:-1] + loads_first([o for c in copies for o in c]) + [ins.ops[-1]]
     for o in main_ops:
         main_body.append(o)
     main_body.append(Op("yield", [nxt, *carried], loc=op.loc))
@@ -134,73 +112,3 @@ def _unroll(op: Op, ranges: dict) -> None:
     insert_before(op, [main])
     op.operands = [main.results[0], ub, s, *main.results[1:]]
     op.attrs["unrolled"] = 1
-
-
-def _clone_body(body: Block, mapping: dict) -> tuple[list[Op], list[Value]]:
-    """Fresh copies of ``body``'s ops (minus the yield) with operands renamed by ``mapping``
-    (value id -> value; extended with the copies' results); returns them and the values the
-    copy yields."""
-    from ..ir.rewrite import _clone_block
-    out = []
-    for o in body.ops:
-        if o.opcode == "yield":
-            return out, [mapping.get(v.id, v) for v in o.operands]
-        regions = [_clone_block(r, mapping) for r in o.regions]
-        new = Op(o.opcode, [mapping.get(v.id, v) for v in o.operands],
-                 [r.type for r in o.results], dict(o.attrs), regions, o.loc,
-                 [r.name for r in o.results])
-        for old, r in zip(o.results, new.results):
-            mapping[old.id] = r
-        out.append(new)
-    return out, []
-
-
-def _schedule(ops: list[Op]) -> list[Op]:
-    """Move loads (top level, with the pure region-free ops their operands need) ahead of the
-    other ops when no store they could read from comes before them; everything else keeps its
-    order. See :func:`_may_rise`."""
-    pos = {r.id: i for i, o in enumerate(ops) for r in o.results}
-    early: set[int] = set()
-
-    def closure(i, acc) -> bool:
-        o = ops[i]
-        if i in acc or i in early:
-            return True
-        if o.regions or not O.is_pure(o) or (o.opcode == "load" and not _may_rise(ops, i)):
-            return False
-        acc.add(i)
-        return all(v.id not in pos or closure(pos[v.id], acc) for v in o.operands)
-
-    for i, o in enumerate(ops):
-        if o.opcode == "load" and _may_rise(ops, i):
-            acc: set[int] = set()
-            if closure(i, acc):
-                early |= acc
-    return [o for i, o in enumerate(ops) if i in early] + \
-           [o for i, o in enumerate(ops) if i not in early]
-
-
-def _may_rise(ops: list[Op], i: int) -> bool:
-    """Whether load ``ops[i]`` may move above ``ops[:i]``: always for an ``in`` buffer (never
-    written during a launch; a writable buffer overlapping another is rejected at launch); for
-    a writable 1-d buffer when every earlier store to it indexes the same base plus a *different*
-    constant (a different element) and nothing earlier synchronises or is an atomic."""
-    load = ops[i]
-    t = load.operands[0].type
-    if t.space == "global" and t.intent == "in":
-        return True
-    if len(load.operands) != 2:
-        return False
-    buf = load.operands[0]
-    base, off = base_and_offset(load.operands[1])
-    for o in ops[:i]:
-        for q in o.walk():
-            if q.opcode in ("barrier", "atomic", "shuffle", "vote", "ballot"):
-                return False
-            if q.opcode == "store" and q.operands[0] is buf:
-                if len(q.operands) != 3:
-                    return False
-                qbase, qoff = base_and_offset(q.operands[1])
-                if qbase is not base or qoff == off:
-                    return False
-    return True
