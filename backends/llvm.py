@@ -136,7 +136,7 @@ class FunctionEmitter:
 
     def snippet(self, text: str, **kw) -> str:
         """Emit a target snippet (see llvm_targets); returns the name bound to ``{out}``."""
-        names = {m: self.tmp("s") for m in set(_TEMP.findall(text))}
+        names = {m: self.tmp("s") for m in dict.fromkeys(_TEMP.findall(text))}   # in order: reproducible text
         out = self.tmp("s") if "{out}" in text else None
         if "{mask}" in text:
             kw.setdefault("mask", self.warp_mask)

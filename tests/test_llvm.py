@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -360,3 +361,19 @@ def test_smoke_script_against_a_fake_driver(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "3/3 passed" in out and "FAIL" not in out
     assert not fake.mem
+
+
+def test_llvm_text_does_not_depend_on_the_hash_seed(tmp_path):
+    """Snippet temporaries are numbered in the order they appear, so the same kernel gives the
+    same LLVM text in every process (it used to follow set order, i.e. PYTHONHASHSEED)."""
+    import subprocess
+    import sys
+    script = ("import sys; sys.path.insert(0, 'tests'); import llvm_kernels as K; "
+              "from kaio.backends import amdgpu; "
+              "k = K.warp_ops(); "
+              "print(amdgpu.emit(k, 'llvm', 'gfx942') + amdgpu.emit(k, 'llvm', 'nvptx64-sm_90'))")
+    root = os.path.join(os.path.dirname(__file__), "..")
+    texts = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=root, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+             for seed in ("1", "2", "3")}
+    assert len(texts) == 1
