@@ -65,6 +65,21 @@ class Hipblas:
         self.mod = hipblas_api()
         self.handle = _ok(self.mod.hipblasCreate(), "hipblasCreate")
         self.lock = threading.Lock()
+        self._enums: dict = {}       # dtype name -> the enum values its gemm passes
+
+    def enums(self, t: str):
+        """(op N, op T, data type, compute type, algo) for dtype ``t``, looked up once."""
+        got = self._enums.get(t)
+        if got is None:
+            mod = self.mod
+            got = self._enums[t] = (
+                _enum(mod, ("HIPBLAS_OP_N",), "hipblasOperation_t"),
+                _enum(mod, ("HIPBLAS_OP_T",), "hipblasOperation_t"),
+                _enum(mod, _DATA[t], "hipblasDatatype_t"),
+                _enum(mod, _COMPUTE["f64" if t == "f64" else "f32"],
+                      "hipblasComputeType_t", "hipblasDatatype_t"),
+                _enum(mod, ("HIPBLAS_GEMM_DEFAULT",), "hipblasGemmAlgo_t"))
+        return got
 
     def gemm(self, A, B, C, alpha: float, beta: float, trans_a: bool, trans_b: bool,
              tf32: bool, stream) -> None:
@@ -75,12 +90,8 @@ class Hipblas:
         if cm.m == 0 or cm.n == 0:
             return
         mod, t = self.mod, A.dtype
-        op = lambda tr: _enum(mod, ("HIPBLAS_OP_T",) if tr else ("HIPBLAS_OP_N",),   # noqa: E731
-                              "hipblasOperation_t")
-        data = _enum(mod, _DATA[t.name], "hipblasDatatype_t")
-        comp = _enum(mod, _COMPUTE["f64" if t.name == "f64" else "f32"],
-                     "hipblasComputeType_t", "hipblasDatatype_t")
-        algo = _enum(mod, ("HIPBLAS_GEMM_DEFAULT",), "hipblasGemmAlgo_t")
+        op_n, op_t, data, comp, algo = self.enums(t.name)
+        op = lambda tr: op_t if tr else op_n   # noqa: E731
         scalar = ctypes.c_double if t.name == "f64" else ctypes.c_float
         al, be_ = scalar(alpha), scalar(beta)
         call("hipSetDevice", self.backend.device)
