@@ -1,0 +1,115 @@
+"""kaio's environment switches: every ``KAIO_*`` variable is read here, once, into one frozen
+:class:`Settings`. No other module reads ``os.environ``.
+
+The settings are read on first use (so an invalid value is reported by the code that needs it,
+not by ``import kaio``) and kept for the life of the process. A program or test that changes the
+environment afterwards calls :func:`reload`.
+
+=========================  ====================================================================
+variable                   meaning
+=========================  ====================================================================
+KAIO_BACKEND               backend launches use: reference | cuda | hip (default: best available)
+KAIO_CACHE_DIR             compile cache folder (default ~/.cache/kaio)
+KAIO_CACHE_DISABLE         1: keep compiled code in memory only
+KAIO_CUBLAS                path of the libcublas to load
+KAIO_CUDA_DEVICE           CUDA device ordinal (default 0)
+KAIO_CUDA_SYNC             1: synchronize after every CUDA launch (pins a fault on its kernel)
+KAIO_CUDA_CODEGEN          ptx (kaio's PTX emitter, default) | llvm (the LLVM nvptx64 path)
+KAIO_HIP_DEVICE            HIP device ordinal (default 0)
+KAIO_HIP_SYNC              1: synchronize after every HIP launch
+KAIO_LLD                   the ld.lld binary that links AMD code objects
+KAIO_REF_WARP_SIZE         lanes per warp of the reference interpreter (default 32)
+KAIO_SANITIZE              1: run the reference backend's race sanitizer
+KAIO_SANITIZE_OWNERSHIP    1: the sanitizer also checks Region ownership of every access
+=========================  ====================================================================
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+_TRUE = ("1", "true", "yes", "on")
+BACKENDS = ("reference", "cuda", "hip")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The process's environment switches (see the module docstring for each)."""
+
+    backend: str | None = None
+    cache_dir: str | None = None
+    cache_disable: bool = False
+    cublas: str | None = None
+    cuda_device: int = 0
+    cuda_sync: bool = False
+    cuda_codegen: str = "ptx"
+    hip_device: int = 0
+    hip_sync: bool = False
+    lld: str | None = None
+    ref_warp_size: int = 32
+    sanitize: bool = False
+    sanitize_ownership: bool = False
+
+
+def _flag(env, name: str) -> bool:
+    return env.get(name, "").strip().lower() in _TRUE
+
+
+def _int(env, name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+
+
+def _choice(env, name: str, choices: tuple, default):
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ValueError(f"{name}={raw!r}: choose one of {', '.join(choices)}")
+    return raw
+
+
+def read(env=None) -> Settings:
+    """Settings from ``env`` (default ``os.environ``); ValueError naming a malformed variable."""
+    env = os.environ if env is None else env
+    return Settings(
+        backend=_choice(env, "KAIO_BACKEND", BACKENDS, None),
+        cache_dir=env.get("KAIO_CACHE_DIR") or None,
+        cache_disable=_flag(env, "KAIO_CACHE_DISABLE"),
+        cublas=env.get("KAIO_CUBLAS") or None,
+        cuda_device=_int(env, "KAIO_CUDA_DEVICE", 0),
+        cuda_sync=_flag(env, "KAIO_CUDA_SYNC"),
+        cuda_codegen=_choice(env, "KAIO_CUDA_CODEGEN", ("ptx", "llvm"), "ptx"),
+        hip_device=_int(env, "KAIO_HIP_DEVICE", 0),
+        hip_sync=_flag(env, "KAIO_HIP_SYNC"),
+        lld=env.get("KAIO_LLD") or None,
+        ref_warp_size=_int(env, "KAIO_REF_WARP_SIZE", 32),
+        sanitize=_flag(env, "KAIO_SANITIZE"),
+        sanitize_ownership=_flag(env, "KAIO_SANITIZE_OWNERSHIP"),
+    )
+
+
+_lock = threading.Lock()
+_settings: Settings | None = None
+
+
+def settings() -> Settings:
+    """The process's settings, read from the environment on first use."""
+    s = _settings
+    if s is None:
+        s = reload()
+    return s
+
+
+def reload() -> Settings:
+    """Read the environment again (after a program or test changed it); returns the settings."""
+    global _settings
+    with _lock:
+        _settings = read()
+        return _settings

@@ -1,0 +1,90 @@
+"""One frozen options object for every compilation: everything that changes generated code.
+
+A :class:`CompileOptions` is built by the backend that compiles (its target, warp width, codegen
+path and PTX ISA version) from what the kernel asked for (:class:`KernelOptions`: fast_math,
+max_registers, pass switches). It is hashable, and :meth:`CompileOptions.key` is part of the
+compile-cache key, so two compilations that could differ never share a cache entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+#: passes that can be switched off per kernel (name -> what it does); all on by default
+SWITCHABLE_PASSES = {
+    "full_tiles": "for lo, min(lo + C, n) loops: the full-tile case unrolled",
+    "unroll": "small positive-step loops unrolled by 4",
+}
+
+CODEGENS = ("ptx", "llvm", "interp")
+
+
+def _check_passes(disabled) -> frozenset:
+    disabled = frozenset(disabled or ())
+    unknown = sorted(disabled - set(SWITCHABLE_PASSES))
+    if unknown:
+        raise ValueError(f"unknown pass(es) {', '.join(unknown)}; switchable passes are "
+                         f"{', '.join(SWITCHABLE_PASSES)}")
+    return disabled
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """What a kernel asks of every compilation (``@kaio.kernel(...)`` arguments).
+
+    ``fast_math``: hardware approximations for math and division. ``max_registers``: cap on
+    registers per thread (16..255). ``disabled_passes``: names from :data:`SWITCHABLE_PASSES`.
+    """
+
+    fast_math: bool = False
+    max_registers: int | None = None
+    disabled_passes: frozenset = field(default_factory=frozenset)
+
+    def __post_init__(self):
+        if self.max_registers is not None and (type(self.max_registers) is not int
+                                               or not 16 <= self.max_registers <= 255):
+            raise ValueError(f"max_registers must be an int in 16..255, got {self.max_registers!r}")
+        object.__setattr__(self, "fast_math", bool(self.fast_math))
+        object.__setattr__(self, "disabled_passes", _check_passes(self.disabled_passes))
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Everything that changes the code of one compilation.
+
+    ``target``: a target name of :mod:`kaio.backends.targets` ('sm_90', 'gfx942',
+    'nvptx64-sm_90', 'reference-w32', ...). ``warp_size``: lanes per warp the code is built for.
+    ``codegen``: 'ptx' (kaio's PTX emitter), 'llvm' (the LLVM path) or 'interp' (the reference
+    interpreter). ``ptx_version``: the PTX ISA version to write (None: the emitter's default for
+    the arch). ``opt_level``: LLVM's optimisation level.
+    """
+
+    target: str
+    warp_size: int
+    codegen: str
+    fast_math: bool = False
+    max_registers: int | None = None
+    disabled_passes: frozenset = field(default_factory=frozenset)
+    ptx_version: str | None = None
+    opt_level: int = 2
+
+    def __post_init__(self):
+        if self.codegen not in CODEGENS:
+            raise ValueError(f"codegen must be one of {', '.join(CODEGENS)}, got {self.codegen!r}")
+        object.__setattr__(self, "disabled_passes", _check_passes(self.disabled_passes))
+
+    def with_kernel(self, kopts: KernelOptions | None) -> "CompileOptions":
+        """These target options with a kernel's own options applied."""
+        if kopts is None:
+            return self
+        return replace(self, fast_math=kopts.fast_math, max_registers=kopts.max_registers,
+                       disabled_passes=kopts.disabled_passes)
+
+    def pass_enabled(self, name: str) -> bool:
+        return name not in self.disabled_passes
+
+    def key(self) -> dict:
+        """A JSON-able dict of every field (part of the compile-cache key)."""
+        return {"target": self.target, "warp_size": self.warp_size, "codegen": self.codegen,
+                "fast_math": self.fast_math, "max_registers": self.max_registers,
+                "disabled_passes": sorted(self.disabled_passes), "ptx_version": self.ptx_version,
+                "opt_level": self.opt_level}
