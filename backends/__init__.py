@@ -22,6 +22,7 @@ class Compiled:
     kernel: object                       # the checked IR kernel (kaio.ir.Kernel)
     artifacts: dict = field(default_factory=dict)
     handle: object = None                # backend-specific loaded function
+    launch_plan: object = None           # backend-specific argument plan, built on first launch
 
 
 class Backend:

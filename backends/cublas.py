@@ -14,9 +14,9 @@ import os
 import sys
 import threading
 
-from ..device import DeviceArray, _stream_arg, copy_dtoh, copy_htod, cuda_array_view, temp_pool
+from ..config import settings
 from ..errors import BackendUnavailable, CudaError
-from . import cuda_driver as drv
+from .runtime import Transfers, gemm_pointers
 
 # enums from cublas_api.h / library_types.h
 OP_N, OP_T = 0, 1
@@ -28,7 +28,7 @@ SONAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.s
 
 def find_cublas() -> str:
     """Path (or soname) of a loadable libcublas; BackendUnavailable saying how to get one."""
-    env = os.environ.get("KAIO_CUBLAS")
+    env = settings().cublas
     if env:
         if os.path.isfile(env):
             return env
@@ -91,11 +91,11 @@ class Cublas:
             COMPUTE_32F_FAST_TF32 if (tf32 and t.name == "f32") else COMPUTE_32F
         al, be_ = scalar(alpha), scalar(beta)
         self.backend.ctx.make_current()
-        hstream = _stream_arg(stream)
-        temps, copy_back = [], []
+        rt = self.backend.runtime
+        hstream = rt.stream_handle(stream)
+        xfer = Transfers(rt, hstream)
         try:
-            ptrs = [self._pointer(o, temps, copy_back, hstream, copy_in=o.name != "out" or beta != 0)
-                    for o in (A, B, C)]
+            ptrs = gemm_pointers(rt, (A, B, C), beta, xfer)
             with self.lock:
                 self._check(self.lib.cublasSetStream_v2(self.handle, hstream or None),
                             "cublasSetStream_v2")
@@ -105,27 +105,7 @@ class Cublas:
                     ctypes.byref(al), ptrs[1], CUDA_R[t.name], call.ld_first,
                     ptrs[0], CUDA_R[t.name], call.ld_second, ctypes.byref(be_),
                     ptrs[2], CUDA_R[t.name], call.ld_out, compute, GEMM_DEFAULT), "cublasGemmEx")
-            if temps:
-                drv.call("cuStreamSynchronize", hstream)
-                for host, ptr in copy_back:
-                    copy_dtoh(host, ptr)
+            if xfer.temps:
+                xfer.finish()
         finally:
-            for ptr, size in temps:
-                temp_pool.release(ptr, size)
-
-    @staticmethod
-    def _pointer(o, temps, copy_back, hstream, copy_in: bool) -> int:
-        v = o.value
-        if isinstance(v, DeviceArray):
-            return v.ptr
-        if hasattr(v, "__cuda_array_interface__"):
-            return cuda_array_view(v, f"kaio.blas.gemm: parameter '{o.name}'")[0]
-        if v.nbytes == 0:
-            return 0
-        ptr, size = temp_pool.alloc(v.nbytes)
-        temps.append((ptr, size))
-        if copy_in:
-            copy_htod(ptr, v, hstream or None)
-        if o.name == "out":
-            copy_back.append((v, ptr))
-        return ptr
+            xfer.release()

@@ -16,6 +16,7 @@ synchronized before copying back; device arrays (kaio's, or anything with
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -25,13 +26,12 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ..device import DeviceArray, _stream_arg, copy_dtoh, copy_htod, cuda_array_view, temp_pool
 from ..errors import CudaError, LaunchError
-from ..graphs import capturing
 from ..ir.types import BufType
-from . import Backend, Compiled
+from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import AbiParam, KernelABI, ptx_version_for
+from .runtime import DeviceArray, Transfers, buffer_arg, capture_target
 
 #: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
 _STRUCT = {"u8": "B", "i8": "b", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
@@ -134,11 +134,11 @@ class LoadedKernel:
 
 
 def _param_plan(compiled: Compiled) -> list:
-    """Per IR parameter: None for a scalar, (BufType, numpy dtype, ndim) for a buffer; kept on
-    the Compiled object so a launch does not re-derive it."""
+    """Per IR parameter: None for a scalar, (BufType, numpy dtype, ndim) for a buffer; kept as
+    the Compiled object's ``launch_plan`` so a launch does not re-derive it."""
     plan = [(v.type, v.type.dtype.storage_np, v.type.ndim) if isinstance(v.type, BufType) else None
             for v in compiled.kernel.args]
-    compiled.__dict__["_cuda_params"] = plan
+    compiled.launch_plan = plan
     return plan
 
 
@@ -247,44 +247,48 @@ class CudaBackend(Backend):
                     lk = self._modules[key] = LoadedKernel(ptx, abi, kernel_name or abi.entry)
         return lk
 
+    # --- memory, streams, events, graphs --------------------------------------------------
+    @functools.cached_property
+    def runtime(self) -> cuda_runtime.CudaRuntime:
+        """This device's memory, streams, events and graphs (:mod:`kaio.backends.cuda_runtime`)."""
+        return cuda_runtime.runtime(self.ctx.ordinal)
+
     # --- launching ------------------------------------------------------------------------
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
         lk: LoadedKernel = compiled.handle
-        plan = compiled.__dict__.get("_cuda_params") or _param_plan(compiled)
+        plan = compiled.launch_plan or _param_plan(compiled)
         if len(args) != len(plan):
             raise LaunchError(f"kernel '{compiled.kernel.name}': {len(args)} arguments given, "
                               f"the kernel takes {len(plan)}")
         self.ctx.make_current()
-        graph = capturing()
-        if graph is not None:
-            graph.launches += 1
-            if stream is None:  # inside `with kaio.graph()`: record onto the capture stream
-                stream = graph.stream
-        hstream = _stream_arg(stream)
-        values, temps, copy_back = [], [], []
+        rt = self.runtime
+        graph, stream = capture_target(stream)
+        hstream = 0 if stream is None else rt.stream_handle(stream)
+        values, xfer = [], None
         try:
             for i, (a, t) in enumerate(zip(args, plan)):
                 if t is None:  # scalar
                     values.append(a)
-                elif type(a) is DeviceArray and (a.dtype is t[1] or a.dtype == t[1]) and len(a.shape) == t[2]:
+                elif (type(a) is DeviceArray and a.runtime is rt and (a.dtype is t[1] or a.dtype == t[1])
+                      and len(a.shape) == t[2] and (a.ptr or not a.nbytes)):
                     values.append(a.ptr)  # the common zero-copy case, checked inline
                     values.extend(a.shape)
                 else:
-                    ptr, shape = self._buffer(a, t[0], compiled.kernel, i, temps, copy_back, hstream)
+                    if xfer is None:
+                        xfer = Transfers(rt, hstream)
+                    ptr, shape = self._buffer(a, t[0], compiled.kernel, i, xfer)
                     values.append(ptr)
                     values.extend(shape)
             if shared_bytes > _DEFAULT_DYN_SHARED:
                 lk.allow_dynamic_shared(shared_bytes, self.props)
             lk.launch(grid, block, int(shared_bytes), hstream, values)
-            if temps or (self.sync_every_launch and graph is None):
+            if (xfer is not None and xfer.temps) or (self.sync_every_launch and graph is None):
                 # wait here so a fault is reported against this kernel, then copy back
-                drv.call("cuStreamSynchronize", hstream, kernel=compiled.kernel.name)
-                for host, ptr in copy_back:
-                    copy_dtoh(host, ptr)
+                (xfer or Transfers(rt, hstream)).finish(compiled.kernel.name)
         finally:
-            for ptr, size in temps:
-                temp_pool.release(ptr, size)
+            if xfer is not None:
+                xfer.release()
 
     def blas(self):
         """This backend's cuBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
@@ -293,35 +297,11 @@ class CudaBackend(Backend):
             self._cublas = Cublas(self)
         return self._cublas
 
-    def _buffer(self, a, t: BufType, kernel, i: int, temps: list, copy_back: list, hstream: int):
-        pname = kernel.params[i].name
-        what = f"kernel '{kernel.name}': parameter '{pname}'"
-        want = t.dtype.storage_np
-        if isinstance(a, np.ndarray):
-            if capturing() is not None:
-                raise LaunchError(f"{what}: a numpy array cannot be used inside kaio.graph() (its copies "
-                                  "and synchronization cannot be captured); pass kaio.to_device(array)")
-            if a.dtype != want or a.ndim != t.ndim or not a.flags.c_contiguous:
-                raise LaunchError(f"{what} expects a C-contiguous {t.ndim}-d {t.dtype.name} array, "
-                                  f"got {a.dtype} shape {a.shape}")
-            if a.nbytes == 0:
-                return 0, a.shape
-            ptr, size = temp_pool.alloc(a.nbytes)
-            temps.append((ptr, size))
-            if t.intent != "out":  # out: old contents are never read, so never copied in
-                copy_htod(ptr, a, hstream or None)
-            if t.intent != "in":
-                copy_back.append((a, ptr))
-            return ptr, a.shape
-        if isinstance(a, DeviceArray):
-            ptr, shape, dtype = a.ptr, a.shape, a.dtype
-        elif hasattr(a, "__cuda_array_interface__"):
-            ptr, shape, dtype = cuda_array_view(a, what)
-        else:
-            raise LaunchError(f"{what} expects a numpy array or a device array, got {type(a).__name__}")
-        if dtype != want or len(shape) != t.ndim:
-            raise LaunchError(f"{what} expects a {t.ndim}-d {t.dtype.name} array, got {dtype} shape {shape}")
-        return ptr, shape
+    def _buffer(self, a, t: BufType, kernel, i: int, xfer: Transfers):
+        """(pointer, shape) of buffer argument ``i``: numpy through ``xfer``'s temporaries,
+        device arrays (kaio's or ``__cuda_array_interface__``) in place."""
+        what = f"kernel '{kernel.name}': parameter '{kernel.params[i].name}'"
+        return buffer_arg(self.runtime, a, t, what, xfer)
 
     # --- information ----------------------------------------------------------------------
     def devices(self) -> list[str]:

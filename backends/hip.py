@@ -18,6 +18,7 @@ Nothing here touches HIP at import time: without hip-python, ``libamdhip64`` or 
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import struct
@@ -31,6 +32,7 @@ from ..ir.types import BufType
 from . import Backend, Compiled
 from .abi import KernelABI, kernel_abi
 from .codeobject import kernarg_layout
+from .runtime import ExecGraph, Runtime, Transfers, buffer_arg, capture_target, one_per_device, quietly
 
 #: struct codes of flat argument dtypes (bf16 travels as its 16-bit pattern, bool as u8)
 _STRUCT = {"u8": "B", "i8": "b", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
@@ -179,114 +181,128 @@ class KernargPacker:
         return self.buffer.raw[: self.size]
 
 
-# --- streams and events -------------------------------------------------------------------------
-class HipStream:
-    """A HIP stream (``hipStreamCreate``); ``handle`` is what launches take."""
-
-    def __init__(self):
-        self.handle = call("hipStreamCreate")
-
-    def synchronize(self) -> None:
-        call("hipStreamSynchronize", self.handle)
-
-    def close(self) -> None:
-        if self.handle is not None:
-            call("hipStreamDestroy", self.handle)
-            self.handle = None
-
-
-class HipEvent:
-    """A HIP event for timing: ``record(stream)``, ``synchronize()``, ``elapsed_ms(other)``."""
-
-    def __init__(self):
-        self.handle = call("hipEventCreate")
-
-    def record(self, stream=None) -> "HipEvent":
-        call("hipEventRecord", self.handle, _stream_handle(stream))
-        return self
-
-    def synchronize(self) -> None:
-        call("hipEventSynchronize", self.handle)
-
-    def elapsed_ms(self, end: "HipEvent") -> float:
-        """Milliseconds from this event to ``end`` (both recorded and complete)."""
-        return float(call("hipEventElapsedTime", self.handle, end.handle))
-
-    def close(self) -> None:
-        if self.handle is not None:
-            call("hipEventDestroy", self.handle)
-            self.handle = None
-
-
+# --- memory, streams, events, graphs --------------------------------------------------------------
 def _stream_handle(stream):
+    """A HIP stream argument as hip-python takes it: None for the null stream."""
     if stream is None or stream == 0:
         return None
     return getattr(stream, "handle", stream)
 
 
-# --- memory --------------------------------------------------------------------------------------
-class HipDeviceArray:
-    """A C-contiguous array in device memory (``hipMalloc``), freed on ``free()``/collection."""
-
-    def __init__(self, shape, dtype):
-        self.shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-        self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
-        self.ptr = int(call("hipMalloc", max(self.nbytes, 1)))
-
-    @classmethod
-    def from_host(cls, arr: np.ndarray, stream=None) -> "HipDeviceArray":
-        d = cls(arr.shape, arr.dtype)
-        d.copy_from_host(arr, stream)
-        return d
-
-    def copy_from_host(self, arr: np.ndarray, stream=None) -> "HipDeviceArray":
-        arr = np.ascontiguousarray(arr, dtype=self.dtype)
-        memcpy_htod(self.ptr, arr, stream)
-        return self
-
-    def copy_to_host(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype) if out is None else out
-        memcpy_dtoh(out, self.ptr, stream)
-        return out
-
-    def free(self) -> None:
-        if self.ptr:
-            call("hipFree", self.ptr)
-            self.ptr = 0
-
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:  # interpreter shutdown or a lost device: nothing useful to do
-            pass
+def _enum(holder: str, member: str, default: int):
+    """A hip-python enum member (the bindings take the enum), or HIP's header value."""
+    enum = getattr(hip_api(), holder, None)
+    return getattr(enum, member) if enum is not None else default
 
 
-def _kind(name: str):
-    """A hipMemcpyKind member (the bindings take the enum; 1 = H2D, 2 = D2H in HIP's headers)."""
-    enum = getattr(hip_api(), "hipMemcpyKind", None)
-    return getattr(enum, name) if enum is not None else {"hipMemcpyHostToDevice": 1,
-                                                         "hipMemcpyDeviceToHost": 2}[name]
+def _done(fn: str, *args) -> bool:
+    """A query: False while work is pending (hipErrorNotReady), True when done, HipError else."""
+    out = getattr(hip_api(), fn)(*args)
+    err = out[0] if isinstance(out, tuple) else out
+    if int(err) == 600:
+        return False
+    if int(err):
+        call(fn, *args)  # the failing call again, to raise its HipError with the error's name
+    return True
 
 
-def memcpy_htod(dst: int, src: np.ndarray, stream=None) -> None:
-    _H2D = _kind("hipMemcpyHostToDevice")
-    if src.nbytes:
+class HipRuntime(Runtime):
+    """Memory, streams, events and graphs of one AMD device, through hip-python
+    (:class:`kaio.backends.runtime.Runtime`). Launch temporaries are not pooled: this path has
+    never run on an AMD GPU, so it stays the simple one until it can be measured."""
+
+    name = "hip"
+    dlpack_device = 10  # kDLROCM
+    exports_cai = True  # hip-python and CuPy-on-ROCm use the CUDA name
+    default_stream = None
+
+    def __init__(self, device: int):
+        self.device = device
+
+    def alloc(self, nbytes: int) -> int:
+        return int(call("hipMalloc", nbytes))
+
+    def free(self, ptr: int) -> None:
+        call("hipFree", ptr)
+
+    def host_alloc(self, nbytes: int) -> int:
+        return int(call("hipHostMalloc", nbytes, 0))
+
+    def host_free(self, ptr: int) -> None:
+        call("hipHostFree", ptr)
+
+    _KINDS = {"htod": ("hipMemcpyHostToDevice", 1), "dtoh": ("hipMemcpyDeviceToHost", 2),
+              "dtod": ("hipMemcpyDeviceToDevice", 3)}
+
+    def memcpy(self, kind: str, dst: int, src: int, nbytes: int, stream=None) -> None:
+        k = _enum("hipMemcpyKind", *self._KINDS[kind])
         if stream is None:
-            call("hipMemcpy", dst, src.ctypes.data, src.nbytes, _H2D)
+            call("hipMemcpy", dst, src, nbytes, k)
         else:
-            call("hipMemcpyAsync", dst, src.ctypes.data, src.nbytes, _H2D,
-                 _stream_handle(stream))
+            call("hipMemcpyAsync", dst, src, nbytes, k, stream)
+
+    def stream_create(self, non_blocking: bool):
+        return call("hipStreamCreateWithFlags", 1 if non_blocking else 0)  # hipStreamNonBlocking
+
+    def stream_destroy(self, h) -> None:
+        call("hipStreamDestroy", h)
+
+    def stream_synchronize(self, h, kernel: str | None = None) -> None:
+        if h is None:
+            call("hipDeviceSynchronize", kernel=kernel)
+        else:
+            call("hipStreamSynchronize", h, kernel=kernel)
+
+    def stream_query(self, h) -> bool:
+        return _done("hipStreamQuery", h)
+
+    def stream_wait(self, h, event) -> None:
+        call("hipStreamWaitEvent", h, event, 0)
+
+    def foreign_stream(self, stream):
+        return _stream_handle(stream)
+
+    def event_create(self, timing: bool):
+        return call("hipEventCreateWithFlags", 0 if timing else 2)  # hipEventDisableTiming
+
+    def event_destroy(self, ev) -> None:
+        call("hipEventDestroy", ev)
+
+    def event_record(self, ev, h) -> None:
+        call("hipEventRecord", ev, h)
+
+    def event_synchronize(self, ev) -> None:
+        call("hipEventSynchronize", ev)
+
+    def event_query(self, ev) -> bool:
+        return _done("hipEventQuery", ev)
+
+    def event_elapsed_ms(self, start, end) -> float:
+        return float(call("hipEventElapsedTime", start, end))
+
+    def graph_begin(self, h) -> None:
+        call("hipStreamBeginCapture", h, _enum("hipStreamCaptureMode",
+                                               "hipStreamCaptureModeRelaxed", 2))
+
+    def graph_end(self, h, keep: bool):
+        graph = call("hipStreamEndCapture", h)
+        if not keep:
+            if graph is not None:
+                quietly(call, "hipGraphDestroy", graph)
+            return None
+        return ExecGraph(call("hipGraphInstantiateWithFlags", graph, 0), graph,
+                         functools.partial(call, "hipGraphExecDestroy"),
+                         functools.partial(call, "hipGraphDestroy"))
+
+    def graph_launch(self, exe, h) -> None:
+        call("hipGraphLaunch", exe.exe, h)
+
+    def synchronize(self) -> None:
+        call("hipDeviceSynchronize")
 
 
-def memcpy_dtoh(dst: np.ndarray, src: int, stream=None) -> None:
-    _D2H = _kind("hipMemcpyDeviceToHost")
-    if dst.nbytes:
-        if stream is None:
-            call("hipMemcpy", dst.ctypes.data, src, dst.nbytes, _D2H)
-        else:
-            call("hipMemcpyAsync", dst.ctypes.data, src, dst.nbytes, _D2H,
-                 _stream_handle(stream))
+#: device ordinal -> its HipRuntime
+hip_runtime = one_per_device(HipRuntime)
 
 
 # --- modules ---------------------------------------------------------------------------------------
@@ -388,6 +404,12 @@ class HipBackend(Backend):
                 lk = self._modules[key] = LoadedKernel(hsaco, abi, kernel_name or abi.entry)
         return lk
 
+    # --- memory, streams, events, graphs ------------------------------------------------------
+    @functools.cached_property
+    def runtime(self) -> HipRuntime:
+        """This device's memory, streams, events and graphs (:class:`HipRuntime`)."""
+        return hip_runtime(self.device)
+
     # --- launching -----------------------------------------------------------------------------
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
@@ -406,26 +428,23 @@ class HipBackend(Backend):
                               f"{shared_bytes} B dynamic LDS exceeds {self.props.shared_per_block} B "
                               f"per workgroup on {self.props.name}")
         call("hipSetDevice", self.device)
-        values, temps, copy_back = [], [], []
+        rt = self.runtime
+        graph, stream = capture_target(stream)
+        h = rt.stream_handle(stream)
+        values, xfer = [], Transfers(rt, h)
         try:
             for i, (a, v) in enumerate(zip(args, kernel.args)):
                 if isinstance(v.type, BufType):
-                    ptr, shape = self._buffer(a, v.type, kernel, i, temps, copy_back, stream)
+                    ptr, shape = self._buffer(a, v.type, kernel, i, xfer)
                     values.append(ptr)
                     values.extend(int(s) for s in shape)
                 else:
                     values.append(a)
-            lk.launch(grid, block, shared_bytes, stream, values)
-            if temps or self.sync_every_launch:
-                if stream is None:
-                    call("hipDeviceSynchronize", kernel=kernel.name)
-                else:
-                    call("hipStreamSynchronize", _stream_handle(stream), kernel=kernel.name)
-                for host, dev in copy_back:
-                    dev.copy_to_host(host)
+            lk.launch(grid, block, shared_bytes, h, values)
+            if xfer.temps or (self.sync_every_launch and graph is None):
+                xfer.finish(kernel.name)
         finally:
-            for d in temps:
-                d.free()
+            xfer.release()
 
     def blas(self):
         """This backend's hipBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
@@ -434,32 +453,10 @@ class HipBackend(Backend):
             self._hipblas = Hipblas(self)
         return self._hipblas
 
-    def _buffer(self, a, t: BufType, kernel, i, temps, copy_back, stream):
+    def _buffer(self, a, t: BufType, kernel, i, xfer: Transfers):
+        """(pointer, shape) of buffer argument ``i`` (see :func:`kaio.backends.runtime.buffer_arg`)."""
         what = f"kernel '{kernel.name}': parameter '{kernel.params[i].name}'"
-        want = t.dtype.storage_np
-        if isinstance(a, np.ndarray):
-            if a.dtype != want or a.ndim != t.ndim or not a.flags.c_contiguous:
-                raise LaunchError(f"{what} expects a C-contiguous {t.ndim}-d {t.dtype.name} array, "
-                                  f"got {a.dtype} shape {a.shape}")
-            d = HipDeviceArray(a.shape, a.dtype)
-            temps.append(d)
-            if t.intent != "out":        # out: old contents never read, never copied in
-                d.copy_from_host(a)
-            if t.intent != "in":
-                copy_back.append((a, d))
-            return d.ptr, a.shape
-        if isinstance(a, HipDeviceArray):
-            ptr, shape, dtype = a.ptr, a.shape, a.dtype
-        elif hasattr(a, "__cuda_array_interface__"):   # hip-python and CuPy-on-ROCm use this name
-            cai = a.__cuda_array_interface__
-            ptr, shape, dtype = int(cai["data"][0]), tuple(cai["shape"]), np.dtype(cai["typestr"])
-            if cai.get("strides") not in (None, ()):
-                raise LaunchError(f"{what} expects a C-contiguous device array")
-        else:
-            raise LaunchError(f"{what} expects a numpy array or a device array, got {type(a).__name__}")
-        if dtype != want or len(shape) != t.ndim:
-            raise LaunchError(f"{what} expects a {t.ndim}-d {t.dtype.name} array, got {dtype} shape {shape}")
-        return ptr, shape
+        return buffer_arg(self.runtime, a, t, what, xfer)
 
     # --- information -----------------------------------------------------------------------------
     def devices(self) -> list[str]:

@@ -12,6 +12,7 @@ import ctypes
 import threading
 
 from ..errors import BackendUnavailable, HipError
+from .runtime import Transfers, gemm_pointers
 
 _DATA = {"f16": ("HIP_R_16F", "HIPBLAS_R_16F"), "bf16": ("HIP_R_16BF", "HIPBLAS_R_16B"),
          "f32": ("HIP_R_32F", "HIPBLAS_R_32F"), "f64": ("HIP_R_64F", "HIPBLAS_R_64F")}
@@ -85,7 +86,7 @@ class Hipblas:
              tf32: bool, stream) -> None:
         from kaio.blas import column_major_call
 
-        from .hip import HipDeviceArray, _stream_handle, call
+        from .hip import call
         cm = column_major_call(A.shape, B.shape, trans_a, trans_b)
         if cm.m == 0 or cm.n == 0:
             return
@@ -95,37 +96,19 @@ class Hipblas:
         scalar = ctypes.c_double if t.name == "f64" else ctypes.c_float
         al, be_ = scalar(alpha), scalar(beta)
         call("hipSetDevice", self.backend.device)
-        temps, copy_back = [], []
+        rt = self.backend.runtime
+        h = rt.stream_handle(stream)
+        xfer = Transfers(rt, h)
         try:
-            ptrs = []
-            for o in (A, B, C):
-                v = o.value
-                if hasattr(v, "flags"):          # numpy: through a temporary device buffer
-                    d = HipDeviceArray(v.shape, v.dtype)
-                    temps.append(d)
-                    if o.name != "out" or beta != 0:
-                        d.copy_from_host(v)
-                    if o.name == "out":
-                        copy_back.append((v, d))
-                    ptrs.append(d.ptr)
-                elif hasattr(v, "__cuda_array_interface__"):
-                    ptrs.append(int(v.__cuda_array_interface__["data"][0]))
-                else:
-                    ptrs.append(int(v.ptr))
+            ptrs = gemm_pointers(rt, (A, B, C), beta, xfer)
             with self.lock:
-                _ok(mod.hipblasSetStream(self.handle, _stream_handle(stream)), "hipblasSetStream")
+                _ok(mod.hipblasSetStream(self.handle, h), "hipblasSetStream")
                 _ok(mod.hipblasGemmEx(self.handle, op(cm.trans_first), op(cm.trans_second),
                                       cm.m, cm.n, cm.k, ctypes.addressof(al), ptrs[1], data,
                                       cm.ld_first, ptrs[0], data, cm.ld_second,
                                       ctypes.addressof(be_), ptrs[2], data, cm.ld_out, comp, algo),
                     "hipblasGemmEx")
-            if temps:
-                if stream is None:
-                    call("hipDeviceSynchronize")
-                else:
-                    call("hipStreamSynchronize", _stream_handle(stream))
-                for host, d in copy_back:
-                    d.copy_to_host(host)
+            if xfer.temps:
+                xfer.finish()
         finally:
-            for d in temps:
-                d.free()
+            xfer.release()

@@ -18,9 +18,11 @@ from .device import (  # noqa: E402
     Event,
     Stream,
     device_array,
+    is_pinned,
     pinned_array,
     synchronize,
     to_device,
+    transfer_stats,
 )
 from .dlpack import from_dlpack  # noqa: E402
 from .dtypes import (  # noqa: E402

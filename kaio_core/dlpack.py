@@ -1,10 +1,12 @@
-"""Zero-copy import of GPU arrays through DLPack: ``kaio.from_dlpack(x)`` -> DeviceArray.
+"""Zero-copy import of arrays through DLPack: ``kaio.from_dlpack(x)`` -> DeviceArray.
 
 For libraries that export ``__dlpack__`` but not ``__cuda_array_interface__`` (JAX, for one).
 The consumer side of the protocol: ask the producer for a capsule ordered on the legacy default
 stream, read the ``DLManagedTensor`` it holds, mark the capsule used, and call the producer's
-deleter when the returned DeviceArray is garbage-collected. Only C-contiguous CUDA tensors of a
-kaio dtype are accepted.
+deleter when the returned DeviceArray is garbage-collected. Only C-contiguous tensors of a kaio
+dtype on the current backend's device are accepted: CUDA tensors on CUDA, ROCm tensors on HIP,
+CPU tensors (numpy, torch on the CPU) on the reference backend, whose device memory is host
+memory.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import weakref
 
 import numpy as np
 
-K_DL_CPU, K_DL_CUDA = 1, 2
+K_DL_CPU, K_DL_CUDA, K_DL_ROCM = 1, 2, 10
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool"}
 
 
@@ -85,19 +87,24 @@ def _delete(addr: int) -> None:
 
 
 def from_dlpack(obj):
-    """A DeviceArray sharing memory with a CUDA tensor that exports ``__dlpack__``."""
-    from .device import DeviceArray
+    """A DeviceArray sharing memory with a tensor that exports ``__dlpack__`` (on the current
+    backend's device: see the module docstring)."""
+    from .device import DeviceArray, current
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"{type(obj).__name__} does not export __dlpack__")
+    rt = current()
+    want = rt.dlpack_device
+    where = f"DLPack device type {want} ({rt.name})"
     dev = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else None
-    if dev is not None and int(dev[0]) != K_DL_CUDA:
-        raise ValueError(f"from_dlpack: the tensor is on DLPack device type {int(dev[0])}, not CUDA "
-                         f"({K_DL_CUDA}); pass host arrays to kernels directly or use kaio.to_device")
-    # on CUDA, stream=1 asks the producer to order its pending work before the legacy stream
-    capsule = obj.__dlpack__(stream=1 if dev is not None and int(dev[0]) == 2 else None)
+    if dev is not None and int(dev[0]) != want:
+        raise ValueError(f"from_dlpack: the tensor is on DLPack device type {int(dev[0])}, not "
+                         f"{where}; pass host arrays to kernels directly or use kaio.to_device")
+    # on a GPU, stream=1 asks the producer to order its pending work before the legacy stream
+    capsule = obj.__dlpack__(stream=1 if dev is not None and want != K_DL_CPU else None)
     info = read_capsule(capsule)
-    if info["device_type"] != K_DL_CUDA:
-        raise ValueError(f"from_dlpack: tensor is on DLPack device type {info['device_type']}, not CUDA")
+    if info["device_type"] != want:
+        raise ValueError(f"from_dlpack: tensor is on DLPack device type {info['device_type']}, "
+                         f"not {where}")
     shape, strides = info["shape"], info["strides"]
     if strides is not None:
         acc = 1
@@ -108,7 +115,7 @@ def from_dlpack(obj):
             acc *= sh
     _SetName(capsule, b"used_dltensor")  # we own it now: the capsule must not free it
     holder = _Holder(info["managed"])
-    return DeviceArray(shape, info["dtype"], _ptr=info["ptr"], _owner=holder)
+    return DeviceArray(shape, info["dtype"], runtime=rt, _ptr=info["ptr"], _owner=holder)
 
 
 class _Holder:

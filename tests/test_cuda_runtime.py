@@ -188,7 +188,7 @@ def test_scalar_args_every_dtype(t):
 
 def test_module_cached_and_no_leak():
     from kaio.backends import cuda_driver as drv
-    from kaio.device import temp_pool
+    from kaio.backends.cuda_runtime import temp_pool
     be = kaio.get_backend("cuda")
     assert saxpy.compile(be) is saxpy.compile(be)
     x, y = np.ones(1 << 16, np.float32), np.zeros(1 << 16, np.float32)

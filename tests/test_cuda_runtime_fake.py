@@ -249,12 +249,16 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setenv("KAIO_CACHE_DIR", str(tmp_path / "cache"))
     from kaio import cache
     cache.set_default_cache(None)
-    from kaio.device import temp_pool
+    from kaio import backends
+    from kaio.backends.cuda_runtime import temp_pool
     # on a GPU machine the real driver's pooled blocks must never reach the fake, nor back
     saved_pool = (temp_pool._free, temp_pool._cached, temp_pool.live)
     temp_pool._free, temp_pool._cached, temp_pool.live = {}, 0, 0
     saved = drv._driver
     drv.set_driver(f)
+    # kaio.to_device / kaio.Stream / kaio.graph() use the current backend: the (fake) CUDA one
+    monkeypatch.setattr(backends, "_instances", {})
+    monkeypatch.setattr(backends, "_current", "cuda")
     yield f
     drv.set_driver(saved)
     cache.set_default_cache(None)
@@ -327,7 +331,8 @@ def test_probe_without_libcuda():
 
 def test_out_never_copied_in_region_both_ways(fake):
     from kaio.backends.cuda import CudaBackend
-    from kaio.device import temp_pool, transfer_stats
+    from kaio.backends.cuda_runtime import temp_pool
+    from kaio.device import transfer_stats
     be = CudaBackend()
     seen_y = []
 
@@ -355,7 +360,7 @@ def test_out_never_copied_in_region_both_ways(fake):
 
 def test_pool_reuses_temporaries_without_leak(fake):
     from kaio.backends.cuda import CudaBackend
-    from kaio.device import temp_pool
+    from kaio.backends.cuda_runtime import temp_pool
     be = CudaBackend()
     fake.kernels["saxpy"] = _saxpy_impl
     c = _compiled(be, _saxpy_ir("region"))
@@ -474,7 +479,7 @@ def test_jit_error_log_in_exception(fake):
 
 def test_fault_reported_with_kernel_name(fake):
     from kaio.backends.cuda import CudaBackend
-    from kaio.device import temp_pool
+    from kaio.backends.cuda_runtime import temp_pool
     be = CudaBackend()
     fake.kernels["saxpy"] = _saxpy_impl
     fake.fail_next_sync = ILLEGAL_ADDRESS
@@ -576,10 +581,10 @@ def test_stream_event(fake):
     e0.record(s)
     e1.record(s)
     assert e0.elapsed_time(e1) == 1.5
-    from kaio.device import _stream_arg
-    assert _stream_arg(None) == 0 and _stream_arg(s) == 0x5001 and _stream_arg(7) == 7
+    rt = s.runtime
+    assert rt.stream_handle(None) == 0 and rt.stream_handle(s) == 0x5001 and rt.stream_handle(7) == 7
     with pytest.raises(TypeError, match="not a CUDA stream"):
-        _stream_arg("s")
+        rt.stream_handle("s")
 
 
 @kaio.kernel
@@ -641,25 +646,29 @@ def test_graph_capture_and_replay(fake):
         kaio.graph().replay()
 
 
+def test_dlpack_refuses_host_tensors_on_cuda(fake):
+    with pytest.raises(ValueError, match="not DLPack device type 2 \\(cuda\\)"):
+        kaio.from_dlpack(np.arange(4, dtype=np.float32))
+
+
 def test_dlpack_import_parses_and_frees(monkeypatch):
     """from_dlpack reads the DLManagedTensor and calls the producer's deleter when the view dies.
-    numpy exports CPU tensors, so the test treats the CPU device type as the CUDA one."""
+    numpy exports CPU tensors: the reference backend's device memory, so no GPU is needed."""
     import gc
     import weakref
 
-    from kaio import dlpack
+    from kaio import backends, dlpack
+    monkeypatch.setattr(backends, "_current", "reference")
     a = np.arange(24, dtype=np.int16).reshape(4, 6)
     info = dlpack.read_capsule(a.__dlpack__())
     assert info["shape"] == (4, 6) and info["dtype"] == np.int16 and info["ptr"] == a.ctypes.data
     assert info["strides"] in (None, (6, 1))
-    with pytest.raises(ValueError, match="not CUDA"):
-        kaio.from_dlpack(a)
-    monkeypatch.setattr(dlpack, "K_DL_CUDA", dlpack.K_DL_CPU)
     with pytest.raises(ValueError, match="not C-contiguous"):
         kaio.from_dlpack(a[:, ::2])
     alive = weakref.ref(a)
     d = kaio.from_dlpack(a)
-    assert (d.shape, d.dtype, d.ptr) == ((4, 6), np.int16, a.ctypes.data)
+    assert (d.shape, d.dtype, d.ptr, d.runtime.name) == ((4, 6), np.int16, a.ctypes.data, "reference")
+    np.testing.assert_array_equal(d.to_host(), np.arange(24).reshape(4, 6))
     del a
     gc.collect()
     assert alive() is not None  # the producer keeps its memory while kaio holds the tensor

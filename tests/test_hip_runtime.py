@@ -21,6 +21,7 @@ from kaio import dtypes as dt
 from kaio.backends import amdgpu, codeobject
 from kaio.backends import hip as H
 from kaio.backends.abi import kernel_abi
+from kaio.backends.runtime import DeviceArray, Event, Stream
 from kaio.errors import CompileError, HipError
 
 try:
@@ -151,7 +152,7 @@ def test_device_props_rocm5_and_rocm6_shapes():
 def test_errors_become_hip_error(monkeypatch):
     monkeypatch.setattr(H, "_hip_module", FakeHip(fail="hipMalloc"))
     with pytest.raises(HipError, match="hipMalloc failed: hipErrorInvalidValue") as e:
-        H.HipDeviceArray((4,), np.float32)
+        DeviceArray((4,), np.float32, runtime=H.hip_runtime(0))
     assert e.value.call == "hipMalloc" and e.value.code == "hipErrorInvalidValue"
 
 
@@ -274,14 +275,15 @@ def test_samples_on_amd_gpu(name):
 @pytest.mark.hip
 def test_streams_events_and_device_arrays_on_amd_gpu():
     be = H.HipBackend()
+    rt = be.runtime
     compiled = be.compile(K.saxpy())
     x = np.arange(4096, dtype=np.float32)
-    dx, dy = H.HipDeviceArray.from_host(x), H.HipDeviceArray.from_host(np.ones_like(x))
-    stream, start, stop = H.HipStream(), H.HipEvent(), H.HipEvent()
+    dx = DeviceArray(x.shape, x.dtype, runtime=rt).copy_from_host(x)
+    dy = DeviceArray(x.shape, x.dtype, runtime=rt).copy_from_host(np.ones_like(x))
+    stream, start, stop = Stream(runtime=rt), Event(runtime=rt), Event(runtime=rt)
     start.record(stream)
     be.launch(compiled, (16, 1, 1), (256, 1, 1), [2.0, dx, dy], 0, stream)
     stop.record(stream)
     stop.synchronize()
-    assert start.elapsed_ms(stop) >= 0
+    assert start.elapsed_time(stop) >= 0
     np.testing.assert_array_equal(dy.copy_to_host(), (2 * x + 1).astype(np.float32))
-    stream.close()

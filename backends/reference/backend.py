@@ -3,21 +3,28 @@
 Launch semantics: ``in`` buffers are read in place; ``region``/``atomic``/``raw`` buffers
 are run on a working copy and ``out`` buffers on a poisoned array (NaN for floats, 0xA5 bytes
 for ints, True for bool); all of them are copied into the user's arrays only after the whole
-launch succeeded, so a kernel that raises leaves the arrays untouched.
+launch succeeded, so a kernel that raises leaves the arrays untouched. A device array of this
+backend (``kaio.to_device`` on the reference backend) is the same as a numpy array here: its host
+storage is used in place, with the same semantics. Streams, events and graphs:
+:mod:`kaio.backends.reference.runtime`.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 
 import numpy as np
 
 from ... import semantics
+from ...errors import LaunchError
 from .. import Backend, Compiled
+from ..runtime import DeviceArray, capture_target
 from .interpreter import Interpreter
 from .lanes import Batch
 from .memory import Buf
 from .ownership import owner_map
+from .runtime import runtime as reference_runtime
 from .sanitizer import Sanitizer
 
 #: lanes per batch: bounds the memory of per-lane values (about 8 MiB per value)
@@ -82,8 +89,21 @@ class ReferenceBackend(Backend):
     def devices(self):
         return ["cpu (numpy)"]
 
+    # --- memory, streams, events, graphs, BLAS -----------------------------------------
+    @property
+    def runtime(self):
+        """Host memory standing in for device memory (:mod:`kaio.backends.reference.runtime`)."""
+        return reference_runtime()
+
+    def blas(self):
+        """numpy standing in for a vendor BLAS (:func:`kaio.blas.gemm`)."""
+        from .blas import ReferenceBlas
+        return ReferenceBlas(self.runtime)
+
     # --- launching ----------------------------------------------------------------------
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Run a kernel on ``args`` (numpy arrays, this backend's device arrays, scalars).
+        Inside ``kaio.graph()`` the launch is recorded on the capture stream, not run."""
         kernel = compiled.artifacts.get("ir", compiled.kernel) if isinstance(compiled, Compiled) \
             else compiled
         grid, block = _dim3(grid), _dim3(block)
@@ -91,22 +111,35 @@ class ReferenceBackend(Backend):
         if len(args) != len(params):
             raise TypeError(f"kernel '{kernel.name}' takes {len(params)} arguments, "
                             f"got {len(args)}")
+        rt = self.runtime
+        graph, stream = capture_target(stream)
+        h = rt.stream_handle(stream)
+        values = [self._array(kernel, p.name, v.type, a, graph) if v.is_buffer
+                  else _scalar(kernel, p.name, v.type, a)
+                  for v, p, a in zip(params, kernel.params, args)]
+        run = functools.partial(self._run, kernel, grid, block, values, int(shared_bytes))
+        if not rt.record(h, run):   # recorded: a graph replay runs it
+            run()
+
+    def _run(self, kernel, grid, block, arrays, shared_bytes):
+        """One launch on numpy arrays (buffers) and IR constants (scalars)."""
+        params = kernel.body.args
         values, copies = [], []
-        for v, p, a in zip(params, kernel.params, args):
+        for v, p, a in zip(params, kernel.params, arrays):
             if v.is_buffer:
-                buf, copy_back = self._buffer(kernel, p.name, v.type, a)
+                buf = _buf(p.name, v.type, a)
                 values.append(buf)
-                if copy_back:
+                if v.type.intent != "in":
                     copies.append((a, buf))
             else:
-                values.append(_scalar(kernel, p.name, v.type, a))
+                values.append(a)
         san = Sanitizer(kernel, grid, block) if self.sanitize else None
         if san is not None and self.check_ownership:
             for p, buf in zip(kernel.params, values):
                 if isinstance(buf, Buf) and buf.intent in ("region", "out") and p.partition:
                     buf.partition = p.partition
                     buf.owner = owner_map(p.partition, buf.shape, grid, block, self.warp_size)
-        launch = Launch(kernel, grid, block, int(shared_bytes), san)
+        launch = Launch(kernel, grid, block, shared_bytes, san)
         T = math.prod(block)
         nblocks = math.prod(grid)
         per_batch = max(1, LANES_PER_BATCH // T)
@@ -114,26 +147,41 @@ class ReferenceBackend(Backend):
             for first in range(0, nblocks, per_batch):
                 batch = Batch(grid, block, first, min(per_batch, nblocks - first), self.warp_size)
                 Interpreter(launch, batch).run(values)
-        for user, buf in copies:
+        for user, buf in copies:   # only after the whole launch succeeded
             np.copyto(user, buf.flat.reshape(user.shape))
 
-    def _buffer(self, kernel, name, btype, arr):
-        if not isinstance(arr, np.ndarray):
-            raise TypeError(f"kernel '{kernel.name}': parameter '{name}': the reference backend "
-                            f"runs on numpy arrays, got {type(arr).__name__}; copy device arrays "
-                            f"to the host first")
+    def _array(self, kernel, name, btype, arr, graph) -> np.ndarray:
+        """The numpy array a buffer argument stands for: itself, or a device array's host
+        storage (zero-copy, so the launch writes into it)."""
+        what = f"kernel '{kernel.name}': parameter '{name}'"
+        if isinstance(arr, DeviceArray) and arr.runtime is self.runtime:
+            arr = self.runtime.view(arr._live(what), arr.shape, arr.dtype)
+        elif not isinstance(arr, np.ndarray):
+            got = (f"a {arr.runtime.name} device array" if isinstance(arr, DeviceArray)
+                   else type(arr).__name__)
+            raise TypeError(f"{what}: the reference backend runs on numpy arrays and its own "
+                            f"device arrays, got {got}; copy device arrays to the host first")
+        elif graph is not None:   # refused on every backend, so graph code is portable
+            raise LaunchError(f"{what}: a numpy array cannot be used inside kaio.graph() (its "
+                              "copies and synchronization cannot be captured on a GPU); pass "
+                              "kaio.to_device(array)")
         if arr.dtype != btype.dtype.storage_np or arr.ndim != btype.ndim:
-            raise TypeError(f"kernel '{kernel.name}': parameter '{name}' expects a "
-                            f"{btype.ndim}-d {btype.dtype.name} array, got {arr.ndim}-d {arr.dtype}")
-        intent = btype.intent
-        if intent == "in":
-            flat = np.ascontiguousarray(arr).reshape(-1)
-            return Buf(name, btype.dtype, arr.shape, flat, "global", intent), False
-        if intent == "out":
-            flat = np.full(arr.size, semantics.poison(btype.dtype), dtype=arr.dtype)
-        else:
-            flat = np.array(arr, order="C").reshape(-1)
-        return Buf(name, btype.dtype, arr.shape, flat, "global", intent), True
+            raise TypeError(f"{what} expects a {btype.ndim}-d {btype.dtype.name} array, "
+                            f"got {arr.ndim}-d {arr.dtype}")
+        return arr
+
+
+def _buf(name, btype, arr) -> Buf:
+    """Interpreter storage for one buffer: ``in`` read in place; ``out`` a poisoned array;
+    ``region``/``atomic``/``raw`` a working copy (both committed after the launch)."""
+    intent = btype.intent
+    if intent == "in":
+        flat = np.ascontiguousarray(arr).reshape(-1)
+    elif intent == "out":
+        flat = np.full(arr.size, semantics.poison(btype.dtype), dtype=arr.dtype)
+    else:
+        flat = np.array(arr, order="C").reshape(-1)
+    return Buf(name, btype.dtype, arr.shape, flat, "global", intent)
 
 
 def _dim3(v):
