@@ -1,27 +1,30 @@
 """Backends: each turns checked IR into something that runs, behind one interface.
 
-A backend declares its compilation as an ordered list of named stages (Triton's shape): each
-stage is a function from one artifact to the next, every artifact is kept and can be printed
+A backend compiles for one target of :mod:`kaio.backends.targets`, whose ordered, named stages
+(Triton's shape) every compilation runs; every artifact is kept and can be printed
 (``kaio compile --emit STAGE``). The registry below knows every backend by name and why it is
 unavailable on this machine.
 """
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass, field
-from typing import Callable
 
+from ..config import settings
 from ..errors import BackendUnavailable
+from ..options import CompileOptions, KernelOptions
+from .targets import build
 
 
 @dataclass
 class Compiled:
-    """The artifacts of one compilation (stage name -> artifact) and the runnable handle."""
+    """One compilation: the checked IR kernel, its artifacts (stage name -> artifact, see
+    :mod:`kaio.backends.targets`), the options it was built with and the loaded handle."""
 
     kernel: object                       # the checked IR kernel (kaio.ir.Kernel)
     artifacts: dict = field(default_factory=dict)
     handle: object = None                # backend-specific loaded function
+    options: CompileOptions | None = None
     launch_plan: object = None           # backend-specific argument plan, built on first launch
 
 
@@ -31,8 +34,11 @@ class Backend:
     - ``name``: 'reference' | 'cuda' | 'hip'
     - ``warp_size``: lanes per warp on this backend's device
     - ``available()``: (bool, reason) without side effects beyond probing the driver
-    - ``stages()``: [(stage name, function(artifact, options) -> artifact)], starting from IR
-    - ``compile(kernel, options) -> Compiled``: run the stages and load the result
+    - ``compile_options(kernel_options) -> CompileOptions``: this device's target, warp width and
+      codegen path with the kernel's own options applied
+    - ``compile(kernel, kernel_options) -> Compiled``: the target's stages (through the compile
+      cache), then ``load``; the same for every backend
+    - ``load(kernel, artifacts, options)``: the runnable handle for the loadable artifact
     - ``launch(compiled, grid, block, args, shared_bytes, stream)``: run it. ``args`` are in
       IR parameter order: Python scalars (already range-checked) and buffers (numpy arrays or
       the backend's device arrays); the backend copies host arrays by intent
@@ -46,18 +52,20 @@ class Backend:
     def available(cls) -> tuple[bool, str]:
         return True, ""
 
-    def stages(self) -> list[tuple[str, Callable]]:
+    def compile_options(self, kernel_options: KernelOptions | None = None) -> CompileOptions:
         raise NotImplementedError
 
-    def compile(self, kernel, options=None) -> Compiled:
-        artifacts = {"ir": kernel}
-        art = kernel
-        for name, stage in self.stages():
-            art = stage(art, options or {})
-            artifacts[name] = art
-        return Compiled(kernel, artifacts, self.load(artifacts))
+    def compile(self, kernel, kernel_options: KernelOptions | None = None) -> Compiled:
+        options = self.compile_options(kernel_options)
+        artifacts = build(kernel, options, self.compile_cache())
+        return Compiled(kernel, artifacts, self.load(kernel, artifacts, options), options)
 
-    def load(self, artifacts):
+    def compile_cache(self):
+        """The compile cache this backend's code goes through (None: none)."""
+        from ..cache import default_cache
+        return default_cache()
+
+    def load(self, kernel, artifacts, options: CompileOptions):
         return None
 
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
@@ -110,10 +118,8 @@ def get_backend(name: str | None = None) -> Backend:
 def current_name() -> str:
     global _current
     if _current is None:
-        env = os.environ.get("KAIO_BACKEND")
+        env = settings().backend
         if env:
-            if env not in REGISTRY:
-                raise ValueError(f"KAIO_BACKEND={env!r}: choose one of {', '.join(REGISTRY)}")
             _current = env
         else:
             _current = next(n for n in PREFERENCE if availability(n)[0])

@@ -226,9 +226,8 @@ def validate_code_object(hsaco: bytes, kernel_ir, abi, arch: str, warp_size: int
     ``kaio.backends.abi.kernel_abi(kernel_ir)``. Returns a report; ``report.raise_if_failed()``."""
     rep = ValidationReport(kernel=abi.entry, arch=arch)
     if any(op.opcode in ("warp_reduce", "block_reduce") for op in kernel_ir.walk()):
-        from .amdgpu import lower  # the plan counts the reductions' scratch arrays too
-        from .llvm_targets import get_target
-        kernel_ir = lower(kernel_ir, get_target(arch))
+        from .targets import get_target, lower  # the plan counts the reductions' scratch arrays too
+        kernel_ir = lower(kernel_ir, get_target(arch).options())
     try:
         metas = kernels(hsaco)
         syms = symbols(hsaco)

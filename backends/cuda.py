@@ -1,10 +1,10 @@
 """The runtime side of the NVIDIA backend: compile to PTX (cached), load through the CUDA
 driver, pack arguments and launch.
 
-Stages: ``ir`` (``target_pipeline`` at warp width 32) -> ``ptx`` (:func:`kaio.backends.ptx.emit_ptx`
-for the device's arch and the PTX ISA version its driver accepts). The PTX text and the argument
-layout are kept in the on-disk compile cache; the loaded module is kept in memory per PTX text,
-so a kernel is JIT-compiled by the driver once per process, never per launch.
+Compiling runs the target's stages (:mod:`kaio.backends.targets`: ``sm_XX`` for kaio's PTX for
+the device's arch and the PTX ISA version its driver accepts, or ``nvptx64-sm_XX`` for the LLVM
+path); the PTX text is kept in the on-disk compile cache and the loaded module in memory per PTX
+text, so a kernel is JIT-compiled by the driver once per process, never per launch.
 
 Launch: arguments are flattened per :class:`kaio.backends.abi.KernelABI` into one fixed parameter
 buffer per kernel (built once: the *launch plan*), so a launch costs one ``struct.pack_into`` and
@@ -18,20 +18,19 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import json
-import os
 import struct
 import threading
-from dataclasses import asdict
 
 import numpy as np
 
+from ..config import settings
 from ..errors import CudaError, LaunchError
 from ..ir.types import BufType
 from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
-from .abi import AbiParam, KernelABI, ptx_version_for
+from .abi import KernelABI, kernel_abi, ptx_version_for
 from .runtime import DeviceArray, Transfers, buffer_arg, capture_target
+from .targets import get_target, nvptx_target_for
 
 #: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
 _STRUCT = {"u8": "B", "i8": "b", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
@@ -142,24 +141,12 @@ def _param_plan(compiled: Compiled) -> list:
     return plan
 
 
-def _encode_entry(ptx: str, abi: KernelABI) -> str:
-    return json.dumps({"ptx": ptx, "entry": abi.entry, "params": [asdict(p) for p in abi.params]})
-
-
-def _decode_entry(payload) -> tuple[str, KernelABI] | None:
-    try:
-        d = json.loads(payload)
-        return d["ptx"], KernelABI(d["entry"], [AbiParam(**p) for p in d["params"]])
-    except (ValueError, KeyError, TypeError):
-        return None  # written by an incompatible kaio: rebuild
-
-
 class CudaBackend(Backend):
     """NVIDIA GPUs through the CUDA driver API (cuda-python). Device: ``KAIO_CUDA_DEVICE``
     (default 0). ``KAIO_CUDA_SYNC=1`` synchronizes after every launch (to pin a fault on its
     kernel). ``codegen``: 'ptx' (kaio's PTX emitter) or 'llvm' (the LLVM nvptx64 path); None
-    reads ``KAIO_CUDA_CODEGEN`` at each compile (default 'ptx'), so two instances can run both
-    paths in one process (the conformance suite does)."""
+    takes ``KAIO_CUDA_CODEGEN`` (default 'ptx'); two instances can run both paths in one process
+    (the conformance suite does)."""
 
     name = "cuda"
     warp_size = 32
@@ -188,48 +175,20 @@ class CudaBackend(Backend):
         self.props = self.ctx.props
         self.arch = self.target = self.props.arch
         self.ptx_version = ptx_version_for(self.arch, self.ctx.driver_version)
-        self.sync_every_launch = os.environ.get("KAIO_CUDA_SYNC", "") in ("1", "true", "yes")
+        self.sync_every_launch = settings().cuda_sync
         self._modules: dict[str, LoadedKernel] = {}
         self._lock = threading.Lock()
 
-    # --- compiling ------------------------------------------------------------------------
-    def stages(self):
-        from ..targets import lower_for
-        return [("ir", lambda k, o: lower_for(k, self.warp_size)),
-                ("ptx", lambda k, o: self._emit(k, o)[0])]
+    # --- compiling (the stages are kaio.backends.targets'; Backend.compile runs them) ------
+    def compile_options(self, kernel_options=None):
+        """kaio's PTX for this device's arch and driver, or the LLVM nvptx64 path."""
+        codegen = self.codegen or settings().cuda_codegen
+        if codegen == "llvm":
+            return get_target(nvptx_target_for(self.arch)).options(kernel_options)
+        return get_target(self.arch).options(kernel_options, ptx_version=self.ptx_version)
 
-    def _codegen(self) -> str:
-        return self.codegen or os.environ.get("KAIO_CUDA_CODEGEN", "ptx")
-
-    def _emit(self, lowered, options) -> tuple[str, KernelABI]:
-        if self._codegen() == "llvm":   # the LLVM path's nvptx64 retarget
-            from .amdgpu import ptx_for_cuda
-            return ptx_for_cuda(lowered, self.arch, bool(options.get("fast_math", False)))
-        from .ptx import emit_ptx
-        return emit_ptx(lowered, self.arch, fast_math=bool(options.get("fast_math", False)),
-                        ptx_version=self.ptx_version)
-
-    def compile(self, kernel, options=None) -> Compiled:
-        from ..cache import cache_key, default_cache
-        from ..ir import print_kernel
-        from ..targets import lower_for
-        options = dict(options or {})
-        key = cache_key(print_kernel(kernel), self.arch,
-                        {"stage": "ptx", "fast_math": bool(options.get("fast_math", False)),
-                         "ptx_version": self.ptx_version,
-                         "codegen": self._codegen()})
-        cache = default_cache()
-        hit = cache.get(key)
-        entry = _decode_entry(hit) if hit is not None else None
-        artifacts = {"ir": kernel}
-        if entry is None:
-            lowered = lower_for(kernel, self.warp_size)
-            entry = self._emit(lowered, options)
-            artifacts["ir"] = lowered
-            cache.put(key, _encode_entry(*entry))
-        ptx, abi = entry
-        artifacts.update(ptx=ptx, abi=abi)
-        return Compiled(kernel, artifacts, self.load_ptx(ptx, abi, kernel.name))
+    def load(self, kernel, artifacts, options):
+        return self.load_ptx(artifacts["ptx"], kernel_abi(kernel), kernel.name)
 
     def load_ptx(self, ptx: str, abi: KernelABI, kernel_name: str | None = None) -> LoadedKernel:
         """Load PTX (once per distinct text and ABI in this process).

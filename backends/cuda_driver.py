@@ -10,10 +10,10 @@ This module also owns the per-process CUDA state: the primary context of each de
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 
+from ..config import settings
 from ..errors import BackendUnavailable, CudaError
 
 _driver = None
@@ -232,10 +232,7 @@ class Context:
 
 def default_ordinal() -> int:
     """The device kaio uses: ``KAIO_CUDA_DEVICE`` (default 0)."""
-    try:
-        return int(os.environ.get("KAIO_CUDA_DEVICE", "0"))
-    except ValueError:
-        raise ValueError(f"KAIO_CUDA_DEVICE={os.environ['KAIO_CUDA_DEVICE']!r} is not an integer") from None
+    return settings().cuda_device
 
 
 def context(ordinal: int | None = None) -> Context:

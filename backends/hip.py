@@ -20,19 +20,20 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import os
 import struct
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import settings
 from ..errors import HipError, LaunchError
 from ..ir.types import BufType
 from . import Backend, Compiled
 from .abi import KernelABI, kernel_abi
 from .codeobject import kernarg_layout
 from .runtime import ExecGraph, Runtime, Transfers, buffer_arg, capture_target, one_per_device, quietly
+from .targets import get_target
 
 #: struct codes of flat argument dtypes (bf16 travels as its 16-bit pattern, bool as u8)
 _STRUCT = {"u8": "B", "i8": "b", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
@@ -362,38 +363,17 @@ class HipBackend(Backend):
         self.props = device_props(self.device)
         self.arch = self.target = self.props.arch
         self.warp_size = self.props.warp_size
-        self.sync_every_launch = os.environ.get("KAIO_HIP_SYNC", "") in ("1", "true", "yes")
+        self.sync_every_launch = settings().hip_sync
         self._modules: dict[str, LoadedKernel] = {}
         self._lock = threading.Lock()
 
-    # --- compiling -----------------------------------------------------------------------------
-    def stages(self):
-        from .amdgpu import stages
-        def adapt(fn):      # Backend stages take (artifact, options)
-            return lambda art, options: fn(art)
-        return [(n, adapt(fn)) for n, fn in stages(self.arch)]
+    # --- compiling (the stages are kaio.backends.targets'; Backend.compile runs them) ------
+    def compile_options(self, kernel_options=None):
+        """This device's AMDGPU target (validated code objects, cached)."""
+        return get_target(self.arch).options(kernel_options, warp_size=self.warp_size)
 
-    def build(self, kernel, fast_math: bool = False) -> tuple[str, bytes]:
-        """(LLVM IR text, validated code object) for this device's arch."""
-        from .amdgpu import emit_llvm, get_target, link_code_object, llvm_to_object, lower
-        from .codeobject import validate_code_object
-        t = get_target(self.arch)
-        lowered = lower(kernel, t)
-        text = emit_llvm(lowered, t, fast_math=fast_math)
-        hsaco = link_code_object(llvm_to_object(text, self.arch, kernel.name), kernel.name)
-        validate_code_object(hsaco, lowered, kernel_abi(lowered), self.arch,
-                             self.warp_size).raise_if_failed()
-        return text, hsaco
-
-    def compile(self, kernel, options=None) -> Compiled:
-        from ..cache import cache_key, default_cache
-        from ..ir import print_kernel
-        fast = bool((options or {}).get("fast_math", False))
-        key = cache_key(print_kernel(kernel), self.props.arch_full, {"stage": "hsaco", "fast_math": fast})
-        hsaco = default_cache().get_or_build(key, lambda: self.build(kernel, fast)[1])
-        abi = kernel_abi(kernel)
-        return Compiled(kernel, {"ir": kernel, "hsaco": hsaco, "abi": abi},
-                        self.load_hsaco(hsaco, abi, kernel.name))
+    def load(self, kernel, artifacts, options):
+        return self.load_hsaco(artifacts["hsaco"], kernel_abi(kernel), kernel.name)
 
     def load_hsaco(self, hsaco: bytes, abi: KernelABI, kernel_name: str | None = None) -> LoadedKernel:
         key = hashlib.sha256(hsaco).hexdigest() + ":" + abi.entry
@@ -476,4 +456,4 @@ class HipBackend(Backend):
 
 
 def _device_index() -> int:
-    return int(os.environ.get("KAIO_HIP_DEVICE", "0"))
+    return settings().hip_device

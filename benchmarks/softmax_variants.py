@@ -3,9 +3,9 @@
     python3 benchmarks/softmax_variants.py [--out DIR]
 
 Builds the register-resident softmax of kaio_bench_kernels with and without the register cap
-(``max_registers=32``) and with and without PTX if-conversion (kaio.backends.ptx_predicate),
-plus the three-pass kernel, straight from ``emit_ptx`` (so the compile cache cannot mix the
-variants up), and times each on 4096 x 8192 f32 rows against torch.softmax's result.
+(``max_registers=32``), plus the three-pass kernel, through the normal compile path (each cap is
+a compile option, so the cache keeps the variants apart), and times each on 4096 x 8192 f32
+rows against torch.softmax's result.
 """
 from __future__ import annotations
 
@@ -26,9 +26,7 @@ def main(argv=None) -> int:
     from kaio_bench_kernels import softmax_rows, softmax_rows_resident
 
     import kaio
-    from kaio.backends import ptx_predicate
-    from kaio.backends.ptx import emit_ptx
-    from kaio.targets import lower_for
+    from kaio.launch import KernelFunction
 
     be = kaio.get_backend("cuda")
     rows, cols = 4096, 8192
@@ -36,26 +34,16 @@ def main(argv=None) -> int:
     y = torch.empty_like(x)
     want = torch.softmax(x, dim=1)
 
-    def build(kernel, consts, cap, predicate):
-        k = lower_for(kernel.specialize_ir(consts), 32)
-        if cap is None:
-            k.attrs.pop("max_registers", None)
-        else:
-            k.attrs["max_registers"] = cap
-        saved, ptx_predicate.ENABLED = ptx_predicate.ENABLED, predicate
-        try:
-            ptx, abi = emit_ptx(k, be.arch, fast_math=True)
-        finally:
-            ptx_predicate.ENABLED = saved
-        return be.load_ptx(ptx, abi, kernel.name + f"_{cap}_{predicate}_{consts}")
+    def build(kernel, consts, cap):
+        variant = KernelFunction(kernel.fn, fast_math=True, max_registers=cap)
+        return variant.compile(be, **consts).handle
 
     variants = []
     for threads, per in ((1024, 8), (512, 16), (256, 32)):
         for cap in ((32, None) if threads == 1024 else (None,)):
-            for pred in (True, False):
-                lk = build(softmax_rows_resident, {"PER": per}, cap, pred)
-                variants.append((f"resident {threads}x{per} cap={cap} predicated={pred}", lk, threads))
-    variants.append(("three-pass 1024", build(softmax_rows, {}, None, True), 1024))
+            lk = build(softmax_rows_resident, {"PER": per}, cap)
+            variants.append((f"resident {threads}x{per} cap={cap}", lk, threads))
+    variants.append(("three-pass 1024", build(softmax_rows, {}, None), 1024))
     lines = ["| variant | ms | GB/s | max err |", "|---|---|---|---|"]
     for name, lk, threads in variants:
         vals = [x.data_ptr(), rows, cols, y.data_ptr(), rows, cols]

@@ -1,7 +1,7 @@
 """LLVM builds in worker processes: AMD compile-and-validate, and the nvptx64 pre-flight.
 
-Compile-only AMD targets (gfx90a, gfx942): each job builds one kernel's code object with
-:func:`kaio.backends.amdgpu.emit` (stage 'hsaco') and checks it with
+Compile-only AMD targets (gfx90a, gfx942): each job runs the target's stages
+(:mod:`kaio.backends.targets`) up to 'report': the code object checked by
 :func:`kaio.backends.codeobject.validate_code_object`. For ``cuda-llvm`` the suite first builds
 the kernel's PTX here (target 'nvptx64-sm_80' / 'nvptx64-sm_90') before loading it in-process.
 
@@ -44,22 +44,20 @@ class BuildResult:
         return asdict(self)
 
 
-def build(ir_text: str, target: str, fast_math: bool) -> BuildResult:
-    """Build (and for AMD validate) one kernel; Python-level errors become a failed result."""
-    from kaio.backends import amdgpu, codeobject
-    from kaio.backends.abi import kernel_abi
-    from kaio.backends.llvm_targets import get_target
+def build(ir_text: str, target: str, kernel_options=None) -> BuildResult:
+    """Build (and for AMD validate) one kernel through the target's stages, with the kernel's
+    own options (``kaio.options.KernelOptions``); Python-level errors become a failed result."""
+    from kaio.backends.targets import get_target
     from kaio.ir import parse_kernel
     name = "?"
     try:
-        k = parse_kernel(ir_text)
+        k = parse_kernel(ir_text)   # the IR crossed a process boundary as text
         name = k.name
-        if target.startswith("nvptx"):
-            amdgpu.emit(k, "ptx", target, fast_math)
+        t = get_target(target)
+        if t.family == "nvptx":
+            t.run(k, t.options(kernel_options), until="ptx")
             return BuildResult(name, target, True)
-        hsaco = amdgpu.emit(k, "hsaco", target, fast_math)
-        rep = codeobject.validate_code_object(hsaco, k, kernel_abi(k), target,
-                                              warp_size=get_target(target).warp_size)
+        rep = t.run(k, t.options(kernel_options), until="report")["report"]
     except Exception as e:
         return BuildResult(name, target, False, [f"{type(e).__name__}: {e}"])
     return BuildResult(name, target, rep.ok, list(rep.errors), rep.lds_bytes, rep.sgpr, rep.vgpr,
@@ -74,11 +72,11 @@ def _kernel_name(ir_text: str) -> str:
         return "?"
 
 
-def build_isolated(ir_text: str, target: str, fast_math: bool) -> BuildResult:
+def build_isolated(ir_text: str, target: str, kernel_options=None) -> BuildResult:
     """:func:`build` in a forked child, so a fatal LLVM error ends only the child (runs inside a
     worker process, which holds no CUDA context and no threads of its own)."""
     if not hasattr(os, "fork"):
-        return build(ir_text, target, fast_math)
+        return build(ir_text, target, kernel_options)
     with tempfile.TemporaryFile() as err:
         r, w = os.pipe()
         pid = os.fork()
@@ -86,7 +84,7 @@ def build_isolated(ir_text: str, target: str, fast_math: bool) -> BuildResult:
             os.close(r)
             os.dup2(err.fileno(), 2)
             try:
-                data = pickle.dumps(build(ir_text, target, fast_math))
+                data = pickle.dumps(build(ir_text, target, kernel_options))
             except BaseException as e:  # noqa: BLE001 - everything is reported
                 data = pickle.dumps(BuildResult("?", target, False, [repr(e)]))
             view = memoryview(data)
@@ -117,25 +115,24 @@ def _warm_worker() -> None:
     forked for each job starts warm (a cold child re-imports llvmlite and kaio's backends and
     re-initialises LLVM: about a second per job, five times the build itself)."""
     try:
-        from kaio.backends import abi, amdgpu, codeobject  # noqa: F401
-        from kaio.backends.llvm_targets import get_target  # noqa: F401
+        from kaio.backends import abi, codeobject, llvm_compile, targets  # noqa: F401
         from kaio.ir import parse_kernel  # noqa: F401
         from kaio.passes import target_pipeline  # noqa: F401
-        amdgpu._llvm()
+        llvm_compile._llvm()
         for t in ("gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_90"):
             try:
-                amdgpu.target_machine(t)
+                llvm_compile.target_machine(t)
             except Exception:
                 pass
         try:
-            amdgpu.find_linker()
+            llvm_compile.find_linker()
         except Exception:
             pass
         # one real build per kind of target imports everything the builds import lazily
         # (target pipeline passes, the IR math library, code-object checks)
         ir = _warmup_ir()
-        build(ir, "gfx942", False)
-        build(ir, "nvptx64-sm_90", False)
+        build(ir, "gfx942")
+        build(ir, "nvptx64-sm_90")
     except Exception:   # a cold worker still builds, only slower
         pass
 

@@ -23,11 +23,11 @@ EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfin
 def features(ir_kernels) -> dict:
     """What in the kernels' target-lowered IR breaks bit reproducibility:
     {'fast': [...], 'native_math': [...], 'float_atomics': [...]} (function / op names)."""
-    from kaio.targets import lower_for
+    from kaio.backends.targets import get_target, lower
     found = {"fast": set(), "native_math": set(), "float_atomics": set()}
     for kernel, options in ir_kernels:
-        fast_kernel = bool((options or {}).get("fast_math"))
-        for op in lower_for(kernel, 32).walk():
+        fast_kernel = bool(options and options.fast_math)
+        for op in lower(kernel, get_target("reference-w32").options()).walk():
             if op.opcode == "math":
                 fn = op.attrs.get("fn")
                 if op.attrs.get("fast") or (fast_kernel and fn not in EXACT_MATH):
@@ -75,12 +75,12 @@ def portable_math_active() -> bool:
     IR math library is in use), so non-fast math is bit-identical across targets."""
     import kaio
     from kaio import f32
-    from kaio.targets import lower_for
+    from kaio.backends.targets import get_target, lower
 
     @kaio.kernel
     def probe_exp(x: kaio.In[f32], y: kaio.Out[f32]):
         for i in y.owned():
             y[i] = kaio.math.exp(x[i])
 
-    k = lower_for(probe_exp.specialize_ir({}), 32)
+    k = lower(probe_exp.specialize_ir({}), get_target("reference-w32").options())
     return not any(op.opcode == "math" and op.attrs.get("fn") == "exp" for op in k.walk())

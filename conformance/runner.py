@@ -261,7 +261,7 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
                                            "launched kernel to build")
         else:
             for kernel, options in _unique(launched):
-                jobs.append((row, t, (_ir_text(kernel), t, bool(options.get("fast_math")))))
+                jobs.append((row, t, (_ir_text(kernel), t, options)))
     return row, jobs
 
 
@@ -275,7 +275,7 @@ def _llvm_jobs(launched, infos, backends, targets) -> list:
             if pt:
                 names.append(pt)
     names += [t for t in targets if t in COMPILE_ONLY and infos[t].available]
-    return [(_ir_text(k), name, bool(o.get("fast_math"))) for name in names
+    return [(_ir_text(k), name, o) for name in names
             for k, o in _unique(launched)]
 
 
@@ -296,7 +296,7 @@ def _preflight(t: str, rec, logs: dict, results: dict, pool) -> str:
     if not target:
         return ""
     launched = next((logs[o] for o in logs if o in results and logs[o]), [])
-    jobs = [(_ir_text(k), target, bool(o.get("fast_math"))) for k, o in _unique(launched)]
+    jobs = [(_ir_text(k), target, o) for k, o in _unique(launched)]
     bad = [r for r in pool.run(jobs).values() if not r.ok]
     if bad:
         return f"LLVM build of {bad[0].kernel} for {target} failed: " + "; ".join(bad[0].errors)[:400]
@@ -311,7 +311,7 @@ def _short(e: Exception, limit: int = 300) -> str:
 def _unique(launched):
     seen = {}
     for k, o in launched:
-        seen.setdefault((_ir_text(k), bool(o.get("fast_math"))), (k, o))
+        seen.setdefault((_ir_text(k), o), (k, o))
     return list(seen.values())
 
 

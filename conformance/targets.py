@@ -21,6 +21,8 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
+from kaio.options import KernelOptions
+
 EXECUTED = ("reference", "reference-w64", "cuda", "cuda-llvm", "hip")
 COMPILE_ONLY = ("gfx90a", "gfx942")
 ALL = EXECUTED + COMPILE_ONLY
@@ -120,7 +122,7 @@ def _hip_driver_version() -> str:
 def _probe_amd_compile(info: TargetInfo) -> None:
     import llvmlite
 
-    from kaio.backends.amdgpu import find_linker
+    from kaio.backends.llvm_compile import find_linker
     linker = find_linker()  # CompileError with a hint when missing
     info.device = {"name": f"AMD {info.name} (compile and validate only)",
                    "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(linker.name)}",
@@ -150,16 +152,16 @@ class Recorder:
         self.inner = inner
         self.name = inner.name
         self.warp_size = inner.warp_size
-        self.log: list[tuple[object, dict]] = []
-        self._options: dict[int, dict] = {}
+        self.log: list[tuple[object, KernelOptions]] = []
+        self._options: dict[int, KernelOptions] = {}
 
     def compile(self, kernel, options=None):
         c = self.inner.compile(kernel, options)
-        self._options[id(c)] = dict(options or {})
+        self._options[id(c)] = options or KernelOptions()
         return c
 
     def launch(self, compiled, grid, block, args, shared_bytes=0, stream=None):
-        self.log.append((compiled.kernel, self._options.get(id(compiled), {})))
+        self.log.append((compiled.kernel, self._options.get(id(compiled), KernelOptions())))
         return self.inner.launch(compiled, grid, block, args, shared_bytes, stream)
 
     def __getattr__(self, attr):

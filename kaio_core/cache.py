@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from .config import settings
+
 MAGIC = b"KAIOCACHE1"
 _MAX_MEMORY_ENTRIES = 4096
 
@@ -64,7 +66,7 @@ def cache_key(ir_text: str, target: str, options: dict | None = None, version: s
 
 
 def default_dir() -> Path:
-    env = os.environ.get("KAIO_CACHE_DIR")
+    env = settings().cache_dir
     return Path(env).expanduser() if env else Path.home() / ".cache" / "kaio"
 
 
@@ -75,7 +77,7 @@ class CompileCache:
     def __init__(self, directory: str | os.PathLike | None = None, *, disk: bool | None = None):
         self.directory = Path(directory) if directory is not None else default_dir()
         if disk is None:
-            disk = os.environ.get("KAIO_CACHE_DISABLE", "") not in ("1", "true", "yes")
+            disk = not settings().cache_disable
         self.disk = disk
         self._memory: dict[str, str | bytes] = {}
         self._lock = threading.Lock()

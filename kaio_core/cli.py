@@ -16,7 +16,7 @@ import platform
 import sys
 from pathlib import Path
 
-from .targets import STAGES, TARGETS
+from .backends.targets import COMPILE_TARGETS, STAGES
 
 #: subcommands owned by other modules: name -> candidate "module:function" entry points
 DELEGATED = {
@@ -152,7 +152,7 @@ def load_kernel(spec: str):
 
 
 def cmd_compile(args) -> int:
-    from .targets import check
+    from .backends.targets import check
     try:
         target = check(args.emit, args.target)
     except ValueError as e:
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("info", help="versions, backends and devices")
     c = sub.add_parser("compile", help="print one compilation stage of a kernel (no GPU needed)")
     c.add_argument("kernel", metavar="FILE.py:KERNEL")
-    c.add_argument("--target", default=None, help=f"one of: {', '.join(TARGETS)}")
+    c.add_argument("--target", default=None, help=f"one of: {', '.join(COMPILE_TARGETS)}")
     c.add_argument("--emit", default="ptx", choices=STAGES, help="stage to print (default: ptx)")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
     c.add_argument("--const", action="append", metavar="NAME=VALUE",

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .errors import LaunchError
+from .options import KernelOptions
 from .signature import ParamInfo, bind, parse_signature
 
 MAX_BLOCK_THREADS = 1024
@@ -178,17 +179,16 @@ class KernelFunction:
     ``k(args...)``, ``k[grid, block](args...)``, ``k[grid, block, shared_bytes](...)``,
     ``k[grid, block, shared_bytes, stream](...)``."""
 
-    def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None):
-        if max_registers is not None and (type(max_registers) is not int or
-                                          not 16 <= max_registers <= 255):
-            raise ValueError(f"kernel '{fn.__name__}': max_registers must be an int in 16..255, "
-                             f"got {max_registers!r}")
-        self.max_registers = max_registers
+    def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None,
+                 disabled_passes=()):
+        try:
+            self.options = KernelOptions(fast_math, max_registers, frozenset(disabled_passes))
+        except ValueError as e:
+            raise ValueError(f"kernel '{fn.__name__}': {e}") from None
         self.fn = fn
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        self.fast_math = fast_math
         self.params = parse_signature(fn)
         self._ir_cache: dict = {}
         self._compiled: dict = {}
@@ -230,8 +230,6 @@ class KernelFunction:
                 from .frontend import lower_kernel
                 from .passes import frontend_pipeline
                 k = frontend_pipeline(lower_kernel(self.fn, self.params, consts, fast_math=self.fast_math))
-                if self.max_registers is not None:   # travels with the IR (and its cache key)
-                    k.attrs["max_registers"] = self.max_registers
                 self._ir_cache[key] = k
         return k
 
@@ -253,15 +251,24 @@ class KernelFunction:
         # freed backend's id reused by another would otherwise return the wrong Compiled
         if hit is not None and hit[0] is be:
             return hit[1]
-        c = be.compile(self.specialize_ir(consts), {"fast_math": self.fast_math})
+        c = be.compile(self.specialize_ir(consts), self.options)
         self._compiled[key] = (be, c)
         return c
 
-    def emit(self, stage: str, target: str | None = None, **consts) -> str:
-        """Text of one compilation stage ('ir', 'ptx', 'llvm', 'asm', ...) for a target, with
-        no GPU needed (see ``kaio compile``)."""
-        from .targets import emit_stage
-        return emit_stage(self.specialize_ir(consts), stage, target, fast_math=self.fast_math)
+    @property
+    def fast_math(self) -> bool:
+        return self.options.fast_math
+
+    @property
+    def max_registers(self) -> int | None:
+        return self.options.max_registers
+
+    def emit(self, stage: str, target: str | None = None, **consts):
+        """One compilation stage's artifact ('ir', 'lowered', 'ptx', 'llvm', 'asm', 'hsaco', ...)
+        for a target, with no GPU needed (see ``kaio compile``): text, or bytes for binary
+        stages. Runs the same stages a launch does."""
+        from .backends.targets import emit
+        return emit(self.specialize_ir(consts), stage, target, self.options)
 
     # --- launching --------------------------------------------------------------------
     def __getitem__(self, config) -> "_BoundLaunch":
@@ -353,15 +360,21 @@ class _BoundLaunch:
         return self.kernel._launch(self.grid, self.block, self.shared, self.stream, args, kwargs)
 
 
-def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None):
+def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None,
+           disabled_passes=()):
     """Decorator: compile a Python function into a kaio kernel (see README for the language).
 
     ``fast_math``: hardware approximations for math functions and division (docs/mathlib.md).
     ``max_registers``: cap on registers per thread (PTX ``.maxnreg``, AMD ``amdgpu-num-vgpr``),
-    to trade spills for occupancy, e.g. so two 1024-thread blocks fit on an SM (at most 32)."""
+    to trade spills for occupancy, e.g. so two 1024-thread blocks fit on an SM (at most 32).
+    ``disabled_passes``: optimisation passes to skip for this kernel, by name
+    (``kaio.options.SWITCHABLE_PASSES``: 'full_tiles', 'unroll').
+    All three are part of the compile options, so they key the compile cache."""
     if fn is None:
-        return lambda f: KernelFunction(f, fast_math=fast_math, max_registers=max_registers)
-    return KernelFunction(fn, fast_math=fast_math, max_registers=max_registers)
+        return lambda f: KernelFunction(f, fast_math=fast_math, max_registers=max_registers,
+                                        disabled_passes=disabled_passes)
+    return KernelFunction(fn, fast_math=fast_math, max_registers=max_registers,
+                          disabled_passes=disabled_passes)
 
 
 class DeviceFunction:

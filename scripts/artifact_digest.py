@@ -15,7 +15,7 @@ import hashlib
 import os
 import sys
 
-STAGE_TARGETS = [("ir", "sm_90"), ("ir", "gfx942"), ("ptx", "sm_90"), ("ptx", "sm_80"),
+STAGE_TARGETS = [("lowered", "sm_90"), ("lowered", "gfx942"), ("ptx", "sm_90"), ("ptx", "sm_80"),
                  ("llvm", "gfx942"), ("llvm", "gfx90a"), ("llvm", "gfx1100"),
                  ("llvm", "nvptx64-sm_90"), ("ptx", "nvptx64-sm_90"), ("asm", "gfx942")]
 
@@ -31,8 +31,7 @@ def collect(names):
         with using(rec, "digest"):
             case.run(case.make_inputs("small"))
         for k, o in rec.log:
-            fm = bool(o.get("fast_math"))
-            seen.setdefault((print_kernel(k), fm), (case.name, k))
+            seen.setdefault((print_kernel(k), o), (case.name, k))
     return seen
 
 
@@ -42,18 +41,18 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", nargs="*")
     ap.add_argument("--targets", default="")
     a = ap.parse_args(argv)
-    from kaio.targets import emit_stage
+    from kaio.backends.targets import emit
     wanted = set(a.targets.split(",")) if a.targets else None
     os.makedirs(a.outdir, exist_ok=True)
     kernels = collect(a.cases)
     index = []
-    for (text, fm), (case, k) in sorted(kernels.items(), key=lambda kv: (kv[1][0], kv[0][0])):
-        tag = f"{k.name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}{'-fast' if fm else ''}"
+    for (text, opts), (case, k) in sorted(kernels.items(), key=lambda kv: (kv[1][0], kv[0][0])):
+        tag = f"{k.name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}{'-fast' if opts.fast_math else ''}"
         for stage, target in STAGE_TARGETS:
             if wanted and target not in wanted:
                 continue
             try:
-                art = emit_stage(k, stage, target, fast_math=fm)
+                art = emit(k, stage, target, opts)
             except Exception as e:  # recorded, so a new failure shows in the diff
                 art = f"ERROR {type(e).__name__}: {e}"
             with open(os.path.join(a.outdir, f"{tag}.{stage}.{target}"), "w") as f:

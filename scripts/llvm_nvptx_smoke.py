@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import llvm_kernels as K  # noqa: E402
 
-from kaio.backends import amdgpu  # noqa: E402
+from kaio.backends import targets  # noqa: E402
 from kaio.backends.abi import kernel_abi  # noqa: E402
 from kaio.ir.types import BufType  # noqa: E402
 
@@ -56,7 +56,7 @@ def setup():
 
 def run_sample(cu, target, s):
     kernel = s.build()
-    ptx = amdgpu.emit(kernel, "ptx", target)
+    ptx = targets.emit(kernel, "ptx", target)
     abi = kernel_abi(kernel)
     module = check(cu.cuModuleLoadData(ptx.encode() + b"\0"), "cuModuleLoadData")
     fn = check(cu.cuModuleGetFunction(module, abi.entry.encode()), "cuModuleGetFunction")

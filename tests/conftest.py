@@ -30,6 +30,26 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"no {marker} device: {why}"))
 
 
+@pytest.fixture(autouse=True)
+def _settings_follow_monkeypatch(monkeypatch):
+    """kaio reads its KAIO_* variables once (kaio.config); a test that changes one through
+    monkeypatch gets the settings re-read at once, and every test starts from the environment."""
+    from kaio import config
+    setenv, delenv = monkeypatch.setenv, monkeypatch.delenv
+
+    def setenv_and_reload(*args, **kwargs):
+        setenv(*args, **kwargs)
+        config.reload()
+
+    def delenv_and_reload(*args, **kwargs):
+        delenv(*args, **kwargs)
+        config.reload()
+
+    monkeypatch.setenv, monkeypatch.delenv = setenv_and_reload, delenv_and_reload
+    config.reload()
+    yield
+
+
 def backend_names() -> list:
     names = ["reference"]
     for n in ("cuda", "hip"):

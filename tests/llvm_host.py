@@ -14,11 +14,12 @@ import itertools
 
 import numpy as np
 
-from kaio.backends import amdgpu
+from kaio.backends import llvm_compile
 from kaio.backends.abi import kernel_abi
 from kaio.backends.llvm import emit_llvm
 from kaio.backends.llvm_targets import host_target
 from kaio.ir.types import BufType
+from kaio.passes import target_pipeline
 
 _CT = {"u8": ctypes.c_uint8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "u16": ctypes.c_uint16,
        "i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
@@ -60,11 +61,11 @@ def host_module(kernel):
         if op.opcode in _SERIAL_ONLY:
             raise ValueError(f"kernel '{kernel.name}' uses {op.opcode}: it cannot run one thread at a time")
     t = host_target()
-    llvm = amdgpu._llvm()
+    llvm = llvm_compile._llvm()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     _install_runtime(llvm)
-    k = amdgpu.lower(kernel, t)
+    k = target_pipeline(kernel, t.warp_size)
     mod = llvm.parse_assembly(emit_llvm(k, t))
     mod.verify()
     tm = llvm.Target.from_triple(t.triple).create_target_machine(cpu=t.cpu, features=t.features, opt=2)

@@ -14,14 +14,14 @@ from ir_samples import every_op_kernel
 import kaio
 from kaio import dtypes as dt
 from kaio import f32
-from kaio.backends import amdgpu, codeobject
+from kaio.backends import codeobject, llvm_compile, targets
 from kaio.backends.abi import kernel_abi
 from kaio.errors import CompileError
 
 ARCHS = ("gfx90a", "gfx942")
 
 try:
-    amdgpu.find_linker()
+    llvm_compile.find_linker()
     NO_LLD = ""
 except CompileError as e:
     NO_LLD = str(e)
@@ -29,7 +29,7 @@ needs_lld = pytest.mark.skipif(bool(NO_LLD), reason=NO_LLD or "ld.lld present")
 
 
 def build_and_validate(kernel, arch):
-    hsaco = amdgpu.emit(kernel, "hsaco", arch)
+    hsaco = targets.emit(kernel, "hsaco", arch)
     rep = codeobject.validate_code_object(hsaco, kernel, kernel_abi(kernel), arch)
     return hsaco, rep
 
@@ -50,7 +50,7 @@ def test_sample_code_object_validates(name, arch):
 @needs_lld
 def test_metadata_details_saxpy():
     k = K.saxpy()
-    hsaco = amdgpu.emit(k, "hsaco", "gfx90a")
+    hsaco = targets.emit(k, "hsaco", "gfx90a")
     md = codeobject.metadata(hsaco)
     assert md["amdhsa.version"][0] == 1 and md["amdhsa.version"][1] >= 2   # code object v5+
     km = codeobject.kernels(hsaco)["saxpy"]
@@ -94,7 +94,7 @@ def test_lds_plan_counts_reduction_scratch_and_shared_arrays():
 @needs_lld
 def test_validation_reports_mismatches():
     k = K.saxpy()
-    hsaco = amdgpu.emit(k, "hsaco", "gfx90a")
+    hsaco = targets.emit(k, "hsaco", "gfx90a")
     assert not codeobject.validate_code_object(hsaco, k, kernel_abi(k), "gfx942").ok   # wrong arch
     other = K.intops()    # a different ABI: 3 buffers
     rep = codeobject.validate_code_object(hsaco, k, kernel_abi(other), "gfx90a")
@@ -115,28 +115,28 @@ def test_validation_reports_mismatches():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_asm_stage(arch):
-    asm = amdgpu.emit(K.shared_reverse(), "asm", arch)
+    asm = targets.emit(K.shared_reverse(), "asm", arch)
     assert f".amdgcn_target \"amdgcn-amd-amdhsa--{arch}" in asm
     assert "s_barrier" in asm and ".amdhsa_kernel shared_reverse" in asm
     assert re.search(r"\.amdhsa_float_denorm_mode_32 3", asm)          # f32 denormals kept (IEEE)
-    warp = amdgpu.emit(K.warp_ops(), "asm", arch)
+    warp = targets.emit(K.warp_ops(), "asm", arch)
     assert "ds_bpermute_b32" in warp and ".wavefront_size: 64" in warp
 
 
 def test_find_lld_order_and_error(monkeypatch, tmp_path):
     monkeypatch.setenv("KAIO_LLD", str(tmp_path / "missing"))
     with pytest.raises(CompileError, match="KAIO_LLD"):
-        amdgpu.find_lld()
+        llvm_compile.find_lld()
     fake = tmp_path / "ld.lld"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     monkeypatch.setenv("KAIO_LLD", str(fake))
-    assert amdgpu.find_lld() == str(fake)
+    assert llvm_compile.find_lld() == str(fake)
     monkeypatch.delenv("KAIO_LLD")
-    monkeypatch.setattr(amdgpu.os.path, "isfile", lambda p: False)
-    monkeypatch.setattr(amdgpu.shutil, "which", lambda name: None)
+    monkeypatch.setattr(llvm_compile.os.path, "isfile", lambda p: False)
+    monkeypatch.setattr(llvm_compile.shutil, "which", lambda name: None)
     with pytest.raises(CompileError, match="apt-get install lld-19"):
-        amdgpu.find_lld()
+        llvm_compile.find_lld()
 
 
 def _fake_triton(monkeypatch, link_hsaco):
@@ -158,7 +158,7 @@ def test_linker_falls_back_to_tritons_lld(monkeypatch):
     import subprocess
     import sys
     try:
-        real_lld = amdgpu.find_lld()
+        real_lld = llvm_compile.find_lld()
     except CompileError:
         real_lld = None
     calls = []
@@ -174,35 +174,35 @@ def test_linker_falls_back_to_tritons_lld(monkeypatch):
     def no_lld():
         raise CompileError("no ld.lld found")
 
-    t = amdgpu.get_target("gfx90a")
+    t = targets.get_target("gfx90a")
     kernel = K.saxpy()
-    obj = amdgpu.llvm_to_object(amdgpu.emit(kernel, "llvm", "gfx90a"), "gfx90a")
+    obj = llvm_compile.llvm_to_object(targets.emit(kernel, "llvm", "gfx90a"), "gfx90a")
     monkeypatch.delenv("KAIO_LLD", raising=False)
-    monkeypatch.setattr(amdgpu, "find_lld", no_lld)
+    monkeypatch.setattr(llvm_compile, "find_lld", no_lld)
     _fake_triton(monkeypatch, link_hsaco)
-    assert "triton" in amdgpu.find_linker().name
-    hsaco = amdgpu.link_code_object(obj, "saxpy")
+    assert "triton" in llvm_compile.find_linker().name
+    hsaco = llvm_compile.link_code_object(obj, "saxpy")
     assert calls and hsaco[:4] == b"\x7fELF"
     if real_lld:
-        lowered = amdgpu.lower(kernel, t)
+        lowered = targets.lower(kernel, t.options())
         codeobject.validate_code_object(hsaco, lowered, kernel_abi(lowered), "gfx90a").raise_if_failed()
 
     def failing(src, dst):
         raise RuntimeError("LLD failed to link because of reasons")
     _fake_triton(monkeypatch, failing)
     with pytest.raises(CompileError, match="in kernel 'saxpy'.*Triton's LLD failed.*reasons"):
-        amdgpu.link_code_object(obj, "saxpy")
+        llvm_compile.link_code_object(obj, "saxpy")
 
     monkeypatch.setenv("KAIO_LLD", "/nonexistent/ld.lld")
     monkeypatch.undo()          # the real find_lld, sys.modules as they were
     monkeypatch.setenv("KAIO_LLD", "/nonexistent/ld.lld")
     with pytest.raises(CompileError, match="KAIO_LLD"):
-        amdgpu.find_linker()
+        llvm_compile.find_linker()
     monkeypatch.delenv("KAIO_LLD")
-    monkeypatch.setattr(amdgpu, "find_lld", no_lld)
+    monkeypatch.setattr(llvm_compile, "find_lld", no_lld)
     monkeypatch.setitem(sys.modules, "triton._C.libtriton", None)   # import fails
     with pytest.raises(CompileError, match="no ld.lld"):
-        amdgpu.find_linker()
+        llvm_compile.find_linker()
 
 
 def test_codeobject_rejects_non_amdgpu_elf():

@@ -26,7 +26,7 @@ AMD_SUBSET = ["ml/rmsnorm", "rajaperf/DAXPY", "feature/shared_memory", "feature/
 
 def _lld_missing() -> str:
     try:
-        from kaio.backends.amdgpu import find_linker
+        from kaio.backends.llvm_compile import find_linker
         find_linker()
         return ""
     except Exception as e:
@@ -300,65 +300,3 @@ def test_first_difference_ignores_nan_payloads():
     b[1] = 0.0
     m = rules.first_difference({"y": a}, {"y": b})
     assert m.index == (1,) and "0x80000000" in m.got and "0x00000000" in m.want
-
-
-def test_llvm_fmod_is_exact():
-    """Float rem / math.fmod on the LLVM path: exact C fmod (LLVM's frem is expanded as
-    x - trunc(x/y)*y on nvptx and AMDGPU, wrong for fmod(1, 0.1) and the like); JIT on the host."""
-    llvm = pytest.importorskip("llvmlite.binding")
-    import ctypes
-    import math
-
-    from kaio.backends import llvm_math
-
-    class FE:
-        def __init__(self):
-            self.lines, self.n, self.label = [], 0, "entry"
-
-        def tmp(self, h="v"):
-            self.n += 1
-            return f"%{h}{self.n}"
-
-        def emit(self, line):
-            self.lines.append("  " + line)
-
-        def ins(self, rhs, h="v"):
-            t = self.tmp(h)
-            self.emit(f"{t} = {rhs}")
-            return t
-
-        def call(self, ret, name, *args):
-            return self.ins(f"call {ret} @{name}(" + ", ".join(f"{t} {v}" for t, v in args) + ")")
-
-        def new_label(self, h):
-            self.n += 1
-            return f"{h}{self.n}"
-
-        def start(self, label):
-            self.lines.append(f"{label}:")
-            self.label = label
-
-    fe = FE()
-    fe.emit(f"ret double {llvm_math.fmod_exact(fe, 'double', '%a', '%b')}")
-    decls = ("declare i64 @llvm.ctlz.i64(i64, i1)\ndeclare i32 @llvm.umin.i32(i32, i32)\n"
-             "declare i32 @llvm.smax.i32(i32, i32)\ndeclare double @llvm.fabs.f64(double)\n"
-             "declare double @llvm.copysign.f64(double, double)\n")
-    text = decls + "define double @f(double %a, double %b) {\nentry:\n" + "\n".join(fe.lines) + "\n}\n"
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    mod = llvm.parse_assembly(text)
-    mod.verify()
-    ee = llvm.create_mcjit_compiler(mod, llvm.Target.from_default_triple().create_target_machine())
-    ee.finalize_object()
-    f = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)(
-        ee.get_function_address("f"))
-    vals = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-310, 1.0, -1.0, 0.1, -7.25,
-            100.0, 3.0, 1.7976931348623157e308, -1.7976931348623157e308, math.inf, -math.inf,
-            math.nan, 1e300, 6.02e23, 1e-300]
-    for x in vals:
-        for y in vals:
-            special = math.isnan(x) or math.isnan(y) or math.isinf(x) or y == 0
-            want = math.nan if special else math.fmod(x, y)
-            got = f(x, y)
-            assert (math.isnan(got) and math.isnan(want)) or \
-                np.float64(got).view(np.uint64) == np.float64(want).view(np.uint64), (x, y, got, want)

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from kaio import dtypes as dt
-from kaio.backends import amdgpu, codeobject
+from kaio.backends import codeobject, llvm_compile, targets
 from kaio.backends import hip as H
 from kaio.backends.abi import kernel_abi
 from kaio.backends.runtime import DeviceArray, Event, Stream
 from kaio.errors import CompileError, HipError
 
 try:
-    amdgpu.find_linker()
+    llvm_compile.find_linker()
     NO_LLD = ""
 except CompileError as e:
     NO_LLD = str(e)
@@ -174,7 +174,7 @@ def mixed_kernel():
 @pytest.mark.parametrize("arch", ["gfx90a", "gfx942"])
 def test_kernarg_packing_matches_metadata(arch):
     k = mixed_kernel()
-    hsaco = amdgpu.emit(k, "hsaco", arch)
+    hsaco = targets.emit(k, "hsaco", arch)
     meta = codeobject.kernels(hsaco)["mixed"]
     packer = H.KernargPacker(kernel_abi(k), meta.explicit_args)
     values = [True, 1.5, -2.25, -7, 0xDEADBEEF00, 3, 5, -(2**40), 0.375]

@@ -14,9 +14,8 @@ from test_ptx import PTXAS
 
 import kaio
 from kaio import f32
-from kaio.backends import amdgpu
-from kaio.backends.amdgpu import ptx_for_cuda
-from kaio.targets import lower_for
+from kaio.backends import llvm_compile, targets
+from kaio.backends.reference import ReferenceBackend
 
 
 def _heavy():
@@ -43,14 +42,16 @@ def _ptxas_registers(ptx: str) -> int:
     return int(re.search(r"Used (\d+) registers", r.stderr).group(1))
 
 
-def test_cap_in_ir_and_in_both_ptx_paths():
+def test_cap_in_options_and_in_both_ptx_paths():
     k = _heavy()
-    assert 'attrs {max_registers = 24}' in k.ir
+    assert k.options.max_registers == 24
+    assert k.compile(ReferenceBackend()).options.max_registers == 24   # part of the cache key
     ptx = k.emit("ptx", "sm_90")
     assert re.search(r"\)\n\.maxnreg 24\n\{", ptx)
-    llvm_ptx, _ = ptx_for_cuda(lower_for(k.specialize_ir(), 32), "sm_90")
-    assert re.search(r"\)\n\.maxnreg 24\n\{", llvm_ptx)
-    assert '"amdgpu-num-vgpr"="24"' in amdgpu.emit(k.specialize_ir(), "llvm", "gfx942")
+    llvm_ptx = k.emit("ptx", "nvptx64-sm_90")       # LLVM writes .maxnreg from nvvm.maxnreg
+    assert re.search(r"\n\.maxnreg 24\n", llvm_ptx)
+    assert '"nvvm.maxnreg"="24"' in k.emit("llvm", "nvptx64-sm_90")
+    assert '"amdgpu-num-vgpr"="24"' in k.emit("llvm", "gfx942")
     if PTXAS is None:
         pytest.skip("ptxas not found")
     assert _ptxas_registers(ptx) <= 24 and _ptxas_registers(llvm_ptx) <= 24
@@ -80,7 +81,7 @@ def test_amd_code_object_respects_the_cap():
     capped code object uses fewer VGPRs than the uncapped one."""
     from kaio.backends import codeobject
     try:
-        amdgpu.find_linker()
+        llvm_compile.find_linker()
     except kaio.CompileError as e:
         pytest.skip(f"no AMD linker: {e}")
 
@@ -95,12 +96,7 @@ def test_amd_code_object_respects_the_cap():
                 s += v[k] * v[47 - k]
             y[i] = s
 
-    free = codeobject.kernels(amdgpu.emit(wide.specialize_ir(), "hsaco", "gfx90a"))
-    capped_ir = wide.specialize_ir()
-    capped_ir.attrs["max_registers"] = 24
-    try:
-        capped = codeobject.kernels(amdgpu.emit(capped_ir, "hsaco", "gfx90a"))
-    finally:
-        capped_ir.attrs.pop("max_registers")     # the IR object is the kernel's cached one
+    free = codeobject.kernels(targets.emit(wide.specialize_ir(), "hsaco", "gfx90a"))
+    capped = codeobject.kernels(targets.emit(wide.specialize_ir(), "hsaco", "gfx90a", max_registers=24))
     (f,), (c,) = free.values(), capped.values()
     assert c.vgpr_count < f.vgpr_count and c.vgpr_spill_count > f.vgpr_spill_count

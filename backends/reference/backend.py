@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import numpy as np
 
 from ... import semantics
+from ...config import settings
 from ...errors import LaunchError
 from .. import Backend, Compiled
 from ..runtime import DeviceArray, capture_target
+from ..targets import get_target
 from .interpreter import Interpreter
 from .lanes import Batch
 from .memory import Buf
@@ -29,20 +30,6 @@ from .sanitizer import Sanitizer
 
 #: lanes per batch: bounds the memory of per-lane values (about 8 MiB per value)
 LANES_PER_BATCH = 1 << 20
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _ir_stage(warp_size):
-    def stage(kernel, options):
-        try:
-            from ...passes import target_pipeline
-        except ImportError:  # reductions are interpreted directly when the pass is absent
-            return kernel
-        return target_pipeline(kernel, warp_size)
-    return stage
 
 
 class Launch:
@@ -69,13 +56,13 @@ class ReferenceBackend(Backend):
     def __init__(self, warp_size: int | None = None, sanitize: bool | None = None,
                  check_ownership: bool | None = None):
         if warp_size is None:
-            warp_size = int(os.environ.get("KAIO_REF_WARP_SIZE", "32"))
+            warp_size = settings().ref_warp_size
         if warp_size not in (1, 2, 4, 8, 16, 32, 64):
             raise ValueError(f"reference backend: warp_size must be a power of two <= 64, "
                              f"got {warp_size}")
         self.warp_size = warp_size
-        self.sanitize = _env_flag("KAIO_SANITIZE") if sanitize is None else bool(sanitize)
-        self.check_ownership = (_env_flag("KAIO_SANITIZE_OWNERSHIP") if check_ownership is None
+        self.sanitize = settings().sanitize if sanitize is None else bool(sanitize)
+        self.check_ownership = (settings().sanitize_ownership if check_ownership is None
                                 else bool(check_ownership))
         self.target = f"reference-w{warp_size}"
 
@@ -83,8 +70,12 @@ class ReferenceBackend(Backend):
     def available(cls):
         return True, ""
 
-    def stages(self):
-        return [("ir", _ir_stage(self.warp_size))]
+    def compile_options(self, kernel_options=None):
+        """The interpreter at this warp width (it runs the lowered IR; nothing is cached)."""
+        return get_target(self.target).options(kernel_options)
+
+    def compile_cache(self):
+        return None
 
     def devices(self):
         return ["cpu (numpy)"]
@@ -104,8 +95,7 @@ class ReferenceBackend(Backend):
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a kernel on ``args`` (numpy arrays, this backend's device arrays, scalars).
         Inside ``kaio.graph()`` the launch is recorded on the capture stream, not run."""
-        kernel = compiled.artifacts.get("ir", compiled.kernel) if isinstance(compiled, Compiled) \
-            else compiled
+        kernel = compiled.artifacts["lowered"] if isinstance(compiled, Compiled) else compiled
         grid, block = _dim3(grid), _dim3(block)
         params = kernel.body.args
         if len(args) != len(params):

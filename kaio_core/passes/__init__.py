@@ -8,15 +8,12 @@ from __future__ import annotations
 
 def frontend_pipeline(kernel):
     """Verify, check Regions ownership, fold and clean a kernel fresh from the frontend (in
-    place); returns the kernel."""
+    place); returns the kernel. The ownership checker always runs: a kernel it cannot check
+    does not compile."""
+    from ..regions.checker import check as check_regions
     from . import constfold, cse, dce, verify
     verify.run(kernel)
-    try:
-        from ..regions.checker import check as check_regions
-    except ImportError:  # the static ownership checker arrives with the Regions work
-        check_regions = None
-    if check_regions is not None:
-        check_regions(kernel)
+    check_regions(kernel)
     kernel = constfold.run(kernel)
     kernel = cse.run(kernel)
     kernel = dce.run(kernel)
@@ -24,20 +21,24 @@ def frontend_pipeline(kernel):
     return kernel
 
 
-def target_pipeline(kernel, warp_size: int, fast_math: bool = False):
+def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
+                    disabled_passes=frozenset()):
     """Expand portable math, lower block and warp reductions for a target's warp width, mark
     loops with a positive step and unroll the small ones by 4, then clean up.
 
     Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
     ``fast_math`` (kernel-wide) marks math ops ``fast`` instead of expanding them.
+    ``disabled_passes``: names of switchable passes to skip (kaio.options.SWITCHABLE_PASSES).
     """
     from ..ir.rewrite import clone_kernel
     from . import constfold, cse, dce, expand_math, full_tiles, loop_facts, lower_reductions, unroll, verify
     kernel = expand_math.run(clone_kernel(kernel), fast_math)  # portable math -> IR (kaio.mathlib)
     kernel = lower_reductions.run(kernel, warp_size=warp_size)
-    kernel = full_tiles.run(kernel)                  # for lo, min(lo + C, n): full case unrolled
+    if "full_tiles" not in disabled_passes:
+        kernel = full_tiles.run(kernel)              # for lo, min(lo + C, n): full case unrolled
     kernel = loop_facts.run(kernel)                  # step_sign = 1 where the step is > 0
-    kernel = unroll.run(kernel)                      # small positive-step loops, by 4
+    if "unroll" not in disabled_passes:
+        kernel = unroll.run(kernel)                  # small positive-step loops, by 4
     kernel = constfold.run(kernel)
     kernel = cse.run(kernel)
     kernel = dce.run(kernel)

@@ -1,12 +1,9 @@
-"""Compile stages of the LLVM path: IR -> LLVM IR -> (AMDGPU asm | code object) or PTX.
+"""The LLVM path after LLVM IR text: llvmlite and the linker (stages of kaio.backends.targets).
 
-Stages (each a function from one artifact to the next; ``emit`` runs them up to one):
-
-- ``llvm``: :func:`kaio.backends.llvm.emit_llvm` after ``kaio.passes.target_pipeline``;
 - ``asm`` (amdgcn) / ``ptx`` (nvptx64): llvmlite parses, verifies and optimises the module
   (new pass manager, O2 by default) and the target machine prints assembly;
-- ``hsaco`` (amdgcn): the target machine emits an ELF object and ``ld.lld -shared`` links it
-  into a code object that HIP's ``hipModuleLoadData`` accepts.
+- ``object`` and ``hsaco`` (amdgcn): the target machine emits an ELF object and
+  ``ld.lld -shared`` links it into a code object that HIP's ``hipModuleLoadData`` accepts.
 
 The linker is looked up in this order: ``$KAIO_LLD``, ``/opt/rocm/llvm/bin/ld.lld``, ``ld.lld``
 on PATH, ``ld.lld-22`` .. ``ld.lld-17`` on PATH, and last the LLD that Triton's wheel links into
@@ -25,9 +22,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
+from ..config import settings
 from ..errors import CompileError
-from .llvm import emit_llvm
-from .llvm_targets import LlvmTarget, get_target
+from .llvm_targets import get_target
 
 OPT_LEVEL = 2
 LLD_HINT = ("install LLVM's linker (Debian/Ubuntu: `apt-get install lld-19`; ROCm ships it as "
@@ -53,7 +50,7 @@ def target_machine(target: str):
 
 def find_lld() -> str:
     """Path of an ld.lld binary that can link AMDGPU objects; CompileError saying how to get one."""
-    env = os.environ.get("KAIO_LLD")
+    env = settings().lld
     if env:
         if os.path.isfile(env) and os.access(env, os.X_OK):
             return env
@@ -108,20 +105,12 @@ def find_linker() -> Linker:
     try:
         return _lld_binary_linker(find_lld())
     except CompileError:
-        if os.environ.get("KAIO_LLD"):
+        if settings().lld:
             raise                                # an explicit choice that is broken: say so
         triton = _triton_lld_linker()
         if triton is None:
             raise
         return triton
-
-
-def lower(kernel, target: LlvmTarget):
-    """The target pipeline (reductions lowered for the target's warp width) on a copy of the
-    kernel: passes may rewrite in place and the caller's IR must stay valid for other targets."""
-    from ..ir import parse_kernel, print_kernel
-    from ..passes import target_pipeline
-    return target_pipeline(parse_kernel(print_kernel(kernel)), warp_size=target.warp_size)
 
 
 def optimized_module(llvm_text: str, target: str, opt_level: int = OPT_LEVEL, name: str = "kernel"):
@@ -141,13 +130,14 @@ def optimized_module(llvm_text: str, target: str, opt_level: int = OPT_LEVEL, na
     return mod
 
 
-def llvm_to_asm(llvm_text: str, target: str, name: str = "kernel") -> str:
+def llvm_to_asm(llvm_text: str, target: str, name: str = "kernel", opt_level: int = OPT_LEVEL) -> str:
     """AMDGPU assembly (amdgcn targets) or PTX (nvptx64 targets)."""
-    return target_machine(target).emit_assembly(optimized_module(llvm_text, target, name=name))
+    return target_machine(target).emit_assembly(optimized_module(llvm_text, target, opt_level, name))
 
 
-def llvm_to_object(llvm_text: str, target: str, name: str = "kernel") -> bytes:
-    return target_machine(target).emit_object(optimized_module(llvm_text, target, name=name))
+def llvm_to_object(llvm_text: str, target: str, name: str = "kernel", opt_level: int = OPT_LEVEL) -> bytes:
+    """An ELF relocatable object (amdgcn targets)."""
+    return target_machine(target).emit_object(optimized_module(llvm_text, target, opt_level, name))
 
 
 def link_code_object(obj: bytes, name: str = "kernel") -> bytes:
@@ -163,42 +153,3 @@ def link_code_object(obj: bytes, name: str = "kernel") -> bytes:
             raise CompileError(e.bare_message, kernel=name) from e
         with open(dst, "rb") as f:
             return f.read()
-
-
-def stages(target: str, fast_math: bool = False) -> list[tuple[str, object]]:
-    """The stage chain for ``target``: [(name, function(artifact) -> artifact)], from IR:
-    llvm -> hsaco (amdgcn) or llvm -> ptx (nvptx64)."""
-    t = get_target(target)
-    out = [("llvm", lambda k: emit_llvm(lower(k, t), t, fast_math=fast_math))]
-    if t.is_amdgpu:   # 'asm' is a side view (emit(..., 'asm')); the chain goes llvm -> hsaco
-        out.append(("hsaco", lambda text: link_code_object(llvm_to_object(text, target))))
-    else:
-        out.append(("ptx", lambda text: llvm_to_asm(text, target)))
-    return out
-
-
-def ptx_for_cuda(kernel_ir, arch: str, fast_math: bool = False):
-    """(PTX, KernelABI) from the LLVM path for a CUDA device of ``arch`` ('sm_80'...'sm_90a'):
-    what the CUDA backend loads when ``KAIO_CUDA_CODEGEN=llvm``. sm_9x gets sm_90 PTX, every
-    other arch sm_80 PTX (the driver JIT-compiles it forward)."""
-    from .abi import kernel_abi
-    target = "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
-    from .ptx import add_max_registers
-    return add_max_registers(emit(kernel_ir, "ptx", target, fast_math), kernel_ir), kernel_abi(kernel_ir)
-
-
-def emit(kernel_ir, stage: str, target: str, fast_math: bool = False):
-    """One stage's artifact for an IR kernel: 'llvm' -> str, 'asm' -> str (AMDGPU assembly, or
-    PTX on nvptx64 where 'ptx' is the same), 'hsaco' -> bytes.
-    Targets: gfx90a, gfx942, gfx1100, nvptx64-sm_80, nvptx64-sm_90."""
-    t = get_target(target)
-    if stage not in t.stages:
-        raise ValueError(f"stage {stage!r} is not available for target {target!r}; "
-                         f"choose one of {', '.join(t.stages)}")
-    text = emit_llvm(lower(kernel_ir, t), t, fast_math=fast_math)
-    if stage == "llvm":
-        return text
-    name = kernel_ir.name
-    if stage in ("asm", "ptx"):
-        return llvm_to_asm(text, target, name)
-    return link_code_object(llvm_to_object(text, target, name), name)

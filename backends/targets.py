@@ -1,0 +1,275 @@
+"""Compilation targets and their stage lists: the one compile path.
+
+A :class:`Target` declares its compilation as an ordered list of named :class:`Stage` s, each a
+small function from earlier artifacts to the next one (Triton's ``add_stages`` shape):
+
+=============================  ===============================================================
+target                         stages (each artifact kept, printable by name)
+=============================  ===============================================================
+sm_80 sm_86 sm_89 sm_90 ...    ir -> lowered -> ptx [-> cubin, when ptxas is installed]
+nvptx64-sm_80, nvptx64-sm_90   ir -> lowered -> llvm -> ptx (PTX written by LLVM; ``asm`` too)
+gfx90a gfx942 gfx1100          ir -> lowered -> llvm -> object -> hsaco -> report; asm beside
+reference-w1 .. reference-w64  ir -> lowered (the interpreter runs the lowered IR)
+=============================  ===============================================================
+
+``ir`` is the checked kernel as the frontend produced it; ``lowered`` is it after
+:func:`kaio.passes.target_pipeline` for the target's warp width. Everything that changes the
+code is in one :class:`~kaio.options.CompileOptions`. Backends compile through :func:`build`
+(which adds the compile cache), ``kaio compile --emit`` through :func:`emit`, and the
+conformance pre-flight through :meth:`Target.run`: there is no second path.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import CompileError
+from ..ir import print_kernel
+from ..options import CompileOptions, KernelOptions
+from ..passes import target_pipeline
+from .abi import SUPPORTED_ARCHS, kernel_abi
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step: ``run(artifacts, options)`` computes artifact ``name`` from the artifacts named
+    in ``needs`` (all earlier in the target's list)."""
+
+    name: str
+    needs: tuple
+    run: Callable
+    binary: bool = False
+    doc: str = ""
+
+
+class Artifacts(dict):
+    """Stage name -> artifact, in the order computed (``ir`` first)."""
+
+    def text(self, name: str) -> str:
+        """A stage's artifact as text (IR is printed)."""
+        art = self[name]
+        return art if isinstance(art, str) else print_kernel(art) if hasattr(art, "body") else str(art)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target: its name, warp width, codegen path, stages, and which artifact a
+    runtime loads (``loads``) and the compile cache keeps."""
+
+    name: str
+    family: str                  # 'ptx' | 'nvptx' | 'amdgpu' | 'reference'
+    warp_size: int
+    codegen: str                 # 'ptx' | 'llvm' | 'interp' (CompileOptions.codegen)
+    stages: tuple = field(repr=False)
+    loads: str = "lowered"
+
+    @property
+    def stage_names(self) -> tuple:
+        return ("ir",) + tuple(s.name for s in self.stages)
+
+    def options(self, kernel_options: KernelOptions | None = None, **fields) -> CompileOptions:
+        """CompileOptions for this target, with a kernel's options and any field overrides."""
+        base = CompileOptions(target=self.name, warp_size=self.warp_size, codegen=self.codegen)
+        opts = base.with_kernel(kernel_options)
+        return opts if not fields else _replace(opts, **fields)
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise ValueError(f"target {self.name} has no stage {name!r}; its stages are "
+                         f"{', '.join(self.stage_names)}")
+
+    def run(self, kernel, options: CompileOptions | None = None, until: str | None = None,
+            given: dict | None = None) -> Artifacts:
+        """Run the stages ``until`` needs (default: up to :attr:`loads`) on an IR kernel;
+        ``given`` artifacts (from a cache) are used instead of recomputing them."""
+        options = options or self.options()
+        if options.target != self.name:
+            raise ValueError(f"options are for target {options.target}, not {self.name}")
+        until = until or self.loads
+        wanted = self._closure(until)
+        arts = Artifacts(ir=kernel)
+        arts.update(given or {})
+        for s in self.stages:
+            if s.name in wanted and s.name not in arts:
+                arts[s.name] = s.run(arts, options)
+        return arts
+
+    def _closure(self, name: str) -> set:
+        if name == "ir":
+            return {"ir"}
+        out = {name}
+        for dep in self.stage(name).needs:
+            out |= self._closure(dep)
+        return out
+
+
+def _replace(opts: CompileOptions, **fields) -> CompileOptions:
+    from dataclasses import replace
+    return replace(opts, **fields)
+
+
+# --- the stages -------------------------------------------------------------------------------
+def lower(kernel, options: CompileOptions):
+    """The target pipeline on a copy of ``kernel`` (the frontend's cached IR is shared by every
+    target and stays as it is)."""
+    return target_pipeline(kernel, options.warp_size, options.fast_math,
+                           disabled_passes=options.disabled_passes)
+
+
+def _lowered(a, o):
+    return lower(a["ir"], o)
+
+
+def _ptx(a, o):
+    from .ptx import emit_ptx
+    return emit_ptx(a["lowered"], o.target, fast_math=o.fast_math, ptx_version=o.ptx_version,
+                    max_registers=o.max_registers)[0]
+
+
+def _cubin(a, o):
+    """PTX assembled by ptxas (a view: the driver JIT-compiles the PTX it loads)."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        raise CompileError("the cubin stage needs NVIDIA's ptxas on PATH (CUDA toolkit); the "
+                           "CUDA driver loads the 'ptx' stage itself", kernel=a["ir"].name)
+    with tempfile.TemporaryDirectory(prefix="kaio-ptxas-") as d:
+        src, dst = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(a["ptx"])
+        p = subprocess.run([ptxas, f"-arch={o.target}", src, "-o", dst], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise CompileError(f"ptxas failed: {p.stderr.strip()}", kernel=a["ir"].name)
+        with open(dst, "rb") as f:
+            return f.read()
+
+
+def _llvm(a, o):
+    from .llvm import emit_llvm
+    return emit_llvm(a["lowered"], o.target, fast_math=o.fast_math, max_registers=o.max_registers)
+
+
+def _asm(a, o):
+    from .llvm_compile import llvm_to_asm
+    return llvm_to_asm(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
+
+
+def _object(a, o):
+    from .llvm_compile import llvm_to_object
+    return llvm_to_object(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
+
+
+def _hsaco(a, o):
+    from .llvm_compile import link_code_object
+    return link_code_object(a["object"], a["ir"].name)
+
+
+def _report(a, o):
+    """The code object checked against the kernel (metadata, ABI, registers, LDS)."""
+    from .codeobject import validate_code_object
+    lowered = a["lowered"]
+    return validate_code_object(a["hsaco"], lowered, kernel_abi(lowered), o.target, o.warp_size)
+
+
+_LOWERED = Stage("lowered", ("ir",), _lowered, doc="IR after the target pipeline")
+_NVIDIA_STAGES = (_LOWERED, Stage("ptx", ("lowered",), _ptx, doc="kaio's PTX"),
+                  Stage("cubin", ("ptx",), _cubin, binary=True, doc="ptxas output"))
+_NVPTX_STAGES = (_LOWERED, Stage("llvm", ("lowered",), _llvm, doc="LLVM IR"),
+                 Stage("ptx", ("llvm",), _asm, doc="PTX written by LLVM's NVPTX backend"),
+                 Stage("asm", ("ptx",), lambda a, o: a["ptx"], doc="the same PTX"))
+_AMDGPU_STAGES = (_LOWERED, Stage("llvm", ("lowered",), _llvm, doc="LLVM IR"),
+                  Stage("asm", ("llvm",), _asm, doc="AMDGPU assembly"),
+                  Stage("object", ("llvm",), _object, binary=True, doc="ELF relocatable"),
+                  Stage("hsaco", ("object",), _hsaco, binary=True, doc="linked code object"),
+                  Stage("report", ("hsaco", "lowered"), _report, doc="code-object validation"))
+_REFERENCE_STAGES = (_LOWERED,)
+
+
+def _table() -> dict[str, Target]:
+    t = {}
+    for arch in SUPPORTED_ARCHS:
+        t[arch] = Target(arch, "ptx", 32, "ptx", _NVIDIA_STAGES, loads="ptx")
+    for arch in ("sm_80", "sm_90"):
+        name = f"nvptx64-{arch}"
+        t[name] = Target(name, "nvptx", 32, "llvm", _NVPTX_STAGES, loads="ptx")
+    for arch, warp in (("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)):
+        t[arch] = Target(arch, "amdgpu", warp, "llvm", _AMDGPU_STAGES, loads="hsaco")
+    for warp in (1, 2, 4, 8, 16, 32, 64):
+        name = f"reference-w{warp}"
+        t[name] = Target(name, "reference", warp, "interp", _REFERENCE_STAGES, loads="lowered")
+    return t
+
+
+TARGETS: dict[str, Target] = _table()
+#: what ``kaio compile`` offers (the reference targets are the interpreter's, not compiled code)
+COMPILE_TARGETS = tuple(n for n, t in TARGETS.items() if t.family != "reference")
+STAGES = ("ir", "lowered", "ptx", "cubin", "llvm", "asm", "object", "hsaco", "report")
+#: the target ``kaio compile --emit STAGE`` uses when none is given
+DEFAULT_TARGET = {"ptx": "sm_90", "cubin": "sm_90", "llvm": "gfx942", "asm": "gfx942",
+                  "object": "gfx942", "hsaco": "gfx942", "report": "gfx942", "lowered": "sm_90"}
+
+
+def get_target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}") from None
+
+
+def nvptx_target_for(arch: str) -> str:
+    """The LLVM path's target for a CUDA device: sm_9x gets sm_90 PTX, every other arch sm_80
+    PTX (the driver JIT-compiles it forward)."""
+    return "nvptx64-sm_90" if arch.startswith("sm_9") else "nvptx64-sm_80"
+
+
+def check(stage: str, target: str | None) -> str | None:
+    """Validate a (stage, target) pair, filling in the default target; ValueError if invalid.
+    ``ir`` needs no target (None is returned for it)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+    if stage == "ir":
+        return None
+    t = get_target(target or DEFAULT_TARGET[stage])
+    t.stage(stage)   # raises naming the target's stages
+    return t.name
+
+
+def emit(kernel, stage: str, target: str | None = None,
+         kernel_options: KernelOptions | None = None, **fields):
+    """The artifact of ``stage`` for ``target`` (str for text stages, bytes for binary ones, a
+    ValidationReport for ``report``); ``ir`` prints the checked kernel itself."""
+    target = check(stage, target)
+    if stage == "ir":
+        return print_kernel(kernel)
+    t = get_target(target)
+    art = t.run(kernel, t.options(kernel_options, **fields), until=stage)[stage]
+    return print_kernel(art) if stage == "lowered" else art
+
+
+def build(kernel, options: CompileOptions, cache=None) -> Artifacts:
+    """Run ``options.target``'s stages up to what its runtime loads, through the compile cache
+    (keyed on the printed IR and every option). AMD code objects are validated before they are
+    cached or returned."""
+    t = get_target(options.target)
+    until = "report" if t.family == "amdgpu" else t.loads
+    if cache is None or t.family == "reference":
+        return _checked(t.run(kernel, options, until))
+    from ..cache import cache_key
+    key = cache_key(print_kernel(kernel), options.target, options.key())
+    hit = cache.get(key)
+    if hit is not None:
+        return Artifacts(ir=kernel, **{t.loads: hit})
+    arts = _checked(t.run(kernel, options, until))
+    cache.put(key, arts[t.loads])
+    return arts
+
+
+def _checked(arts: Artifacts) -> Artifacts:
+    if "report" in arts:
+        arts["report"].raise_if_failed()
+    return arts
