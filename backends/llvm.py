@@ -3,7 +3,8 @@
 The emitter is a set of tables (IR op -> LLVM instruction) plus the walk that turns structured
 control flow into basic blocks with phi nodes. What differs per target (intrinsics, address
 spaces, barrier, warp primitives, calling convention) comes from
-:mod:`kaio.backends.llvm_targets`; math functions from :mod:`kaio.backends.llvm_math`.
+:mod:`kaio.backends.llvm_targets`; the math instructions from :mod:`kaio.backends.llvm_math`
+(every other math function is kaio.mathlib's IR).
 
 Semantics kept exactly as the IR defines them (kaio.ir.ops):
 
@@ -13,14 +14,17 @@ Semantics kept exactly as the IR defines them (kaio.ir.ops):
 - shifts by >= the bit width select 0 (or the sign fill for arithmetic shr), because LLVM
   makes such shifts poison;
 - float instructions carry no fast-math flags (so no fmul+fadd contraction); ``fma`` is
-  ``llvm.fma``; min/max are ``llvm.minnum``/``llvm.maxnum``; float ``rem`` is C fmod, computed
-  exactly by :func:`kaio.backends.llvm_math.fmod_exact` (LLVM's ``frem`` is expanded inexactly
-  as ``x - trunc(x / y) * y`` by the nvptx and AMDGPU backends);
+  ``llvm.fma``; min/max are ``llvm.minimumnum``/``llvm.maximumnum`` (a NaN operand loses, -0 is
+  below +0: ``llvm.minnum`` leaves the order of zeros open); float atomic min/max are a
+  compare-and-swap loop around them; float ``rem`` never reaches the emitter (the target
+  pipeline writes it as kaio.mathlib's exact loop: LLVM's ``frem`` is expanded inexactly as
+  ``x - trunc(x / y) * y`` by the nvptx and AMDGPU backends);
 - compares are ordered (``oeq``, ``olt``...) except ``ne`` (``une``);
 - float->int casts use ``llvm.fptosi.sat``/``llvm.fptoui.sat`` (saturating, NaN -> 0).
 """
 from __future__ import annotations
 
+import math
 import re
 import struct
 
@@ -30,9 +34,10 @@ from .. import dtypes as dt
 from ..errors import CompileError
 from ..ir.ops import handler_table
 from ..ir.types import BufType
+from ..passes.expand_math import library_code
 from . import llvm_math
 from .abi import kernel_abi
-from .llvm_targets import LlvmTarget, get_target
+from .llvm_targets import LlvmTarget, get_target, snippet_intrinsics
 
 # --- types ------------------------------------------------------------------------------------
 _FLOAT_TY = {"f16": "half", "bf16": "bfloat", "f32": "float", "f64": "double"}
@@ -87,8 +92,8 @@ def literal(value, t: dt.DType) -> str:
 
 # --- op tables --------------------------------------------------------------------------------
 INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
-FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "rem": "frem"}
-FLOAT_INTRINSIC_BINARY = {"min": "llvm.minnum", "max": "llvm.maxnum"}
+FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
+FLOAT_INTRINSIC_BINARY = {"min": "llvm.minimumnum", "max": "llvm.maximumnum"}
 INT_MINMAX = {("min", True): "llvm.smin", ("min", False): "llvm.umin",
               ("max", True): "llvm.smax", ("max", False): "llvm.umax"}
 DIVREM = {("div", True): "sdiv", ("div", False): "udiv", ("rem", True): "srem", ("rem", False): "urem"}
@@ -97,7 +102,7 @@ ICMP = {("eq", True): "eq", ("ne", True): "ne", ("lt", True): "slt", ("le", True
         ("lt", False): "ult", ("le", False): "ule", ("gt", False): "ugt", ("ge", False): "uge"}
 FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 ATOMIC_INT = {"add": "add", "sub": "sub", "and": "and", "or": "or", "xor": "xor", "exch": "xchg"}
-ATOMIC_FLOAT = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax", "exch": "xchg"}
+ATOMIC_FLOAT = {"add": "fadd", "sub": "fsub", "exch": "xchg"}
 FOR_CMP = {(True, True): "slt", (True, False): "sgt", (False, True): "ult", (False, False): "ugt"}
 
 _TEMP = re.compile(r"\{(t[1-9])\}")
@@ -116,6 +121,7 @@ class FunctionEmitter:
         self.n = 0
         self.label = "entry"
         self.warp_mask = "-1"               # replaced in the prologue when warp ops need it
+        self.declares: dict[str, str] = {}  # intrinsic -> its declaration, as calls are emitted
 
     # --- low-level helpers ------------------------------------------------------------------
     def tmp(self, hint: str = "v") -> str:
@@ -132,7 +138,11 @@ class FunctionEmitter:
         return t
 
     def call(self, ret: str, name: str, *args: tuple[str, str]) -> str:
+        self.declare(ret, name, [t for t, _ in args])
         return self.ins(f"call {ret} @{name}(" + ", ".join(f"{t} {v}" for t, v in args) + ")")
+
+    def declare(self, ret: str, name: str, types) -> None:
+        self.declares.setdefault(name, f"declare {ret} @{name}({', '.join(types)})")
 
     def snippet(self, text: str, **kw) -> str:
         """Emit a target snippet (see llvm_targets); returns the name bound to ``{out}``."""
@@ -141,6 +151,8 @@ class FunctionEmitter:
         if "{mask}" in text:
             kw.setdefault("mask", self.warp_mask)
         filled = text.format(out=out, **names, **kw)
+        for ret, name, types in snippet_intrinsics(text):
+            self.declare(ret, name.format(**kw), types)
         for line in filled.splitlines():
             self.emit(line)
         return out
@@ -258,7 +270,8 @@ class FunctionEmitter:
         ty, name = llty(t), op.opcode
         if t.is_float:
             if name == "rem":   # not frem: nvptx/AMDGPU expand it as x - trunc(x/y)*y, inexact
-                return self.bind(op, llvm_math.fmod_exact(self, ty, a, b))
+                raise self.error(op, "float 'rem' is expanded by kaio.passes.target_pipeline "
+                                     "(kaio.mathlib's exact fmod); run it first")
             if name in FLOAT_BINARY:
                 return self.bind(op, self.ins(f"{FLOAT_BINARY[name]} {ty} {a}, {b}"))
             if name in FLOAT_INTRINSIC_BINARY:
@@ -385,9 +398,33 @@ class FunctionEmitter:
         self.bind(op, extents[axis])
 
     def op_math(self, op):
+        fn, t = op.attrs["fn"], op.operands[0].type
         fast = bool(op.attrs.get("fast")) or self.fast_math
-        args = [self.v(x) for x in op.operands]
-        self.bind(op, llvm_math.lower(self, op.attrs["fn"], args, op.operands[0].type, fast))
+        r = self.native_math(op, fn, t, [self.v(x) for x in op.operands], fast)
+        if r is None:   # no instruction for it: kaio.mathlib's code, emitted in place
+            with library_code(op) as (code, value):
+                self.block(code)
+                r = self.v(value)
+        self.bind(op, r)
+
+    def native_math(self, op, fn: str, t, args: list[str], fast: bool) -> str | None:
+        """``fn(args)`` by the target's instructions (:mod:`.llvm_math`), or None."""
+        if not t.is_float:
+            raise self.error(op, f"math.{fn} takes a float argument, got {t.name}; cast first")
+        ty, sfx, a = llty(t), suffix(t), args[0]
+        if fast and t.name == "f32" and fn in self.t.fast_f32:
+            return self.snippet(self.t.fast_f32[fn], a=a)
+        if fn in llvm_math.EXACT_UNARY:
+            return self.call(ty, f"{llvm_math.EXACT_UNARY[fn]}.{sfx}", (ty, a))
+        if fn in llvm_math.EXACT_BINARY:
+            return self.call(ty, f"{llvm_math.EXACT_BINARY[fn]}.{sfx}", (ty, a), (ty, args[1]))
+        if fn in llvm_math.CLASSES:
+            pred, magnitude = llvm_math.CLASSES[fn]
+            if not magnitude:
+                return self.ins(f"fcmp {pred} {ty} {a}, {a}")
+            mag = self.call(ty, f"llvm.fabs.{sfx}", (ty, a))
+            return self.ins(f"fcmp {pred} {ty} {mag}, {float_literal(math.inf, t)}")
+        return None
 
     # --- memory -----------------------------------------------------------------------------
     def address(self, buf, index) -> tuple[str, int]:
@@ -452,10 +489,14 @@ class FunctionEmitter:
             cmp, new = values
             if t.is_float:
                 cmp, new = (self.ins(f"bitcast {ty} {x} to {it}") for x in (cmp, new))
-            pair = self.ins(f"cmpxchg {pty} {ptr}, {it} {cmp}, {it} {new} {scope}monotonic monotonic, "
-                            f"align {al}")
+            pair = self.cmpxchg(pty, ptr, it, cmp, new, scope, al)
             old = self.ins(f"extractvalue {{ {it}, i1 }} {pair}, 0")
             return self.bind(op, self.ins(f"bitcast {it} {old} to {ty}") if t.is_float else old)
+        if t.is_float and kind in FLOAT_INTRINSIC_BINARY:
+            # atomicrmw fmin/fmax have minnum's open order of zeros: a loop around the IR's min
+            fn = f"{FLOAT_INTRINSIC_BINARY[kind]}.{suffix(t)}"
+            return self.bind(op, self.cas_loop(ptr, pty, t, scope, lambda old: self.call(
+                ty, fn, (ty, old), (ty, values[0]))))
         if t.is_float:
             rmw = ATOMIC_FLOAT.get(kind)
         elif kind in ("min", "max"):
@@ -465,6 +506,31 @@ class FunctionEmitter:
         if rmw is None:
             raise self.error(op, f"atomic '{kind}' is not defined on {t.name}")
         self.bind(op, self.ins(f"atomicrmw {rmw} {pty} {ptr}, {ty} {values[0]} {scope}monotonic, align {al}"))
+
+    def cmpxchg(self, pty: str, ptr: str, it: str, cmp: str, new: str, scope: str, al: int) -> str:
+        """A monotonic compare-and-swap of integer type ``it``; returns its {old, success} pair."""
+        return self.ins(f"cmpxchg {pty} {ptr}, {it} {cmp}, {it} {new} {scope}monotonic monotonic, "
+                        f"align {al}")
+
+    def cas_loop(self, ptr: str, pty: str, t, scope: str, combine) -> str:
+        """Atomically replace the ``t`` at ``ptr`` by ``combine(old)`` with a compare-and-swap
+        loop on its bits; returns the value replaced."""
+        ty, it, al = llty(t), f"i{t.bits}", t.itemsize
+        pre = self.label
+        first = self.ins(f"load atomic {it}, {pty} {ptr} {scope}monotonic, align {al}")
+        loop, done = self.new_label("cas"), self.new_label("cas_done")
+        self.emit(f"br label %{loop}")
+        self.start(loop)
+        seen = self.tmp("seen")
+        bits = self.ins(f"phi {it} [ {first}, %{pre} ], [ {seen}, %{loop} ]")
+        old = self.ins(f"bitcast {it} {bits} to {ty}")
+        new = self.ins(f"bitcast {ty} {combine(old)} to {it}")
+        pair = self.cmpxchg(pty, ptr, it, bits, new, scope, al)
+        self.emit(f"{seen} = extractvalue {{ {it}, i1 }} {pair}, 0")
+        ok = self.ins(f"extractvalue {{ {it}, i1 }} {pair}, 1")
+        self.emit(f"br i1 {ok}, label %{done}, label %{loop}")
+        self.start(done)
+        return old
 
     def op_shared_array(self, op):
         t = op.result.type
@@ -629,30 +695,20 @@ class FunctionEmitter:
 
 _HANDLERS = handler_table(FunctionEmitter, "op_")
 
-_CALL = re.compile(r"call (.+?) @(llvm\.[\w.]+)\((.*)\)")
-
-
-def _declarations(text: str) -> list[str]:
-    """``declare`` lines for every intrinsic the function calls (types read off the calls)."""
-    decls = {}
-    for ret, name, args in _CALL.findall(text):
-        types = [a.strip().rsplit(" ", 1)[0] for a in args.split(",") if a.strip()]
-        decls.setdefault(name, f"declare {ret} @{name}({', '.join(types)})")
-    return sorted(decls.values())
-
-
-def emit_llvm(kernel, target: str | LlvmTarget, fast_math: bool = False) -> str:
+def emit_llvm(kernel, target: str | LlvmTarget, fast_math: bool = False,
+              max_registers: int | None = None) -> str:
     """LLVM IR text (one module, one kernel) for an IR kernel already lowered by
-    ``kaio.passes.target_pipeline`` for the target's warp width."""
+    ``kaio.passes.target_pipeline`` for the target's warp width. ``max_registers`` caps
+    registers per thread through the target's function attribute."""
     t = get_target(target) if isinstance(target, str) else target
     fe = FunctionEmitter(kernel, t, fast_math)
     fn = fe.function()
     kattrs = dict(t.kernel_attrs)
-    if t.is_amdgpu and kernel.attrs.get("max_registers"):   # NVIDIA: .maxnreg, added to the PTX
-        kattrs["amdgpu-num-vgpr"] = str(int(kernel.attrs["max_registers"]))
+    if max_registers:
+        kattrs[t.max_registers_attr] = str(int(max_registers))
     attrs = " ".join(f'"{k}"="{v}"' for k, v in kattrs.items())
     layout = [f'target datalayout = "{t.datalayout}"'] if t.datalayout else []
     parts = [f"; kaio kernel '{kernel.name}' for {t.name}", *layout, f'target triple = "{t.triple}"',
-             "", t.prelude, *fe.globals, "", fn, "", *_declarations(fn), "",
+             "", t.prelude, *fe.globals, "", fn, "", *sorted(fe.declares.values()), "",
              f"attributes #0 = {{ nounwind {attrs} }}", ""]
     return "\n".join(parts)

@@ -14,6 +14,8 @@ the HIP runtime fills these hidden arguments after the explicit ones.
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field, replace
 
 
@@ -40,11 +42,13 @@ class LlvmTarget:
     vote_all: str                  # i1 {a} -> i1 {out}
     #: atomics: syncscope text per address space ('' = the target's default, system scope)
     atomic_scope: dict = field(default_factory=dict)
-    #: fast math: fn -> snippet on float {a} -> float {out} (f32 only); missing -> portable
+    #: fast math: fn -> snippet on float {a} -> float {out} (f32 only); a function missing here
+    #: is kaio.mathlib's portable code
     fast_f32: dict = field(default_factory=dict)
     is_amdgpu: bool = False
     prelude: str = ""              # module-level text every module of this target starts with
-    const_space: int = 1           # addrspace of read-only tables (math constants)
+    #: function attribute that caps registers per thread (kernel option max_registers)
+    max_registers_attr: str = "nvvm.maxnreg"
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -95,7 +99,7 @@ _AMD_FAST = {
 def _amdgcn(name: str, cpu: str) -> LlvmTarget:
     return LlvmTarget(
         name=name, triple="amdgcn-amd-amdhsa", cpu=cpu, features="", warp_size=64,
-        kernel_cc="amdgpu_kernel",
+        kernel_cc="amdgpu_kernel", max_registers_attr="amdgpu-num-vgpr",
         # IEEE f32 denormals in and out (no flush); work-group size up to kaio's 1024 limit
         kernel_attrs={"amdgpu-flat-work-group-size": "1,1024",
                       "denormal-fp-math-f32": "ieee,ieee", "uniform-work-group-size": "false"},
@@ -114,7 +118,7 @@ def _amdgcn(name: str, cpu: str) -> LlvmTarget:
                  "{t2} = call i64 @llvm.amdgcn.ballot.i64(i1 true)\n"
                  "{out} = icmp eq i64 {t1}, {t2}",
         atomic_scope={"global": 'syncscope("agent") ', "shared": 'syncscope("workgroup") '},
-        fast_f32=_AMD_FAST, is_amdgpu=True, const_space=4)
+        fast_f32=_AMD_FAST, is_amdgpu=True)
 
 
 _NV_SREG = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
@@ -183,7 +187,19 @@ def host_target() -> LlvmTarget:
         features="", warp_size=1, kernel_cc="",
         kernel_attrs={}, datalayout="", space={"global": 0, "shared": 0}, alloca_space=0,
         specials=_HOST_SPECIALS, barrier="", lane_read="", ballot="", vote_any="", vote_all="",
-        prelude=prelude, const_space=0)
+        prelude=prelude)
+
+
+_CALL = re.compile(r"call (.+?) @(llvm\.[\w.{}]+)\(([^)]*)\)")
+
+
+@functools.lru_cache(maxsize=None)
+def snippet_intrinsics(snippet: str) -> tuple[tuple[str, str, tuple], ...]:
+    """(return type, name, argument types) of each intrinsic a snippet of these tables calls,
+    read once from its text, so the emitter declares what it emits (a name may hold a
+    placeholder: ``llvm.nvvm.read.ptx.sreg.tid.{ax}``)."""
+    return tuple((ret, name, tuple(a.strip().rsplit(" ", 1)[0] for a in args.split(",") if a.strip()))
+                 for ret, name, args in _CALL.findall(snippet))
 
 
 def get_target(name: str) -> LlvmTarget:

@@ -4,10 +4,10 @@ Entry point: :func:`emit_ptx`. The kernel must have been through
 ``kaio.passes.target_pipeline(kernel, 32)`` (warp and block reductions lowered).
 
 The renderer is a table from IR opcode to a handler; scalar arithmetic lives in
-:mod:`.ptx_ops`, memory and atomics in :mod:`.ptx_mem`, math functions in :mod:`.ptx_math`,
-and the register / label / ``.loc`` machinery in :mod:`.ptx_emit`. Structured control flow
-becomes labels and predicated branches; region results and loop-carried values are registers
-written at ``yield``.
+:mod:`.ptx_ops`, memory and atomics in :mod:`.ptx_mem`, the math instructions in
+:mod:`.ptx_math` (every other math function is kaio.mathlib's IR), and the register / label /
+``.loc`` machinery in :mod:`.ptx_emit`. Structured control flow becomes labels and predicated
+branches; region results and loop-carried values are registers written at ``yield``.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from .. import __version__
 from .. import dtypes as dt
 from ..ir.ops import handler_table
 from ..ir.types import BufType
-from . import ptx_math, ptx_mem, ptx_ops, ptx_predicate, ptx_vec
+from ..passes.expand_math import library_code
+from . import ptx_math, ptx_mem, ptx_ops, ptx_vec
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -32,29 +33,14 @@ _PARAM_T = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "f
             "bf16": "b16"}
 
 
-def max_registers_directive(kernel) -> list[str]:
-    """``.maxnreg N`` for a kernel compiled with ``max_registers=N`` (else nothing)."""
-    n = getattr(kernel, "attrs", {}).get("max_registers")
-    return [f".maxnreg {int(n)}"] if n else []
-
-
-def add_max_registers(ptx: str, kernel) -> str:
-    """Insert the ``.maxnreg`` directive into PTX from another emitter (LLVM's NVPTX), between
-    the entry's parameter list and its body."""
-    lines = max_registers_directive(kernel)
-    if not lines:
-        return ptx
-    at = ptx.index("{", ptx.index(".entry"))
-    return ptx[:at] + lines[0] + "\n" + ptx[at:]
-
-
 def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
-             ptx_version: str | None = None) -> tuple[str, KernelABI]:
+             ptx_version: str | None = None, max_registers: int | None = None) -> tuple[str, KernelABI]:
     """PTX module text for ``kernel`` and its launch ABI (see :mod:`kaio.backends.abi`).
 
     ``fast_math`` turns float division into ``div.full.f32`` and every math function that has a
     hardware approximation into it (as ``fast=True`` does per call). ``ptx_version`` overrides
     the ``.version`` line (default: :func:`~kaio.backends.abi.ptx_version_for`).
+    ``max_registers`` caps registers per thread (``.maxnreg``).
     """
     if arch not in SUPPORTED:
         raise ValueError(f"kernel '{kernel.name}': PTX arch {arch!r} is not supported; "
@@ -62,8 +48,6 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     abi = kernel_abi(kernel)
     r = _Renderer(kernel, abi, arch, fast_math)
     body = r.run()
-    if ptx_predicate.ENABLED:
-        body = ptx_predicate.predicate_small_ifs(body)
     version = ptx_version or ptx_version_for(arch)
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
             f".version {version}", f".target {arch}", ".address_size 64", ""]
@@ -71,7 +55,7 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     head += r.em.module_decls
     params = ",\n".join(f"\t.param .{_abi_param_type(p)} {p.name}" for p in abi.params)
     out = head + ["", f".visible .entry {abi.entry}(", params, ")"]
-    out += max_registers_directive(kernel)
+    out += [f".maxnreg {int(max_registers)}"] if max_registers else []
     out += ["{"]
     out += [f"\t.reg {CLASS_DECL[c]} %{c}<{n}>;" for c, n in r.em.counts.items() if n]
     out += ["\t" + d for d in r.em.decls]
@@ -191,43 +175,48 @@ class _Renderer:
         self.em.define(op.result, reg)
 
     # --- scalars -----------------------------------------------------------------------
-    def h_const(self, op):
+    def op_const(self, op):
         self.set(op, self.em.const(op.attrs["value"], op.result.type))
 
-    def h_binary(self, op):
+    def op_binary(self, op):
         a, b = op.operands
         self.set(op, ptx_ops.binary(self.em, op.opcode, a.type, self.v(a), self.v(b)))
 
-    def h_unary(self, op):
+    def op_unary(self, op):
         a = op.operands[0]
         self.set(op, ptx_ops.unary(self.em, op.opcode, a.type, self.v(a)))
 
-    def h_fma(self, op):
+    def op_fma(self, op):
         a, b, c = op.operands
         self.set(op, ptx_ops.fma(self.em, a.type, self.v(a), self.v(b), self.v(c)))
 
-    def h_cmp(self, op):
+    def op_cmp(self, op):
         a, b = op.operands
         self.set(op, ptx_ops.cmp(self.em, op.attrs["pred"], a.type, self.v(a), self.v(b)))
 
-    def h_select(self, op):
+    def op_select(self, op):
         c, a, b = op.operands
         self.set(op, ptx_ops.select(self.em, a.type, self.v(c), self.v(a), self.v(b)))
 
-    def h_cast(self, op):
+    def op_cast(self, op):
         a = op.operands[0]
         self.set(op, ptx_ops.cast(self.em, a.type, op.result.type, self.v(a)))
 
-    def h_bitcast(self, op):
+    def op_bitcast(self, op):
         a = op.operands[0]
         self.set(op, ptx_ops.bitcast(self.em, a.type, op.result.type, self.v(a)))
 
-    def h_math(self, op):
+    def op_math(self, op):
         fast = bool(op.attrs.get("fast")) or self.em.fast_math
         regs = [self.v(a) for a in op.operands]
-        self.set(op, ptx_math.emit(self.em, op.attrs["fn"], op.operands[0].type, regs, fast))
+        r = ptx_math.emit(self.em, op.attrs["fn"], op.operands[0].type, regs, fast)
+        if r is None:   # no instruction for it: kaio.mathlib's code, emitted in place
+            with library_code(op) as (code, value):
+                self.block(code)
+                r = self.v(value)
+        self.set(op, r)
 
-    def h_special(self, op):
+    def op_special(self, op):
         em, d = self.em, self.em.reg(dt.INDEX)
         if op.opcode == "warp_size":
             em.ins(f"mov.u32 {d}, 32")
@@ -270,7 +259,7 @@ class _Renderer:
                 self.rows[key] = ptx_mem.row_base(self.em, info, buf.type.dtype,
                                                   [self.v(v) for v in lead])
 
-    def h_shape(self, op):
+    def op_shape(self, op):
         buf, axis = op.operands[0], op.attrs["axis"]
         info = self._buf(buf)
         if info.dyn:
@@ -283,14 +272,14 @@ class _Renderer:
         else:
             self.set(op, info.extents[axis])
 
-    def h_load(self, op):
+    def op_load(self, op):
         if id(op) in self.vec:
             return self._vector(self.vec[id(op)], op)
         buf, *idx = op.operands
         addr = self._addr(buf, idx)
         self.set(op, ptx_mem.load(self.em, self._buf(buf), buf.type.dtype, addr))
 
-    def h_store(self, op):
+    def op_store(self, op):
         if id(op) in self.vec:
             return self._vector(self.vec[id(op)], op)
         buf, *idx, val = op.operands
@@ -321,7 +310,7 @@ class _Renderer:
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")
 
-    def h_atomic(self, op):
+    def op_atomic(self, op):
         kind = op.attrs["op"]
         buf = op.operands[0]
         nvals = 2 if kind == "cas" else 1
@@ -330,7 +319,7 @@ class _Renderer:
         self.set(op, ptx_mem.atomic(self.em, kind, self._buf(buf), buf.type.dtype, addr,
                                     [self.v(v) for v in vals]))
 
-    def h_array(self, op):
+    def op_array(self, op):
         em, t = self.em, op.result.type
         self.n_arrays += 1
         name = f"{'dyn_smem' if op.opcode == 'dyn_shared' else 'arr'}{self.n_arrays}"
@@ -351,11 +340,11 @@ class _Renderer:
         self.bufs[op.result.id] = ptx_mem.BufInfo(space, base, extents, [], dyn=t.static_shape is None)
         self.set(op, base)
 
-    def h_barrier(self, op):
+    def op_barrier(self, op):
         self.em.ins("bar.sync 0")
 
     # --- warp ----------------------------------------------------------------------------
-    def h_shuffle(self, op):
+    def op_shuffle(self, op):
         em = self.em
         val, lane = op.operands
         t = val.type
@@ -393,12 +382,12 @@ class _Renderer:
             d = own
         self.set(op, d)
 
-    def h_vote(self, op):
+    def op_vote(self, op):
         d = self.em.tmp("p")
         self.em.ins(f"vote.sync.{op.attrs['mode']}.pred {d}, {self.v(op.operands[0])}, {self.mask}")
         self.set(op, d)
 
-    def h_ballot(self, op):
+    def op_ballot(self, op):
         w, d = self.em.tmp("r"), self.em.tmp("rd")
         self.em.ins(f"vote.sync.ballot.b32 {w}, {self.v(op.operands[0])}, {self.mask}")
         self.em.ins(f"cvt.u64.u32 {d}, {w}")
@@ -426,7 +415,7 @@ class _Renderer:
         if term is not None and dsts:
             self._moves(dsts, [self.v(x) for x in term.operands], types)
 
-    def h_if(self, op):
+    def op_if(self, op):
         em = self.em
         then, other = op.regions
         types = [r.type for r in op.results]
@@ -443,7 +432,7 @@ class _Renderer:
             self._yield_into(other, res, types)
         em.place(l_end)
 
-    def h_for(self, op):
+    def op_for(self, op):
         em = self.em
         lb, ub, step, *inits = op.operands
         body = op.regions[0]
@@ -497,7 +486,7 @@ class _Renderer:
             em.ins(f"@!{up} setp.le.{a} {stop}, {iv}, {ub}")
         return stop
 
-    def h_while(self, op):
+    def op_while(self, op):
         em = self.em
         before, after = op.regions
         types = [v.type for v in op.operands]
@@ -518,5 +507,5 @@ class _Renderer:
             em.define(r, reg)
 
 
-_HANDLERS = handler_table(_Renderer, "h_", {"shared_array": "array", "dyn_shared": "array",
+_HANDLERS = handler_table(_Renderer, "op_", {"shared_array": "array", "dyn_shared": "array",
                                              "local_array": "array"})

@@ -13,7 +13,6 @@ Register model (one virtual register per SSA value; ptxas allocates the real one
 from __future__ import annotations
 
 import linecache
-import math
 import struct
 
 from .. import dtypes as dt
@@ -174,12 +173,6 @@ class Emitter:
             self.ins(f"mov.{bits_type(t)} {r}, {imm(v, t)}")
         return r
 
-    def fconst(self, x: float, cls: str = "f") -> str:
-        r = self.tmp(cls)
-        self.ins(f"mov.{'f32' if cls == 'f' else 'f64'} {r}, "
-                 f"{f32_hex(x) if cls == 'f' else f64_hex(x)}")
-        return r
-
     # --- canonical narrow integers -------------------------------------------------------
     def normalize(self, r: str, t: dt.DType) -> str:
         """Re-truncate a 32-bit result to ``t``'s width (sign/zero extension), in place."""
@@ -238,7 +231,3 @@ class Emitter:
         r = self.tmp("r")
         self.ins(f"selp.u32 {r}, 1, 0, {p}")
         return r
-
-    @staticmethod
-    def is_nan_literal(x) -> bool:
-        return isinstance(x, float) and math.isnan(x)

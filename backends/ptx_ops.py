@@ -40,9 +40,9 @@ def binary(em: Emitter, opcode: str, t: dt.DType, a: str, b: str) -> str:
         return d
     if t.is_int:
         return _int_binary(em, opcode, t, a, b)
-    if opcode == "rem":
-        from .ptx_math import fmod
-        return fmod(em, t, a, b)
+    if opcode == "rem":   # no PTX instruction: kaio.passes.expand_math writes it as a loop
+        raise NotImplementedError(f"PTX: float 'rem' on {t.name} (run "
+                                  "kaio.passes.target_pipeline first: it expands it)")
     if t.bits == 16:
         return _half_binary(em, opcode, t, a, b)
     d = em.reg(t)

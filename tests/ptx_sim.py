@@ -541,13 +541,24 @@ def execute(m: Machine, opc: list, ops: list) -> None:
     return _int_op(m, name, opc, t, ops)
 
 
+def _minmax(name, a, b):
+    """PTX ``min``/``max`` on floats as the ISA states them: a NaN operand loses (NaN only when
+    both are) and, of two zeros, -0.0 is the smaller (Python's min/max keep the first of two
+    equal values instead, which would hide an emitter that relied on the order of operands)."""
+    if math.isnan(a) or math.isnan(b):
+        return b if math.isnan(a) else a
+    if a == b == 0:
+        neg = (math.copysign(1, a) < 0, math.copysign(1, b) < 0)
+        return -0.0 if (any(neg) if name == "min" else all(neg)) else 0.0
+    return min(a, b) if name == "min" else max(a, b)
+
+
 def _float_op(m, name, opc, t, ops):
     x = [m.get(o, t) for o in ops[1:]]
     if name in ("add", "sub", "mul", "div", "fma"):
         r = _farith(name, t, *x)   # approx/full division: the exact quotient is within bounds
     elif name in ("min", "max"):
-        a, b = x
-        r = b if math.isnan(a) else a if math.isnan(b) else (min if name == "min" else max)(a, b)
+        r = _minmax(name, *x)
     elif name == "neg":
         r = -x[0]
     elif name == "abs":

@@ -119,6 +119,23 @@ def test_binary_special_grid_follows_c99(fn, npf, dtype):
             assert abs(float(g) - float(w)) <= float(np.spacing(np.abs(w))), (fn, x, y, g, w)
 
 
+@pytest.mark.parametrize("dtype", [dt.f16, dt.bf16], ids=_ids)
+def test_fmod_16bit_exhaustive(dtype):
+    """Every 16-bit x (NaN and infinities included) against divisors from the smallest
+    subnormal to the largest finite value: the bits of C fmod, signed zeros included."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype.np)
+    fi = np.finfo(np.float16) if dtype is dt.f16 else None
+    tiny = float(fi.smallest_subnormal) if fi else 2.0 ** -133
+    big = float(fi.max) if fi else 3.3895313892515355e38
+    for y in (tiny, -0.1, 3.0, big, 0.0):
+        yv = np.full(x.size, y).astype(dtype.np)
+        got = M.run_reference("fmod", dtype, x, yv)
+        with np.errstate(all="ignore"):
+            want = np.fmod(x.astype(np.float64), yv.astype(np.float64)).astype(dtype.np)
+        same = [_same(g, w) for g, w in zip(got, want)]
+        assert all(same), (y, [float(v) for v in x[~np.array(same)][:5]])
+
+
 def test_huge_trig_arguments_use_exact_reduction():
     """Payne-Hanek: sin/cos of the largest arguments still correctly reduced (f64 <= 1 ulp)."""
     pytest.importorskip("mpmath")
@@ -191,7 +208,8 @@ def test_only_exact_and_fast_math_remain_after_target_pipeline():
 
 
 # --- cross-target: reference vs the LLVM emitter on this CPU ------------------------------------
-CROSS = ["exp", "expm1", "log", "log1p", "pow", "sin", "tan", "tanh", "erf", "atan2", "acos", "cosh"]
+CROSS = ["exp", "expm1", "log", "log1p", "pow", "sin", "tan", "tanh", "erf", "atan2", "acos", "cosh",
+         "fmod"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
@@ -216,17 +234,17 @@ def test_reference_and_llvm_host_bit_identical(fn, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=_ids)
 @pytest.mark.parametrize("fn", FUNCTIONS)
 def test_expansion_compiles_for_ptx_and_amdgpu(fn, dtype, tmp_path):
-    from kaio.backends import amdgpu
+    from kaio.backends import llvm_compile, targets
     from kaio.backends.ptx import emit_ptx
     k = M.kernel_for(fn, dtype)
     ptx, _ = emit_ptx(target_pipeline(k, 32), "sm_90")
     try:
-        amdgpu.find_linker()
+        llvm_compile.find_linker()
     except kaio.CompileError:  # no AMD linker on this machine (the GPU image has none)
-        amdgpu.emit(k, "asm", "gfx90a")  # still lowered through the AMDGPU backend
+        targets.emit(k, "asm", "gfx90a")  # still lowered through the AMDGPU backend
     else:
-        assert amdgpu.emit(k, "hsaco", "gfx90a")[:4] == b"\x7fELF"
-    nv = amdgpu.emit(k, "ptx", "nvptx64-sm_90")
+        assert targets.emit(k, "hsaco", "gfx90a")[:4] == b"\x7fELF"
+    nv = targets.emit(k, "ptx", "nvptx64-sm_90")
     if not shutil.which(PTXAS):
         pytest.skip("ptxas not installed: PTX emitted but not assembled")
     for i, text in enumerate((ptx, nv)):
@@ -271,9 +289,9 @@ def test_expansion_inside_loops_and_branches():
 
 
 def test_bf16_remainder_is_exact_and_builds_for_amdgpu(tmp_path):
-    """`x % y` on floats is C fmod (exact on every target); LLVM's AMDGPU target cannot lower a
-    bf16 `frem`, so the LLVM emitter computes it exactly in f64 instead."""
-    from kaio.backends import amdgpu
+    """`x % y` on floats is C fmod, exact on every target: kaio.mathlib's loop (bf16 through f32),
+    never LLVM's `frem` (inexact on nvptx and AMDGPU, and no bf16 form on AMDGPU)."""
+    from kaio.backends import llvm_compile, targets
     from kaio.ir import BufType, Builder, Param
     from kaio.ir.indexmath import IndexMath
     b = Builder.for_kernel("frem", [("x", BufType(dt.bf16, 1, "global", "in"), Param("x", "buffer")),
@@ -284,11 +302,11 @@ def test_bf16_remainder_is_exact_and_builds_for_amdgpu(tmp_path):
     b.store(z, [g], b.binary("rem", b.load(x, [g]), b.load(y, [g])))
     k = b.finish()
     try:
-        amdgpu.find_linker()
+        llvm_compile.find_linker()
     except kaio.CompileError:
-        amdgpu.emit(k, "asm", "gfx90a")
+        targets.emit(k, "asm", "gfx90a")
     else:
-        assert amdgpu.emit(k, "hsaco", "gfx90a")[:4] == b"\x7fELF"
+        assert targets.emit(k, "hsaco", "gfx90a")[:4] == b"\x7fELF"
     from kaio.backends.reference import ReferenceBackend
     rng = np.random.default_rng(3)
     xs = (rng.standard_normal(512) * 100).astype(dt.bf16.np)

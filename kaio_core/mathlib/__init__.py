@@ -13,14 +13,14 @@ f32, f16 or bf16 argument is widened to f64 (exactly), the function evaluated in
 result rounded once to the argument's type: the f64 result is within a few f64 ulp, so the
 narrow result is the correctly rounded one except when the exact value lies within ~2^-50
 relative of a rounding boundary (then it may be 1 ulp off -- double rounding; the same on every
-target). ``fmod`` is the IR's exact ``rem`` (16-bit
-types through f32, exactly: the result is representable in the narrow type); ``rsqrt`` is
-``1 / sqrt`` refined by one Newton step.
+target). ``fmod`` -- also the IR's float ``rem``, which no target has as an instruction -- is an
+exact loop in the argument's format (:mod:`.fmod`; 16-bit types through f32, exactly: the result
+is representable in the narrow type); ``rsqrt`` is ``1 / sqrt`` refined by one Newton step.
 """
 from __future__ import annotations
 
 from .. import dtypes as dt
-from . import explog, hyper, inverse, trig
+from . import explog, fmod, hyper, inverse, trig
 from .ctx import F64
 
 #: fn -> f64 implementation taking (F64, *args)
@@ -46,7 +46,7 @@ FUNCTIONS = tuple(IMPLS) + ("rsqrt", "fmod")
 
 def _widen_f32(b, a):
     """``a`` (f16/bf16) as f32, exactly. bf16 is widened through its bits (bf16 is the top half
-    of an f32), so LLVM cannot narrow the f32 ``frem`` back to a bf16 one that amdgcn lacks."""
+    of an f32): two integer ops on every target, even those without bf16 conversions."""
     if a.type is dt.bf16:
         u = b.cast(b.bitcast(a, dt.u16), dt.u32)
         return b.bitcast(b.binary("shl", u, b.const(16, dt.u32)), dt.f32)
@@ -71,12 +71,11 @@ def expand(b, fn: str, *args):
     if not t.is_float:
         raise TypeError(f"kaio.mathlib: {fn} needs a float argument, got {t.name}")
     if fn == "fmod":
-        # exact in any format; 16-bit operands go through f32 (the result is representable in
-        # the narrow type, so the casts are exact) because not every target has a 16-bit frem
+        # exact in any format, so 16-bit operands go through f32 (the result is representable
+        # in the narrow type: the casts are exact)
         if t.bits == 16:
-            x, y = (_widen_f32(b, a) for a in args)
-            return b.cast(b.binary("rem", x, y), t)
-        return b.binary("rem", args[0], args[1])
+            return b.cast(fmod.fmod(F64(b, dt.f32), *[_widen_f32(b, a) for a in args]), t)
+        return fmod.fmod(F64(b, t), *args)
     impl = _rsqrt if fn == "rsqrt" else IMPLS.get(fn)
     if impl is None:
         raise KeyError(f"kaio.mathlib has no portable '{fn}'")
