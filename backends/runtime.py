@@ -291,7 +291,8 @@ class DeviceArray:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}
 
-    def _live(self, what: str) -> int:
+    def live_ptr(self, what: str) -> int:
+        """The device address, or ValueError naming ``what`` when the array was freed."""
         if self.ptr == 0 and self.nbytes:
             raise ValueError(f"{what}: the device array was freed")
         return self.ptr
@@ -314,7 +315,7 @@ class DeviceArray:
     def copy_from_host(self, arr: np.ndarray, stream=None) -> "DeviceArray":
         """Copy a host array of the same dtype and shape into this array."""
         self._check_host(arr, "copy_from_host")
-        self.runtime.copy_htod(self._live("copy_from_host"), arr, self._stream(stream))
+        self.runtime.copy_htod(self.live_ptr("copy_from_host"), arr, self._stream(stream))
         return self
 
     def copy_to_host(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
@@ -326,7 +327,7 @@ class DeviceArray:
             self._check_host(out, "copy_to_host")
             if not out.flags.writeable:
                 raise ValueError("copy_to_host: the output array is read-only")
-        self.runtime.copy_dtoh(out, self._live("copy_to_host"), self._stream(stream))
+        self.runtime.copy_dtoh(out, self.live_ptr("copy_to_host"), self._stream(stream))
         return out
 
     def to_host(self, stream=None) -> np.ndarray:
@@ -341,7 +342,7 @@ class DeviceArray:
         if other.dtype != self.dtype or other.shape != self.shape:
             raise ValueError(f"copy_: {other.dtype}{list(other.shape)} into {self.dtype}{list(self.shape)}")
         if self.nbytes:
-            self.runtime.memcpy("dtod", self._live("copy_"), other._live("copy_"), self.nbytes)
+            self.runtime.memcpy("dtod", self.live_ptr("copy_"), other.live_ptr("copy_"), self.nbytes)
         return self
 
     def free(self) -> None:
@@ -559,7 +560,7 @@ def device_pointer(rt: Runtime, a, intent: str, what: str, xfer: Transfers):
         if a.runtime is not rt:
             raise LaunchError(f"{what} is {_describe(a)} but this runs on {rt.name}; copy it with "
                               ".to_host() and kaio.to_device() on this backend")
-        return a._live(what), a.shape, a.dtype
+        return a.live_ptr(what), a.shape, a.dtype
     if hasattr(a, "__cuda_array_interface__"):
         return rt.foreign_view(a, what)
     raise LaunchError(f"{what} expects a numpy array or a device array, got {type(a).__name__}")

@@ -145,7 +145,7 @@ class ReferenceBackend(Backend):
         storage (zero-copy, so the launch writes into it)."""
         what = f"kernel '{kernel.name}': parameter '{name}'"
         if isinstance(arr, DeviceArray) and arr.runtime is self.runtime:
-            arr = self.runtime.view(arr._live(what), arr.shape, arr.dtype)
+            arr = self.runtime.host_array(arr, what)
         elif not isinstance(arr, np.ndarray):
             got = (f"a {arr.runtime.name} device array" if isinstance(arr, DeviceArray)
                    else type(arr).__name__)

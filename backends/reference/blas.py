@@ -23,7 +23,7 @@ class ReferenceBlas:
             return v
         what = f"kaio.blas.gemm: parameter '{o.name}'"
         if isinstance(v, DeviceArray) and v.runtime is self.runtime:
-            return self.runtime.view(v._live(what), v.shape, v.dtype)
+            return self.runtime.host_array(v, what)
         raise LaunchError(f"{what}: the reference backend takes numpy arrays and its own device "
                           f"arrays, got {type(v).__name__}")
 

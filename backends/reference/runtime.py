@@ -81,6 +81,10 @@ class ReferenceRuntime(Runtime):
             raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
         return raw.view(dtype).reshape(shape)
 
+    def host_array(self, a, what: str) -> np.ndarray:
+        """The storage of this runtime's DeviceArray ``a`` as a numpy array (zero-copy)."""
+        return self.view(a.live_ptr(what), a.shape, a.dtype)
+
     # streams: all work has finished when it is queued
     def stream_create(self, non_blocking: bool) -> int:
         return next(self._ids)
