@@ -7,8 +7,6 @@ ReferenceBackend (the ``ir`` stage lowers reductions) and launches.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from kaio import dtypes as dt
 from kaio.backends.reference import ReferenceBackend
 from kaio.ir import BufType, Builder, Loc, Param
@@ -79,31 +77,25 @@ I32 = dt.i32
 
 
 # --- switching one target pass on and off (tests compare a pass's output with the loop as written)
-@contextmanager
-def switched(pass_module, on: bool):
-    """Set ``pass_module.ENABLED`` (kaio.passes.unroll, full_tiles, ...) for a block."""
-    saved, pass_module.ENABLED = pass_module.ENABLED, on
-    try:
-        yield
-    finally:
-        pass_module.ENABLED = saved
+def _disabled(pass_module, on: bool) -> frozenset:
+    """The kernel option that switches ``pass_module`` (kaio.passes.unroll, full_tiles) off."""
+    return frozenset() if on else frozenset({pass_module.__name__.rsplit(".", 1)[-1]})
 
 
 def lowered_with(pass_module, k, on=True):
     """``k``'s target pipeline (warp 32) with ``pass_module`` on or off."""
-    from kaio.ir.rewrite import clone_kernel
     from kaio.passes import target_pipeline
-    with switched(pass_module, on):
-        return target_pipeline(clone_kernel(k.specialize_ir()), 32)
+    return target_pipeline(k.specialize_ir(), 32, disabled_passes=_disabled(pass_module, on))
 
 
 def run_ref_with(pass_module, k, args, grid, block, on=True):
     """Launch ``k`` on a fresh reference backend (sanitizer on) with ``pass_module`` on or off;
     copies of the array arguments after the launch."""
     import numpy as np
+
+    from kaio.options import KernelOptions
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     be = ReferenceBackend(sanitize=True)
-    with switched(pass_module, on):
-        compiled = be.compile(k.specialize_ir())
+    compiled = be.compile(k.specialize_ir(), KernelOptions(disabled_passes=_disabled(pass_module, on)))
     be.launch(compiled, (grid, 1, 1), (block, 1, 1), args)
     return [a for a in args if isinstance(a, np.ndarray)]

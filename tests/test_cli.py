@@ -166,12 +166,14 @@ REDUCE = textwrap.dedent('''
 
 
 def test_ir_per_target_warp_width(capsys, tmp_path):
-    """--emit ir with a target shows that target's lowering: warp 32 vs 64 differ."""
+    """--emit ir is the checked IR; --emit lowered with a target shows that target's lowering:
+    warp 32 vs 64 differ."""
     p = tmp_path / "reduce_for_cli.py"
     p.write_text(REDUCE)
     outs = {}
     for t in (None, "sm_90", "gfx942"):
-        rc, out, err = run(capsys, "compile", f"{p}:bsum", "--emit", "ir", *(["--target", t] if t else []))
+        stage = ["--emit", "lowered", "--target", t] if t else ["--emit", "ir"]
+        rc, out, err = run(capsys, "compile", f"{p}:bsum", *stage)
         assert rc == 0, err
         outs[t] = out
     assert "warp_reduce" in outs[None]

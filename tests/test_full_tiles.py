@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference_kit import lowered_with, run_ref_with, switched
+from reference_kit import lowered_with, run_ref_with
 from test_ptx import ptxas
 
 import kaio
@@ -16,10 +16,6 @@ from kaio.passes import full_tiles
 from kaio.regions import blocked
 
 I32_MAX = 2**31 - 1
-
-
-def versioning(on: bool):
-    return switched(full_tiles, on)
 
 
 def lowered(k, on=True):

@@ -67,7 +67,7 @@ def test_row_ops_give_the_same_bits_at_warp_width_32_and_64(op, reference):
     outs = []
     for width in (32, 64):
         backend = ReferenceBackend(warp_size=width)
-        compiled = backend.compile(kernel.specialize_ir({}), {})
+        compiled = backend.compile(kernel.specialize_ir({}))
         y = np.empty_like(x)
         backend.launch(compiled, (3, 1, 1), (256, 1, 1), [*args, y, *extra])
         outs.append(y)
