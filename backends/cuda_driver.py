@@ -255,8 +255,3 @@ def device_count() -> int:
 def all_device_props() -> list[DeviceProps]:
     """Properties of every device (empty without CUDA)."""
     return [context(i).props for i in range(device_count())]
-
-
-def ptr_int(p) -> int:
-    """A driver handle or pointer (CUdeviceptr, CUstream, int) as a Python int."""
-    return int(p) if p is not None else 0

@@ -226,12 +226,3 @@ class BuildPool:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-
-
-def build_all(jobs, workers: int | None = None) -> dict:
-    """Build every distinct job once in a fresh pool (see :class:`BuildPool`)."""
-    pool = BuildPool(workers)
-    try:
-        return pool.run(jobs)
-    finally:
-        pool.close()

@@ -36,10 +36,6 @@ class ConformanceCase:
     description: str = ""
     tags: tuple = field(default_factory=tuple)
 
-    @property
-    def is_library(self) -> bool:
-        return self.group.startswith("library")
-
 
 def from_library(kc) -> ConformanceCase:
     """A conformance case for a :class:`kaio.kernels.KernelCase` (rule derived from its IR)."""

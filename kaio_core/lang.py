@@ -102,10 +102,6 @@ class Intrinsic:
         return f"kaio.{self.name}"
 
 
-def _intrinsics(names: str, doc: str = "") -> dict[str, Intrinsic]:
-    return {n: Intrinsic(n, doc) for n in names.split()}
-
-
 # thread geometry (use .x .y .z), warp-level constants
 thread_idx = Intrinsic("thread_idx", "Thread index within the block (.x .y .z), i32.")
 block_idx = Intrinsic("block_idx", "Block index within the grid (.x .y .z), i32.")

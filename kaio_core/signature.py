@@ -24,10 +24,6 @@ class ParamInfo:
     spec: object
     default: object = inspect.Parameter.empty
 
-    @property
-    def is_runtime(self) -> bool:
-        return self.kind != "const"
-
 
 def parse_signature(fn) -> list[ParamInfo]:
     sig = inspect.signature(fn)

@@ -32,14 +32,6 @@ def run(kernel: Kernel) -> Kernel:
     return kernel
 
 
-def step_positive(op: Op) -> bool:
-    """Whether a ``for`` op is known to have a positive step (the attribute or a constant)."""
-    if op.attrs.get("step_sign") == 1:
-        return True
-    s = op.operands[2].owner
-    return isinstance(s, Op) and s.opcode == "const" and s.attrs["value"] > 0
-
-
 def value_range(v: Value, memo: dict | None = None) -> tuple[int, int] | None:
     """``(lo, hi)`` bounding the integer value ``v`` on every launch, or ``None`` if unknown."""
     memo = {} if memo is None else memo
