@@ -94,6 +94,7 @@ from .lang import (  # noqa: E402
     warp_sum,
 )
 from .launch import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
+from . import regions  # noqa: E402  (kaio.regions; registers partitions as IR attributes)
 
 
 def set_backend(name: str) -> None:

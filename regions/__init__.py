@@ -11,6 +11,8 @@ A partition answers four questions (see :class:`Partition`):
 - ``check_launch(shape, grid, block)``: raise unless the launch gives every index one owner.
 
 Users write ``kaio.Region[kaio.f32, kaio.regions.blocked(4)]``; docs/regions.md has the rules.
+Partitions are frozen dataclasses and IR attributes: a kernel's parameter records hold the
+objects, and the IR text form prints them as ``#blocked{k = 4}``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from .partitions import (
 
 __all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Elementwise", "GridStride", "OwnedSpec",
            "Partition", "Rows", "RowsPerBlock", "Tiles", "blocked", "elementwise", "grid_stride",
-           "owned_indices", "owner_map", "partition_from_spec", "rows", "rows_per_block", "tiles"]
+           "owned_indices", "owner_map", "rows", "rows_per_block", "tiles"]
 
 
 def elementwise() -> Elementwise:
@@ -61,16 +63,3 @@ def rows_per_block(block: int = DEFAULT_BLOCK) -> RowsPerBlock:
 def tiles(th: int = 16, tw: int = 16) -> Tiles:
     """``th`` x ``tw`` tiles of a 2-D buffer per block, split among the block's threads."""
     return Tiles(th, tw)
-
-
-def partition_from_spec(text: str) -> Partition:
-    """Inverse of ``Partition.spec()``: ``"blocked(k=4)"`` -> Blocked(k=4)."""
-    name, _, rest = text.partition("(")
-    cls = PARTITIONS.get(name)
-    if cls is None:
-        raise ValueError(f"unknown partition {text!r}; known: {', '.join(PARTITIONS)}")
-    kwargs = {}
-    for item in filter(None, (s.strip() for s in rest.rstrip(")").split(","))):
-        k, _, v = item.partition("=")
-        kwargs[k.strip()] = int(v)
-    return cls(**kwargs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..ir.attrs import StructAttr
+
 DEFAULT_BLOCK = 256
 
 
@@ -20,9 +22,13 @@ class OwnedSpec:
     index: Callable = None
 
 
-class Partition:
-    """Base class. Subclasses set ``name`` (and ``ndim`` when they need a fixed rank) and
-    implement ``owned_spec``, ``owned_affine``, ``launch_shape`` and ``check_launch``.
+class Partition(StructAttr):
+    """Base class. Subclasses are frozen dataclasses (their fields are the partition's
+    parameters, so equal partitions compare and hash equal), set ``name`` (and ``ndim`` when
+    they need a fixed rank) and implement ``owned_spec``, ``owned_affine``, ``launch_shape`` and
+    ``check_launch``. Registered under ``name`` as an IR attribute (:mod:`kaio.ir.attrs`), a
+    partition prints in the IR's text form as ``#blocked{k = 4}`` and parses back to an equal
+    object.
 
     ``launch_1d``: the partition is only valid for 1-D launches (its ``check_launch`` enforces
     it), so the static checker may assume thread/block y and z are 0 and their extents 1.
@@ -33,7 +39,7 @@ class Partition:
     launch_1d = False
 
     def spec(self) -> str:
-        """Text form used by the IR printer; ``partition_from_spec`` parses it back."""
+        """How messages name the partition, as the user writes it: ``blocked(k=4)``."""
         return f"{self.name}()"
 
     def owned_spec(self, ctx, buf) -> OwnedSpec:
@@ -63,12 +69,6 @@ class Partition:
     def check_launch(self, shape, grid, block, *, buffer: str, kernel: str) -> None:
         """Raise kaio.LaunchError unless every index has exactly one owner in this launch."""
         raise NotImplementedError
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.spec() == other.spec()
-
-    def __hash__(self):
-        return hash(self.spec())
 
     def __repr__(self):
         return f"kaio.regions.{self.spec()}"

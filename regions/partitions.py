@@ -16,10 +16,12 @@ checked before every launch by ``check_launch``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import LaunchError
+from ..ir.attrs import register
 from ..ir.indexmath import IndexMath
 from .affine import Divides, Eq, Nonneg
 from .base import DEFAULT_BLOCK, OwnedSpec, Partition
@@ -69,6 +71,7 @@ def _require_ndim(part, shape, buffer, kernel):
                           f"{part.spec()} partition needs a {part.ndim}-d buffer")
 
 
+@dataclass(frozen=True, repr=False)
 class Elementwise(Partition):
     """One element per thread: the thread with global linear id g owns element g (row-major for
     N-d buffers). Any 1-D, 2-D or 3-D launch with at least ``size`` threads is valid."""
@@ -101,17 +104,19 @@ class Elementwise(Partition):
                 f"or use a blocked or grid-stride partition.")
 
 
+@dataclass(frozen=True, repr=False)
 class Blocked(Partition):
     """Contiguous blocks: thread g (1-D launch) owns elements ``[g*k, g*k + k)`` of a 1-D buffer."""
 
+    k: int = 1
     name = "blocked"
     ndim = 1
     launch_1d = True
 
-    def __init__(self, k: int = 1):
+    def __post_init__(self):
+        k = self.k
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"kaio.regions.blocked(k) needs an int k >= 1, got {k!r}")
-        self.k = k
 
     def spec(self):
         return f"blocked(k={self.k})"
@@ -141,6 +146,7 @@ class Blocked(Partition):
                 f"({threads * self.k} elements); launch at least {-(-shape[0] // self.k)} threads")
 
 
+@dataclass(frozen=True, repr=False)
 class GridStride(Partition):
     """Grid-stride: thread g of G (1-D launch) owns g, g+G, g+2G, ... of a 1-D buffer. Valid for
     any 1-D launch."""
@@ -166,6 +172,7 @@ class GridStride(Partition):
         _require_1d(self, shape, grid, block, buffer, kernel)
 
 
+@dataclass(frozen=True, repr=False)
 class Rows(Partition):
     """One row of a 2-D buffer per thread: thread g (1-D launch) owns row g."""
 
@@ -195,17 +202,19 @@ class Rows(Partition):
                 f"the rows partition needs one thread per row")
 
 
+@dataclass(frozen=True, repr=False)
 class RowsPerBlock(Partition):
     """One row per block (block b owns row b, by linear block id); the block's B threads split
     the row's columns by stride (thread t owns columns t, t+B, ...). The softmax/norm pattern."""
 
+    block: int = DEFAULT_BLOCK
     name = "rows_per_block"
     ndim = 2
 
-    def __init__(self, block: int = DEFAULT_BLOCK):
-        if not isinstance(block, int) or not 1 <= block <= 1024:
+    def __post_init__(self):
+        block = self.block
+        if not isinstance(block, int) or isinstance(block, bool) or not 1 <= block <= 1024:
             raise ValueError(f"kaio.regions.rows_per_block(block) needs 1 <= block <= 1024, got {block!r}")
-        self.block = block
 
     def spec(self):
         return "rows_per_block()" if self.block == DEFAULT_BLOCK else f"rows_per_block(block={self.block})"
@@ -232,20 +241,22 @@ class RowsPerBlock(Partition):
                 f"the rows_per_block partition needs one block per row")
 
 
+@dataclass(frozen=True, repr=False)
 class Tiles(Partition):
     """2-D tiles: block (bx, by) owns rows ``[by*th, by*th+th)`` x columns ``[bx*tw, bx*tw+tw)``;
     within the tile, thread (tx, ty) owns local rows ty, ty+bdy, ... crossed with local columns
     tx, tx+bdx, ... (a block of (tw, th) threads owns one element each). The matmul/stencil
     pattern. Launch: grid.z == block.z == 1, block at most (tw, th, 1), grid covering the buffer."""
 
+    th: int = 16
+    tw: int = 16
     name = "tiles"
     ndim = 2
 
-    def __init__(self, th: int = 16, tw: int = 16):
-        for v in (th, tw):
+    def __post_init__(self):
+        for v in (self.th, self.tw):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"kaio.regions.tiles(th, tw) needs ints >= 1, got {(th, tw)!r}")
-        self.th, self.tw = th, tw
+                raise ValueError(f"kaio.regions.tiles(th, tw) needs ints >= 1, got {(self.th, self.tw)!r}")
 
     def spec(self):
         return f"tiles(th={self.th}, tw={self.tw})"
@@ -340,3 +351,5 @@ def owned_indices(part: Partition, ctx, buf):
 
 
 PARTITIONS = {c.name: c for c in (Elementwise, Blocked, GridStride, Rows, RowsPerBlock, Tiles)}
+for _name, _cls in PARTITIONS.items():   # the IR prints them as #name{...} and parses them back
+    register(_name, _cls)

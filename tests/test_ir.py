@@ -10,7 +10,7 @@ from ir_samples import buf, builder, every_op_kernel
 from kaio import dtypes as dt
 from kaio.ir import Loc, ParseError, parse_kernel, print_kernel
 from kaio.ir import ops as O
-from kaio.ir.rewrite import erase, inline_region, insert_before, replace_all_uses
+from kaio.ir.rewrite import detach, erase, inline_region, insert_before
 from kaio.ir.scalars import canonical
 from kaio.passes import verify
 
@@ -28,7 +28,7 @@ def _structure(k):
                   [num(v) for v in op.operands], [num(r) for r in op.results],
                   [block(r) for r in op.regions], op.loc) for op in b.ops])
 
-    return k.name, [(p.name, p.kind) for p in k.params], block(k.body)
+    return k.name, [(p.name, p.kind, p.partition) for p in k.params], block(k.body)
 
 
 @pytest.mark.parametrize("with_locs", [True, False])
@@ -45,9 +45,9 @@ def test_round_trip_every_op(with_locs):
 
 def test_round_trip_preserves_names_and_attrs():
     k = every_op_kernel()
-    k.attrs["block"] = [256, 1, 1]
+    k.attrs["launch_dims"] = 2
     k2 = parse_kernel(print_kernel(k))
-    assert k2.attrs == {"block": [256, 1, 1]} and k2.loc == k.loc == Loc("sample.py", 1, 0)
+    assert k2.attrs == {"launch_dims": 2} and k2.loc == k.loc == Loc("sample.py", 1, 0)
     fors = [op for op in k2.walk() if op.opcode == "for"]
     assert fors[0].attrs == {"owned": "y"} and fors[0].regions[0].args[0].name == "it"
     assert [p.name for p in k2.params] == ["x", "y", "c", "n", "a"]
@@ -97,7 +97,7 @@ def test_op_after_result_free_op_is_not_swallowed():
 """
     k = parse_kernel(text)
     assert [op.opcode for op in k.walk()] == ["barrier", "thread_idx", "store", "lane_id"]
-    assert k.body.ops[0].operands == []
+    assert k.body.ops[0].operands == ()
     assert print_kernel(k) == text
 
 
@@ -150,13 +150,15 @@ def test_rewrite_helpers():
     b.store(y, [i], r)
     k = b.finish()
     lane = b.op("lane_id", [], [dt.i32]).result
-    erase(lane.owner)
+    detach(lane.owner)                          # moved, not erased: it keeps its uses
     insert_before(s.owner, [lane.owner])
-    assert replace_all_uses(k, i, lane) == 2  # the add and the store's index
+    assert i.replace_all_uses_with(lane) == 2  # the add and the store's index
+    assert not i.is_used and set(lane.users) == {s.owner, k.body.ops[-1]}
     if_op = r.owner
     (val,) = inline_region(if_op, if_op.regions[0])
-    replace_all_uses(k, r, val)
+    r.replace_all_uses_with(val)
     erase(if_op)
+    assert s.users == (val.owner,)              # the else-branch's yield left with the if
     verify.run(k)
     assert [op.opcode for op in k.walk()] == ["thread_idx", "const", "lane_id", "add", "const",
                                                "mul", "store"]

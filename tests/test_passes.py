@@ -110,7 +110,7 @@ def test_block_reduce_lowering_does_not_depend_on_warp_size():
     assert [op.operands[1].owner.attrs["value"] for op in shuffles] == [16, 8, 4, 2, 1] * 2
     # group totals written; the result published; read before the scratch is reused
     assert ops.count("barrier") == 3
-    assert k.body.ops[0].opcode == "shared_array" and k.body.ops[0].attrs["shape"] == [1024]
+    assert k.body.ops[0].opcode == "shared_array" and k.body.ops[0].attrs["shape"] == (1024,)
 
 
 def test_each_block_reduce_site_gets_its_own_scratch():

@@ -1,7 +1,8 @@
-"""Partitions (owned sets, launch checks, spec round trip), the affine prover, and checker
+"""Partitions (owned sets, launch checks, IR attribute round trip), the affine prover, and checker
 mechanics (disabled(), 1-D launch assumption, error fields) on IR built with the Builder."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,7 +20,6 @@ from kaio.regions import (
     Tiles,
     checker,
     owner_map,
-    partition_from_spec,
 )
 from kaio.regions.affine import Poly, Prover, SymbolTable, simplify
 
@@ -96,8 +96,16 @@ def test_default_launch_shape_is_valid(part):
 
 @pytest.mark.parametrize("part", [Elementwise(), Blocked(3), GridStride(), Rows(), RowsPerBlock(),
                                   RowsPerBlock(32), Tiles(4, 8)])
-def test_spec_round_trips(part):
-    assert partition_from_spec(part.spec()) == part
+def test_partitions_are_ir_attributes_that_round_trip(part):
+    """A partition is an object in the IR, printed as #name{fields} and parsed back equal."""
+    from kaio.ir import BufType, Builder, Param, parse_kernel, print_kernel
+    t = BufType(kaio.f32, part.ndim or 1, "global", "region")
+    k = Builder.for_kernel("k", [("y", t, Param("y", "buffer", part))]).finish()
+    text = print_kernel(k)
+    fields = ", ".join(f"{f} = {v}" for f, v in vars(part).items())
+    assert f"partition = #{part.name}{{{fields}}}" in text
+    got = parse_kernel(text).params[0].partition
+    assert got == part and type(got) is type(part) and hash(got) == hash(part)
     assert set(PARTITIONS) == {"elementwise", "blocked", "grid_stride", "rows", "rows_per_block", "tiles"}
 
 
@@ -111,8 +119,14 @@ def test_constructors_and_annotations():
         kaio.regions.blocked(0)
     with pytest.raises(ValueError):
         kaio.regions.tiles(0, 4)
-    with pytest.raises(ValueError):
-        partition_from_spec("diagonal()")
+    from kaio.ir import ParseError, parse_kernel
+    head = 'kernel @k(%y: buf<f32, 1, global, region>) params {y = {kind = "buffer", partition = '
+    with pytest.raises(ParseError, match="unknown attribute #diagonal"):
+        parse_kernel(head + "#diagonal{}}} {\n}\n")
+    with pytest.raises(ParseError, match="needs an int k >= 1"):
+        parse_kernel(head + "#blocked{k = 0}}} {\n}\n")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kaio.regions.blocked(4).k = 5          # immutable: shared by every copy of the IR
 
 
 # --- the affine prover --------------------------------------------------------------------

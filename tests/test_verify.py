@@ -7,6 +7,7 @@ from ir_samples import buf, builder, every_op_kernel
 import kaio
 from kaio import dtypes as dt
 from kaio.ir import Block, BufType, Loc, Op
+from kaio.ir.attrs import AttrError
 from kaio.passes import verify
 from kaio.passes.verify import IRVerifyError
 
@@ -28,6 +29,12 @@ def _fails(fill, match):
     with pytest.raises(IRVerifyError, match=match) as info:
         verify.run(k)
     return info.value
+
+
+def _rejected(fill, match):
+    """Attributes are typed: a wrong key or value fails where the op is built or changed."""
+    with pytest.raises(AttrError, match=match):
+        _kernel(fill)
 
 
 def test_valid_kernels_pass():
@@ -68,8 +75,9 @@ def test_cmp_result_must_be_bool():
 
 
 def test_cmp_predicate():
-    _fails(lambda b, x, y, c, n, i, f: b.op("cmp", [i, n], [dt.bool_], {"pred": "approx"}),
-           "pred='approx' is not one of")
+    _rejected(lambda b, x, y, c, n, i, f: b.op("cmp", [i, n], [dt.bool_], {"pred": "approx"}),
+              "'cmp': attribute pred = 'approx' must be one of eq, ne, lt")
+    _fails(lambda b, x, y, c, n, i, f: b.op("cmp", [i, n], [dt.bool_]), "missing attribute 'pred'")
 
 
 def test_select_condition_bool():
@@ -95,8 +103,8 @@ def test_math_on_int_and_predicate_type():
            "math sqrt must be float, got i32")
     _fails(lambda b, x, y, c, n, i, f: b.op("math", [f], [dt.f32], {"fn": "isnan"}),
            "result type must be bool")
-    _fails(lambda b, x, y, c, n, i, f: b.op("math", [f], [dt.f32], {"fn": "sqrtt"}),
-           "fn='sqrtt' is not one of")
+    _rejected(lambda b, x, y, c, n, i, f: b.op("math", [f], [dt.f32], {"fn": "sqrtt"}),
+              "attribute fn = 'sqrtt' must be one of sqrt")
     _fails(lambda b, x, y, c, n, i, f: b.op("math", [f], [dt.f32], {"fn": "pow"}),
            "expected 2 operands")
 
@@ -132,13 +140,14 @@ def test_store_to_read_only():
 
 def test_atomic_to_read_only_and_bad_op():
     _fails(lambda b, x, y, c, n, i, f: b.atomic("add", x, [i], f), "read-only")
-    _fails(lambda b, x, y, c, n, i, f: b.atomic("mul", c, [i], i), "op='mul' is not one of")
+    _rejected(lambda b, x, y, c, n, i, f: b.atomic("mul", c, [i], i), "op = 'mul' must be one of")
     _fails(lambda b, x, y, c, n, i, f: b.op("atomic", [c, i, i], [dt.i32], {"op": "cas"}),
            "expected 4 operands")
 
 
 def test_special_axis():
-    _fails(lambda b, x, y, c, n, i, f: b.special("block_idx", 3), "axis=3 is not one of")
+    _rejected(lambda b, x, y, c, n, i, f: b.special("block_idx", 3), "axis = 3 must be an int in 0..2")
+    _rejected(lambda b, x, y, c, n, i, f: b.special("lane_id", 0), "'lane_id' has no attribute 'axis'")
     _fails(lambda b, x, y, c, n, i, f: b.shape(x, 1), "axis 1 is out of range for a 1-d buffer")
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import dtypes as dt
 from ... import semantics
 from ...errors import source_excerpt
 from ...ir.ops import handler_table
@@ -194,7 +193,7 @@ class Interpreter:
     def op_shared_array(self, op, mask):
         buf = self._static.get(op.results[0].id)
         if buf is None:
-            dtype = dt.from_name(op.attrs["dtype"])
+            dtype = op.attrs["dtype"]
             name = op.results[0].name or f"shared array (line {op.loc.line if op.loc else '?'})"
             buf = Buf.scratch(name, dtype, tuple(op.attrs["shape"]), self.batch.nblocks, "shared",
                               "block")
@@ -205,7 +204,7 @@ class Interpreter:
         # every dyn_shared view aliases the same per-block bytes, as CUDA's extern __shared__
         buf = self._static.get(op.results[0].id)
         if buf is None:
-            dtype = dt.from_name(op.attrs["dtype"])
+            dtype = op.attrs["dtype"]
             nbytes = self.launch.shared_bytes
             row = -(-nbytes // 8) * 8
             if self._dyn_bytes is None:
@@ -218,7 +217,7 @@ class Interpreter:
         self._set(op, buf)
 
     def op_local_array(self, op, mask):
-        dtype = dt.from_name(op.attrs["dtype"])
+        dtype = op.attrs["dtype"]
         name = op.results[0].name or "local array"
         self._set(op, Buf.scratch(name, dtype, tuple(op.attrs["shape"]), self.batch.L, "local",
                                   "lane"))

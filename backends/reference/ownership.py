@@ -51,7 +51,7 @@ def _owner_kernel(partition, ndim: int):
 
 def owner_map(partition, shape, grid, block, warp_size: int = 32) -> np.ndarray:
     """Flat int64 array: the owner (global linear thread id) of each element, -1 for none."""
-    key = (partition.spec(), tuple(shape), tuple(grid), tuple(block))
+    key = (partition, tuple(shape), tuple(grid), tuple(block))   # partitions hash by value
     hit = _CACHE.get(key)
     if hit is not None:
         _CACHE.move_to_end(key)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..ir.core import Block, Value
 from ..ir.indexmath import IndexMath
+from ..ir.rewrite import discard
 from .analysis import assigned_names, body_exits, exits, is_cheap
 from .values import Lit, OwnedMethod, PyObj, TupleV, Undef, describe, is_scalar
 
@@ -143,9 +144,15 @@ class ControlMixin:
 
     @contextmanager
     def scratch(self):
-        """Lower into a throwaway block (used to learn types before emitting for real)."""
-        with self.b.at(Block()):
-            yield
+        """Lower into a throwaway block (used to learn types before emitting for real); its
+        ops are then discarded, so the values they used do not keep them as users."""
+        trial = Block()
+        try:
+            with self.b.at(trial):
+                yield
+        finally:
+            for op in reversed(trial.ops):   # users before the ops they use
+                discard(op)
 
     # --- if -----------------------------------------------------------------------------
     def stmt_If(self, s):

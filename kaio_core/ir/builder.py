@@ -121,15 +121,15 @@ class Builder:
 
     def shared_array(self, dtype: dt.DType, shape: tuple[int, ...], name=None) -> Value:
         t = BufType(dtype, len(shape), "shared", "scratch", tuple(shape))
-        return self._one("shared_array", [], t, {"dtype": dtype.name, "shape": list(shape)}, name)
+        return self._one("shared_array", [], t, {"dtype": dtype, "shape": tuple(shape)}, name)
 
     def dyn_shared(self, dtype: dt.DType, name=None) -> Value:
         t = BufType(dtype, 1, "shared", "scratch", None)
-        return self._one("dyn_shared", [], t, {"dtype": dtype.name}, name)
+        return self._one("dyn_shared", [], t, {"dtype": dtype}, name)
 
     def local_array(self, dtype: dt.DType, shape: tuple[int, ...], name=None) -> Value:
         t = BufType(dtype, len(shape), "local", "scratch", tuple(shape))
-        return self._one("local_array", [], t, {"dtype": dtype.name, "shape": list(shape)}, name)
+        return self._one("local_array", [], t, {"dtype": dtype, "shape": tuple(shape)}, name)
 
     def barrier(self) -> Op:
         return self.op("barrier")

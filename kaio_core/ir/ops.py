@@ -19,7 +19,9 @@ documented in docs/ir.md; the ones every backend must honour exactly:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .attrs import Flag, Int, Name, OneOf, Scalar, Shape, TypeAttr
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,14 @@ class OpSpec:
     #                        'reduce' | 'control' | 'terminator'
     pure: bool             # droppable when its results are unused
     n_regions: int = 0
+    attrs: dict = field(default_factory=dict)   # key -> kaio.ir.attrs type: every key it may carry
+    required: tuple = ()                        # the keys it must carry
 
 
-def _specs(category, names, pure, n_regions=0):
-    return {n: OpSpec(n, category, pure, n_regions) for n in names}
+def _specs(category, names, pure, n_regions=0, attrs=None, required=None):
+    attrs = attrs or {}
+    req = tuple(attrs) if required is None else required
+    return {n: OpSpec(n, category, pure, n_regions, attrs, req) for n in names}
 
 
 BINARY = ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr")
@@ -43,6 +49,7 @@ SPECIAL = ("thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id", "warp_
 ATOMIC_OPS = ("add", "sub", "min", "max", "exch", "cas", "and", "or", "xor")
 REDUCE_OPS = ("sum", "max", "min")
 SHUFFLE_MODES = ("idx", "up", "down", "xor")
+VOTE_MODES = ("any", "all")
 
 #: math functions: name -> arity. ``isnan``/``isinf``/``isfinite`` return bool.
 MATH_FNS = {
@@ -58,24 +65,36 @@ MATH_PREDICATES = ("isnan", "isinf", "isfinite")
 MATH_EXACT = ("sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite", "copysign")
 
 SPECS: dict[str, OpSpec] = {}
-SPECS.update(_specs("const", ["const"], True))
+SPECS.update(_specs("const", ["const"], True, attrs={"value": Scalar()}))
 SPECS.update(_specs("binary", BINARY, True))
+SPECS.update(_specs("binary", ["div"], True, attrs={"fast": Flag()}, required=()))
 SPECS.update(_specs("unary", UNARY, True))
 SPECS.update(_specs("ternary", ["fma"], True))
-SPECS.update(_specs("math", ["math"], True))
-SPECS.update(_specs("cmp", ["cmp"], True))
+SPECS.update(_specs("math", ["math"], True, attrs={"fn": OneOf(tuple(MATH_FNS)), "fast": Flag()},
+                    required=("fn",)))
+SPECS.update(_specs("cmp", ["cmp"], True, attrs={"pred": OneOf(CMP_PREDS)}))
 SPECS.update(_specs("select", ["select"], True))
 SPECS.update(_specs("cast", ["cast", "bitcast"], True))
-SPECS.update(_specs("special", SPECIAL + ("shape",), True))
+SPECS.update(_specs("special", SPECIAL[:4], True, attrs={"axis": Int(0, 2)}))
+SPECS.update(_specs("special", SPECIAL[4:], True))
+SPECS.update(_specs("special", ["shape"], True, attrs={"axis": Int(0)}))
 SPECS.update(_specs("memory", ["load"], True))
-SPECS.update(_specs("memory", ["store", "atomic"], False))
-SPECS.update(_specs("alloc", ["shared_array", "dyn_shared", "local_array"], True))
+SPECS.update(_specs("memory", ["store"], False))
+SPECS.update(_specs("memory", ["atomic"], False, attrs={"op": OneOf(ATOMIC_OPS)}))
+SPECS.update(_specs("alloc", ["shared_array", "local_array"], True,
+                    attrs={"dtype": TypeAttr(), "shape": Shape()}))
+SPECS.update(_specs("alloc", ["dyn_shared"], True, attrs={"dtype": TypeAttr()}))
 SPECS.update(_specs("sync", ["barrier"], False))
-SPECS.update(_specs("warp", ["shuffle", "vote", "ballot"], False))
-SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False))
-SPECS["if"] = OpSpec("if", "control", False, 2)
-SPECS["for"] = OpSpec("for", "control", False, 1)
-SPECS["while"] = OpSpec("while", "control", False, 2)
+SPECS.update(_specs("warp", ["shuffle"], False, attrs={"mode": OneOf(SHUFFLE_MODES)}))
+SPECS.update(_specs("warp", ["vote"], False, attrs={"mode": OneOf(VOTE_MODES)}))
+SPECS.update(_specs("warp", ["ballot"], False))
+SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False, attrs={"op": OneOf(REDUCE_OPS)}))
+SPECS.update(_specs("control", ["if"], False, 2))
+#: for: ``owned`` names the Region whose owned() loop this is; ``step_sign = 1``: the step is > 0
+#: (kaio.passes.loop_facts); ``unrolled = k``: made by kaio.passes.unroll, k bodies per iteration
+SPECS.update(_specs("control", ["for"], False, 1,
+                    attrs={"owned": Name(), "step_sign": Int(1, 1), "unrolled": Int(1)}, required=()))
+SPECS.update(_specs("control", ["while"], False, 2))
 SPECS.update(_specs("terminator", ["yield", "condition"], False))
 
 

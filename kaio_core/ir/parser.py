@@ -5,6 +5,7 @@ import json
 import re
 
 from .. import dtypes as dt
+from .attrs import AttrError, build_struct
 from .core import Block, Kernel, Loc, Op, Param, Value
 from .types import BufType
 
@@ -13,6 +14,7 @@ _TOKEN = re.compile(r"""
   | (?P<str>"(?:[^"\\]|\\.)*")
   | (?P<val>%[A-Za-z0-9_]+)
   | (?P<sym>@[A-Za-z0-9_]+)
+  | (?P<struct>\#[A-Za-z_][A-Za-z0-9_]*)
   | (?P<num>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf\b))
   | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[{}()\[\]<>,:=])
@@ -21,6 +23,9 @@ _TOKEN = re.compile(r"""
 
 class ParseError(ValueError):
     pass
+
+
+_DTYPES = frozenset(t.name for t in dt.ALL)
 
 
 def _tokenize(text: str):
@@ -114,6 +119,15 @@ class _Parser:
             return None
         if text == "nan":
             return float("nan")
+        if kind == "word" and text in _DTYPES:
+            return dt.from_name(text)
+        if kind == "struct":
+            if self.peek()[1] != "{":
+                raise ParseError(f"line {line}: expected '{{' after {text}")
+            try:
+                return build_struct(text[1:], self.attr())
+            except (KeyError, TypeError, ValueError) as e:
+                raise ParseError(f"line {line}: bad attribute {text}: {e}") from None
         if text == "[":
             items = []
             while not self.accept("]"):
@@ -194,7 +208,10 @@ class _Parser:
         regions = []
         while self.peek()[1] == "(":
             regions.append(self.region())
-        op = Op(opcode, operands, types, attrs, regions, self.loc())
+        try:
+            op = Op(opcode, operands, types, attrs, regions, self.loc())
+        except AttrError as e:
+            raise ParseError(f"line {line}: {e}") from None
         for name, v in zip(results, op.results):
             self.define(name, v)
         return op
@@ -215,15 +232,14 @@ class _Parser:
             if v.name not in meta:
                 raise ParseError(f"parameter %{v.name} has no entry in the params table")
             m = meta[v.name]
-            part = m.get("partition")
-            if part is not None:
-                from ..regions import partition_from_spec
-                part = partition_from_spec(part)
-            params.append(Param(v.name, m["kind"], part))
+            params.append(Param(v.name, m["kind"], m.get("partition")))
         self.expect("{")
         while not self.accept("}"):
             body.append(self.op())
-        return Kernel(name, body, params, loc, attrs)
+        try:
+            return Kernel(name, body, params, loc, attrs)
+        except AttrError as e:
+            raise ParseError(f"kernel @{name}: {e}") from None
 
 
 def parse_kernel(text: str) -> Kernel:

@@ -13,6 +13,8 @@ import json
 import math
 import re
 
+from ..dtypes import DType
+from .attrs import StructAttr, mnemonic
 from .core import Block, Kernel, Op, Value
 from .types import type_str
 
@@ -20,6 +22,9 @@ _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def format_attr(v) -> str:
+    """The text of an attribute value: ``true``, ``3``, ``-0.0``, ``"s"``, ``[..]``,
+    ``{k = v, ..}``, ``none``, a dtype by name (``f32``), a structured attribute as
+    ``#name{field = v, ..}``."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -38,8 +43,10 @@ def format_attr(v) -> str:
         return "{" + ", ".join(f"{k} = {format_attr(x)}" for k, x in v.items()) + "}"
     if v is None:
         return "none"
-    if hasattr(v, "spec"):
-        return json.dumps(v.spec())
+    if isinstance(v, DType):
+        return v.name
+    if isinstance(v, StructAttr):
+        return "#" + mnemonic(v) + format_attr(v.attr_fields())
     raise TypeError(f"cannot print attribute {v!r}")
 
 

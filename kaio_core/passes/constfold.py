@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from ..ir.core import Block, Kernel, Op, Value
-from ..ir.rewrite import resolve, substitute
+from ..ir.rewrite import discard
 from .fold_eval import eval_op
 
 _MAX_ROUNDS = 8
@@ -28,7 +28,6 @@ def run(kernel: Kernel) -> Kernel:
     for _ in range(_MAX_ROUNDS):
         folder = _Folder()
         folder.block(kernel.body)
-        substitute(kernel, folder.mapping)
         if not folder.changed:
             break
     return kernel
@@ -53,20 +52,19 @@ def _const_op(anchor: Op, value, dtype, name=None) -> Op:
 
 class _Folder:
     """One folding sweep. Each op handler returns None (keep the op) or the list of ops that
-    replace it; blocks are rebuilt in one pass, so a sweep is linear in the kernel's size."""
+    replace it (its results already replaced, through use-lists); blocks are rebuilt in one
+    pass, so a sweep is linear in the kernel's size."""
 
     def __init__(self):
-        self.mapping: dict[int, Value] = {}   # replaced value id -> replacement
         self.changed = False
 
     def replace(self, old: Value, new: Value):
-        self.mapping[old.id] = new
+        old.replace_all_uses_with(new)
         self.changed = True
 
     def block(self, b: Block):
         out = []
         for op in b.ops:
-            op.operands = [resolve(self.mapping, v) for v in op.operands]
             for r in op.regions:
                 self.block(r)
             repl = self.op(op)
@@ -77,6 +75,7 @@ class _Folder:
             for o in repl:
                 o.parent = b
             out.extend(repl)
+            discard(op)
         b.ops = out
 
     def op(self, op: Op):
@@ -139,7 +138,9 @@ class _Folder:
         for r, v in zip(op.results, term.operands if term is not None else []):
             self.replace(r, v)
         self.changed = True
-        return [o for o in taken.ops if o is not term]
+        moved = [o for o in taken.ops if o is not term]
+        taken.ops = [term] if term is not None else []   # what stays is dropped with the if
+        return moved
 
     def fold_for(self, op: Op):
         lb, ub, step = (const_value(v) for v in op.operands[:3])

@@ -11,17 +11,15 @@ from __future__ import annotations
 from collections import ChainMap
 
 from ..ir import ops as O
-from ..ir.core import Block, Kernel, Op, Value
-from ..ir.rewrite import resolve, substitute
+from ..ir.core import Block, Kernel, Op
+from ..ir.rewrite import discard
 
 _NEVER = ("load", "shared_array", "dyn_shared", "local_array")
 
 
 def run(kernel: Kernel) -> Kernel:
     """Merge duplicate pure computations in ``kernel`` (in place) and return it."""
-    mapping: dict[int, Value] = {}
-    _block(kernel.body, ChainMap(), mapping)
-    substitute(kernel, mapping)
+    _block(kernel.body, ChainMap())
     return kernel
 
 
@@ -32,19 +30,19 @@ def _key(op: Op):
             str(op.results[0].type))
 
 
-def _block(b: Block, seen: ChainMap, mapping: dict) -> None:
+def _block(b: Block, seen: ChainMap) -> None:
     kept = []
     for op in b.ops:
-        op.operands = [resolve(mapping, v) for v in op.operands]
         for r in op.regions:
-            _block(r, seen.new_child(), mapping)
+            _block(r, seen.new_child())
         key = _key(op)
         first = None if key is None else seen.get(key)
         if first is None:
             if key is not None:
                 seen[key] = op.results[0]
             kept.append(op)
-        else:
-            mapping[op.results[0].id] = first
+        else:   # its users move to the first (use-lists), so later keys see the merged value
+            op.results[0].replace_all_uses_with(first)
             op.parent = None
+            discard(op)
     b.ops = kept

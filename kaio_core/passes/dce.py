@@ -10,36 +10,30 @@ Everything with an effect -- stores, atomics, barriers, warp ops, ``while`` loop
 """
 from __future__ import annotations
 
-from collections import Counter
-
 from ..ir import ops as O
 from ..ir.core import Block, Kernel, Op
+from ..ir.rewrite import discard
 from .constfold import const_value
 
 
 def run(kernel: Kernel) -> Kernel:
     """Remove dead ops from ``kernel`` in place and return it."""
-    uses: Counter = Counter()
-    for op in kernel.walk():
-        for v in op.operands:
-            uses[v.id] += 1
-    _block(kernel.body, uses)
+    _block(kernel.body)
     return kernel
 
 
-def _block(b: Block, uses: Counter) -> None:
-    # reverse order: users are visited before the ops defining their operands
+def _block(b: Block) -> None:
+    # reverse order: users are visited (and dropped, leaving their operands' use-lists)
+    # before the ops defining their operands
     kept = []
     for op in reversed(b.ops):
         for r in op.regions:
-            _block(r, uses)
-        if any(uses[r.id] for r in op.results) or not _removable(op):
+            _block(r)
+        if any(r.is_used for r in op.results) or not _removable(op):
             kept.append(op)
             continue
-        for inner in op.walk():
-            for v in inner.operands:
-                uses[v.id] -= 1
         op.parent = None
+        discard(op)
     kept.reverse()
     b.ops = kept
 

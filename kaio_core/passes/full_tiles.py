@@ -28,7 +28,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..ir.core import Block, Kernel, Op
 from ..ir.indexmath import const_value
-from ..ir.rewrite import erase, insert_before, replace_all_uses
+from ..ir.rewrite import detach, insert_before
 from .loop_body import OpList, body_size, clone_body, loads_first
 
 MAX_TILE = 16
@@ -102,18 +102,10 @@ def _version(kernel: Kernel, op: Op, tile: int, end, n) -> None:
     op.attrs["unrolled"] = 1          # the partial tile: rare, keep it small
     _move_into(op, other)
     other.append(Op("yield", list(old_results), loc=op.loc))
-    for old, new in zip(old_results, branch.results):
-        _replace_outside(kernel, old, new, other)
+    for old, new in zip(old_results, branch.results):   # every use but the else-yield's
+        old.replace_all_uses_with(new, keep=(other.ops[-1],))
 
 
 def _move_into(op: Op, block: Block) -> None:
-    erase(op)
+    detach(op)
     block.append(op)
-
-
-def _replace_outside(kernel: Kernel, old, new, keep: Block) -> None:
-    """Point every use of ``old`` at ``new`` except the yield in ``keep``."""
-    y = keep.ops[-1]
-    saved = list(y.operands)
-    replace_all_uses(kernel.body, old, new)
-    y.operands = saved

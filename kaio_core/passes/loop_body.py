@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..ir import ops as O
 from ..ir.core import Block, Op, Value
 from ..ir.indexmath import base_and_offset
+from ..ir.rewrite import clone_op
 
 FORBIDDEN = ("for", "while", "barrier", "atomic", "shuffle", "vote", "ballot", "warp_reduce",
               "block_reduce", "shared_array", "dyn_shared", "local_array")
@@ -48,18 +49,11 @@ def clone_body(body: Block, mapping: dict) -> tuple[list[Op], list[Value]]:
     """Fresh copies of ``body``'s ops (minus the yield) with operands renamed by ``mapping``
     (value id -> value; extended with the copies' results); returns them and the values the
     copy yields."""
-    from ..ir.rewrite import _clone_block
     out = []
     for o in body.ops:
         if o.opcode == "yield":
             return out, [mapping.get(v.id, v) for v in o.operands]
-        regions = [_clone_block(r, mapping) for r in o.regions]
-        new = Op(o.opcode, [mapping.get(v.id, v) for v in o.operands],
-                 [r.type for r in o.results], dict(o.attrs), regions, o.loc,
-                 [r.name for r in o.results])
-        for old, r in zip(o.results, new.results):
-            mapping[old.id] = r
-        out.append(new)
+        out.append(clone_op(o, mapping))
     return out, []
 
 

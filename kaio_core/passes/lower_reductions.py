@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..ir.builder import Builder
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.indexmath import IndexMath
-from ..ir.rewrite import erase, insert_before, replace_all_uses
+from ..ir.rewrite import expand_in_place
 
 MAX_BLOCK_THREADS = 1024
 _COMBINE = {"sum": "add", "max": "max", "min": "min"}
@@ -41,15 +41,17 @@ def run(kernel: Kernel, warp_size: int = 32) -> Kernel:
     """Replace every reduction in ``kernel`` (in place) for a target of ``warp_size`` lanes."""
     if warp_size < 1 or warp_size & (warp_size - 1):
         raise ValueError(f"warp_size must be a power of two, got {warp_size}")
-    for op in [o for o in kernel.walk() if o.opcode in ("warp_reduce", "block_reduce")]:
-        tmp = Builder(Block(), op.loc)
+    scratch: list[Op] = []     # each site's shared array, the latest first
+
+    def lower(b: Builder, op: Op) -> list[Value]:
         if op.opcode == "warp_reduce":
-            out = _warp(tmp, op, warp_size)
-        else:
-            out = _block(tmp, op, _scratch(kernel, op))
-        insert_before(op, tmp.block.ops)
-        replace_all_uses(kernel, op.result, out)
-        erase(op)
+            return [_warp(b, op, warp_size)]
+        return [_block(b, op, _scratch(op, scratch))]
+
+    expand_in_place(kernel.body, lambda op: op.opcode in ("warp_reduce", "block_reduce"), lower)
+    for o in scratch:
+        o.parent = kernel.body
+    kernel.body.ops[0:0] = scratch
     return kernel
 
 
@@ -68,13 +70,12 @@ def _warp(b: Builder, op: Op, warp_size: int) -> Value:
     return b.shuffle("idx", v, im.const(0))
 
 
-def _scratch(kernel: Kernel, op: Op) -> Value:
+def _scratch(op: Op, heads: list[Op]) -> Value:
+    """A new shared array for reduction ``op``, put in front of ``heads`` (declared at the top
+    of the kernel body once every site is lowered)."""
     head = Builder(Block(), op.loc)
     buf = head.shared_array(op.operands[0].type, (MAX_BLOCK_THREADS,), name="reduce_scratch")
-    body = kernel.body
-    for o in head.block.ops:
-        o.parent = body
-    body.ops[0:0] = head.block.ops
+    heads[0:0] = head.block.ops
     return buf
 
 

@@ -1,8 +1,10 @@
 """IR verifier: checks that a kernel obeys the IR contract of :mod:`kaio.ir.ops`.
 
-It checks opcodes, operand counts and types, attributes, region shapes and terminators, SSA
-dominance (an operand is defined earlier in its block or an enclosing one, block arguments
-included) and single definition. The first problem found raises :class:`IRVerifyError` at the
+It checks opcodes, operand counts and types, attributes (the keys and types each opcode
+declares in :mod:`kaio.ir.ops`, and what they must agree with), region shapes and terminators,
+SSA dominance (an operand is defined earlier in its block or an enclosing one, block arguments
+included), single definition, and use-lists (every value's users are exactly the ops of the
+kernel that use it). The first problem found raises :class:`IRVerifyError` at the
 op's source location; the message names the op, the operand and what was expected.
 
 The verifier runs after the frontend and after every pass pipeline, so a pass bug shows up as
@@ -13,12 +15,11 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import CompileError
 from ..ir import ops as O
+from ..ir.attrs import KERNEL_ATTRS, AttrError, StructAttr, convert
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.scalars import representable
 from ..ir.types import SPACES, BufType, type_str
 
-_INDEXED = ("thread_idx", "block_idx", "block_dim", "grid_dim")
-_VOTE_MODES = ("any", "all")
 _ARITH = ("add", "sub", "mul", "div", "rem", "min", "max")
 _BITWISE = ("and", "or", "xor")
 
@@ -40,6 +41,8 @@ class _Verifier:
     def __init__(self, kernel: Kernel):
         self.k = kernel
         self.defined: set[int] = set()     # every value id defined so far (single definition)
+        self.values: list[Value] = []      # ... and the values themselves, for the use-lists
+        self.ops: set[int] = set()         # id() of every op in the kernel
         self.scopes: list[set[int]] = []   # value ids visible at the current point
         self.loc_stack = [kernel.loc]
 
@@ -64,7 +67,23 @@ class _Verifier:
             if isinstance(a.type, BufType) and (a.type.space != "global" or a.type.intent == "scratch"):
                 self.fail(None, f"buffer parameter '{p.name}' must be a global buffer with a "
                                 f"parameter intent, got {a.type}")
+            if p.partition is not None and not (isinstance(p.partition, StructAttr) and
+                                                isinstance(a.type, BufType) and a.type.writable):
+                self.fail(None, f"parameter '{p.name}': a partition ({p.partition!r}) belongs to "
+                                "a writable buffer and is a kaio.regions partition")
+        for key, v in k.attrs.items():
+            self.attr_type(None, KERNEL_ATTRS, key, v, "kernel")
         self.block(k.body, parent=None)
+        self.use_lists()
+
+    def use_lists(self) -> None:
+        """Every user a value lists is an op of this kernel (an op dropped without
+        ``kaio.ir.rewrite.erase`` would keep values alive and receive replacements)."""
+        for v in self.values:
+            for u in v.users:
+                if id(u) not in self.ops:
+                    self.fail(None, f"{v!r} lists a user '{u.opcode}' that is not in the kernel "
+                                    "(an op left the IR without kaio.ir.rewrite.erase)")
 
     def define(self, op: Op | None, v: Value, what: str) -> None:
         if v.id in self.defined:
@@ -72,6 +91,7 @@ class _Verifier:
         if not isinstance(v.type, (dt.DType, BufType)):
             self.fail(op, f"{what} {v!r} has no valid type ({v.type!r})")
         self.defined.add(v.id)
+        self.values.append(v)
         self.scopes[-1].add(v.id)
 
     def visible(self, v: Value) -> bool:
@@ -92,13 +112,21 @@ class _Verifier:
     def op(self, op: Op, parent: Op | None) -> None:
         if op.opcode not in O.SPECS:
             self.fail(op, f"unknown opcode (known: {', '.join(sorted(O.SPECS))})")
+        self.ops.add(id(op))
         for i, v in enumerate(op.operands):
             if not isinstance(v, Value):
                 self.fail(op, f"operand {i} is not an IR value: {v!r}")
             if not self.visible(v):
                 self.fail(op, f"operand {i} {v!r} is not defined before this use (or is "
                               "defined inside a region that does not enclose it)")
+            if op not in v._users:
+                self.fail(op, f"operand {i} {v!r} does not list this op among its users")
         s = O.spec(op.opcode)
+        for key in s.required:
+            if key not in op.attrs:
+                self.fail(op, f"missing attribute '{key}'")
+        for key, v in op.attrs.items():
+            self.attr_type(op, s.attrs, key, v, f"'{op.opcode}'")
         if len(op.regions) != s.n_regions:
             self.fail(op, f"expected {s.n_regions} regions, got {len(op.regions)}")
         for r in op.regions:
@@ -127,13 +155,11 @@ class _Verifier:
         if op.results[0].type != t:
             self.fail(op, f"{what} type must be {_tn(t)}, got {_tn(op.results[0].type)}")
 
-    def attr(self, op, key, allowed=None):
-        if key not in op.attrs:
-            self.fail(op, f"missing attribute '{key}'")
-        v = op.attrs[key]
-        if allowed is not None and v not in allowed:
-            self.fail(op, f"attribute {key}={v!r} is not one of {', '.join(map(str, allowed))}")
-        return v
+    def attr_type(self, op, schema, key, v, what):
+        try:
+            convert(schema, key, v, what)
+        except AttrError as e:
+            self.fail(op, str(e))
 
     def buffer(self, op, v: Value) -> BufType:
         if not isinstance(v.type, BufType):
@@ -151,7 +177,7 @@ class _Verifier:
     def op_const(self, op, parent):
         self.counts(op, 0)
         t = self.scalar(op, op.results[0], "result")
-        v = self.attr(op, "value")
+        v = op.attrs["value"]
         if not representable(v, t):
             self.fail(op, f"value {v!r} is not a canonical {t.name} constant (in range, exactly "
                           "representable; build constants with Builder.const)")
@@ -184,7 +210,7 @@ class _Verifier:
         self.result_is(op, t)
 
     def op_math(self, op, parent):
-        fn = self.attr(op, "fn", O.MATH_FNS)
+        fn = op.attrs["fn"]
         self.counts(op, O.MATH_FNS[fn])
         t = self.scalar(op, op.operands[0], f"operand 0 of math {fn}", ("float",))
         for i, v in enumerate(op.operands[1:], 1):
@@ -194,7 +220,6 @@ class _Verifier:
 
     def op_cmp(self, op, parent):
         self.counts(op, 2)
-        self.attr(op, "pred", O.CMP_PREDS)
         t = self.scalar(op, op.operands[0], "operand 0")
         if op.operands[1].type != t:
             self.fail(op, f"operands must have one dtype, got {t.name} and {_tn(op.operands[1].type)}")
@@ -221,15 +246,11 @@ class _Verifier:
         if op.opcode == "shape":
             self.counts(op, 1)
             bt = self.buffer(op, op.operands[0])
-            axis = self.attr(op, "axis")
-            if not (isinstance(axis, int) and 0 <= axis < bt.ndim):
+            axis = op.attrs["axis"]
+            if axis >= bt.ndim:
                 self.fail(op, f"axis {axis!r} is out of range for a {bt.ndim}-d buffer")
         else:
             self.counts(op, 0)
-            if op.opcode in _INDEXED:
-                self.attr(op, "axis", (0, 1, 2))
-            elif "axis" in op.attrs:
-                self.fail(op, "takes no axis attribute")
         self.result_is(op, dt.INDEX)
 
     def op_memory(self, op, parent):
@@ -247,7 +268,7 @@ class _Verifier:
             self.counts(op, 2 + bt.ndim, 0)
             values = op.operands[1 + bt.ndim:]
         else:
-            kind = self.attr(op, "op", O.ATOMIC_OPS)
+            kind = op.attrs["op"]
             nv = 2 if kind == "cas" else 1
             self.counts(op, 1 + bt.ndim + nv)
             self.result_is(op, bt.dtype)
@@ -268,16 +289,13 @@ class _Verifier:
         space = "local" if op.opcode == "local_array" else "shared"
         if bt.space != space or bt.space not in SPACES or bt.intent != "scratch":
             self.fail(op, f"result must be a {space} scratch buffer, got {bt}")
-        if self.attr(op, "dtype") != bt.dtype.name:
-            self.fail(op, f"dtype attribute {op.attrs['dtype']!r} does not match {bt}")
+        if op.attrs["dtype"] is not bt.dtype:
+            self.fail(op, f"dtype attribute {op.attrs['dtype'].name} does not match {bt}")
         if op.opcode == "dyn_shared":
             if bt.ndim != 1 or bt.static_shape is not None:
                 self.fail(op, f"dynamic shared memory is 1-d with no static shape, got {bt}")
             return
-        shape = self.attr(op, "shape")
-        if (not isinstance(shape, (list, tuple)) or not shape
-                or any(not isinstance(x, int) or x < 1 for x in shape)):
-            self.fail(op, f"shape must be a non-empty list of positive ints, got {shape!r}")
+        shape = op.attrs["shape"]
         if bt.static_shape is None or tuple(bt.static_shape) != tuple(shape) or bt.ndim != len(shape):
             self.fail(op, f"shape attribute {list(shape)} does not match {bt}")
 
@@ -287,7 +305,6 @@ class _Verifier:
     def op_warp(self, op, parent):
         if op.opcode == "shuffle":
             self.counts(op, 2)
-            self.attr(op, "mode", O.SHUFFLE_MODES)
             t = self.scalar(op, op.operands[0], "value (operand 0)")
             self.scalar(op, op.operands[1], "lane (operand 1)", ("int", "uint"))
             self.result_is(op, t)
@@ -295,14 +312,12 @@ class _Verifier:
             self.counts(op, 1)
             self.scalar(op, op.operands[0], "predicate (operand 0)", ("bool",))
             if op.opcode == "vote":
-                self.attr(op, "mode", _VOTE_MODES)
                 self.result_is(op, dt.bool_)
             else:
                 self.result_is(op, dt.u64)
 
     def op_reduce(self, op, parent):
         self.counts(op, 1)
-        self.attr(op, "op", O.REDUCE_OPS)
         t = self.scalar(op, op.operands[0], "operand 0", ("int", "uint", "float"))
         self.result_is(op, t)
 
@@ -364,15 +379,11 @@ class _Verifier:
             owned = op.attrs.get("owned")
             if owned is not None and owned not in {p.name for p in self.k.params if p.kind == "buffer"}:
                 self.fail(op, f"owned={owned!r} does not name a buffer parameter")
-            sign = op.attrs.get("step_sign")
-            if sign is not None:
+            if "step_sign" in op.attrs:     # its type (the int 1) is checked with every attr's
                 c = step.owner.attrs["value"] if getattr(step.owner, "opcode", None) == "const" else 1
-                if sign != 1 or isinstance(sign, bool) or c <= 0:
-                    self.fail(op, f"step_sign={sign!r} must be 1 (the step is > 0), and only on a "
-                                  "loop whose step is not a constant <= 0")
-            unrolled = op.attrs.get("unrolled")
-            if unrolled is not None and (type(unrolled) is not int or unrolled < 1):
-                self.fail(op, f"unrolled={unrolled!r} must be a positive int")
+                if c <= 0:
+                    self.fail(op, "step_sign = 1 (the step is > 0) on a loop whose step is the "
+                                  f"constant {c}")
             self.regions(op)
             self.yielded(op, body, types, "loop body", False)
         else:
