@@ -8,6 +8,9 @@
 #   showcase  kaio showcase --all at default sizes on CUDA
 #   conformance  the conformance report over reference, cuda, cuda-llvm, gfx90a, gfx942
 #   bench     benchmarks/bench_gpu.py (kaio vs CUDA C++ vs Triton vs torch/cuBLAS)
+#   before    the conformance report of the tree in .baseline/ (an exported earlier commit:
+#             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
+#   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
@@ -42,6 +45,14 @@ for step in "$@"; do
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     variants) run softmax_variants 200 python3 benchmarks/softmax_variants.py --out "$OUT" ;;
+    before) CONF="--target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942"
+            python3 -m pip install -q --no-deps --no-build-isolation -e .baseline > "$OUT/install_baseline.log" 2>&1
+            (cd /tmp && run conformance_before 280 python3 -m kaio.conformance $CONF --out "$OUT/conformance_before")
+            python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1
+            run conformance_after 280 python3 -m kaio.conformance $CONF --out "$OUT/conformance"
+            run conformance_compare 30 python3 scripts/compare_conformance.py \
+                "$OUT/conformance_before/conformance.json" "$OUT/conformance/conformance.json" ;;
+    cuda-core) run cuda_core 200 python3 scripts/bench_cuda_core.py "$OUT" ;;
   esac
   collect   # after every step, so a call cut short by the device's time limit still returns logs
 done
