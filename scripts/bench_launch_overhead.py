@@ -6,7 +6,7 @@ of issuing it. Prints a table and one JSON line. Needs an NVIDIA GPU.
 
     python scripts/bench_launch_overhead.py [--launches 20000]
 
-:func:`setup` and :func:`kaio_rows` are shared with scripts/bench_cuda_core.py.
+:func:`setup`, :func:`kaio_cases` and :func:`measure` are shared with scripts/bench_cuda_core.py.
 """
 from __future__ import annotations
 
@@ -27,18 +27,40 @@ def touch(y: kaio.Raw[f32], v: f32):
         y[0] = v
 
 
-def per_launch_us(fn, n: int, sync, warmup: int = 200) -> float:
-    """Best of 3 of the wall time per call of ``fn`` over ``n`` calls, synchronized at the end."""
-    for _ in range(warmup):  # warm up: module loads, allocator, caches
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
+@dataclass
+class Case:
+    """One timed operation: ``fn`` called ``n`` times per round; the figure is per call divided
+    by ``per`` (e.g. the launches in one graph replay)."""
+
+    fn: object
+    n: int
+    per: int = 1
+    warmup: int = 200
+
+
+def measure(cases: dict, sync, rounds: int = 3, errors: dict | None = None) -> dict:
+    """Best-of-``rounds`` microseconds per operation for each case. The cases take turns within
+    each round, so a machine that speeds up or slows down over the run (clocks, other load)
+    biases every row alike. A case that raises is dropped and, with ``errors``, reported there."""
+    live = dict(cases)
+    for name, c in list(live.items()):
+        try:
+            for _ in range(c.warmup):  # module loads, allocator, caches
+                c.fn()
+            sync()
+        except Exception as e:  # one unsupported operation must not hide the others
+            if errors is None:
+                raise
+            errors[name] = f"{type(e).__name__}: {e}"
+            del live[name]
+    best = {name: float("inf") for name in live}
+    for _ in range(rounds):
+        for name, c in live.items():
+            t0 = time.perf_counter()
+            for _ in range(c.n):
+                c.fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - t0) / c.n / c.per * 1e6)
     return best
 
 
@@ -59,17 +81,17 @@ def setup() -> Setup:
     kaio.set_backend("cuda")
     be = kaio.get_backend("cuda")
     compiled = touch.compile(be)
-    return Setup(be, compiled, compiled.artifacts["ptx"], compiled.artifacts["abi"],
+    return Setup(be, compiled, compiled.artifacts["ptx"], compiled.handle.abi,  # as loaded
                  kaio.device_array(1, kaio.f32), lambda: drv.call("cuCtxSynchronize"))
 
 
-def kaio_rows(st: Setup, launches: int) -> dict:
-    """us per launch: a raw cuLaunchKernel, kaio's backend.launch, a kaio kernel call, a graph
-    replay (per captured launch) and a call with a numpy argument (copies and sync included)."""
+def kaio_cases(st: Setup, launches: int) -> dict:
+    """A raw cuLaunchKernel, kaio's backend.launch, a kaio kernel call, a graph replay (per
+    captured launch) and a call with a numpy argument (copies and sync included)."""
     from cuda.bindings import driver as d
 
     from kaio.backends import cuda_driver as drv
-    y, sync = st.y, st.sync
+    y = st.y
     # raw: its own module, parameters packed once, the launch call alone in the loop
     mod = drv.check("cuModuleLoadData", d.cuModuleLoadData(st.ptx.encode() + b"\0"))
     fn = drv.check("cuModuleGetFunction", d.cuModuleGetFunction(mod, st.abi.entry.encode()))
@@ -81,22 +103,22 @@ def kaio_rows(st: Setup, launches: int) -> dict:
         d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, addr, 0)
 
     cfg = touch[1, 32]
-    rows = {
-        "raw cuLaunchKernel (cuda.bindings)": per_launch_us(raw, launches, sync),
-        "kaio backend.launch(compiled, ...)": per_launch_us(
-            lambda: st.be.launch(st.compiled, (1, 1, 1), (32, 1, 1), [y, 2.0]), launches, sync),
-        "kaio touch[1, 32](y, 2.0)": per_launch_us(lambda: cfg(y, 2.0), launches, sync),
-    }
     with kaio.graph() as g:
         for _ in range(100):
             cfg(y, 3.0)
-    rows["kaio graph replay, per captured launch"] = per_launch_us(
-        g.replay, max(10, launches // 100), sync) / 100
-    assert y.to_host()[0] == 3.0
+    g.replay()
+    g.synchronize()
+    assert y.to_host()[0] == 3.0, "the graph replay did not run its launches"
     host = np.zeros(1, np.float32)
-    rows["kaio touch[1, 32](numpy, 2.0) incl. copies+sync"] = per_launch_us(
-        lambda: cfg(host, 2.0), max(1000, launches // 10), sync)
-    return rows
+    return {
+        "raw cuLaunchKernel (cuda.bindings)": Case(raw, launches),
+        "kaio backend.launch(compiled, ...)": Case(
+            lambda: st.be.launch(st.compiled, (1, 1, 1), (32, 1, 1), [y, 2.0]), launches),
+        "kaio touch[1, 32](y, 2.0)": Case(lambda: cfg(y, 2.0), launches),
+        "kaio graph replay, per captured launch": Case(g.replay, max(10, launches // 100), per=100),
+        "kaio touch[1, 32](numpy, 2.0) incl. copies+sync": Case(
+            lambda: cfg(host, 2.0), max(1000, launches // 10)),
+    }
 
 
 def print_rows(title: str, rows: dict) -> None:
@@ -110,7 +132,7 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=20000)
     args = ap.parse_args()
     st = setup()
-    results = kaio_rows(st, args.launches)
+    results = measure(kaio_cases(st, args.launches), st.sync)
     name = st.be.props.name
     print_rows(f"launch overhead on {name}, {args.launches} launches, best of 3:", results)
     print(json.dumps({"device": name, "us_per_launch": {k: round(v, 3) for k, v in results.items()}}))
