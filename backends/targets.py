@@ -24,7 +24,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..errors import CompileError
@@ -32,6 +32,10 @@ from ..ir import print_kernel
 from ..options import CompileOptions, KernelOptions
 from ..passes import target_pipeline
 from .abi import SUPPORTED_ARCHS, kernel_abi
+from .codeobject import validate_code_object
+from .llvm import emit_llvm
+from .llvm_compile import link_code_object, llvm_to_asm, llvm_to_object
+from .ptx import emit_ptx
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Target:
         """CompileOptions for this target, with a kernel's options and any field overrides."""
         base = CompileOptions(target=self.name, warp_size=self.warp_size, codegen=self.codegen)
         opts = base.with_kernel(kernel_options)
-        return opts if not fields else _replace(opts, **fields)
+        return opts if not fields else replace(opts, **fields)
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -109,11 +113,6 @@ class Target:
         return out
 
 
-def _replace(opts: CompileOptions, **fields) -> CompileOptions:
-    from dataclasses import replace
-    return replace(opts, **fields)
-
-
 # --- the stages -------------------------------------------------------------------------------
 def lower(kernel, options: CompileOptions):
     """The target pipeline on a copy of ``kernel`` (the frontend's cached IR is shared by every
@@ -127,7 +126,6 @@ def _lowered(a, o):
 
 
 def _ptx(a, o):
-    from .ptx import emit_ptx
     return emit_ptx(a["lowered"], o.target, fast_math=o.fast_math, ptx_version=o.ptx_version,
                     max_registers=o.max_registers)[0]
 
@@ -150,28 +148,23 @@ def _cubin(a, o):
 
 
 def _llvm(a, o):
-    from .llvm import emit_llvm
     return emit_llvm(a["lowered"], o.target, fast_math=o.fast_math, max_registers=o.max_registers)
 
 
 def _asm(a, o):
-    from .llvm_compile import llvm_to_asm
     return llvm_to_asm(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
 def _object(a, o):
-    from .llvm_compile import llvm_to_object
     return llvm_to_object(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
 def _hsaco(a, o):
-    from .llvm_compile import link_code_object
     return link_code_object(a["object"], a["ir"].name)
 
 
 def _report(a, o):
     """The code object checked against the kernel (metadata, ABI, registers, LDS)."""
-    from .codeobject import validate_code_object
     lowered = a["lowered"]
     return validate_code_object(a["hsaco"], lowered, kernel_abi(lowered), o.target, o.warp_size)
 
