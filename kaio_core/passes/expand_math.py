@@ -1,31 +1,57 @@
 """Expand portable math: every ``math`` op whose function is not exact (``MATH_EXACT``) and not
-``fast`` becomes its inline IR implementation from :mod:`kaio.mathlib`.
+``fast`` becomes its inline IR implementation from :mod:`kaio.mathlib`, and so does every float
+``rem`` (C fmod: exact, but no target has an instruction for it).
 
 After this pass a backend sees only exact math ops (sqrt, floor, ceil, trunc, rint, copysign,
 isnan/isinf/isfinite) and ``fast`` ones, so the portable results are bit-identical on every
-target that implements the basic IEEE operations.
+target that implements the basic IEEE operations. A ``fast`` op that the target has no
+approximation for is emitted by the backend from :func:`library_code`: the same library code.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from .. import mathlib
+from ..ir.builder import Builder
+from ..ir.core import Block
 from ..ir.ops import MATH_EXACT
-from ..ir.rewrite import expand_in_place
+from ..ir.rewrite import discard, expand_in_place
 
 
 def needs_expansion(op) -> bool:
+    if op.opcode == "rem":
+        return op.results[0].type.is_float
     return (op.opcode == "math" and op.attrs["fn"] not in MATH_EXACT
             and not op.attrs.get("fast", False))
 
 
+def _expand(b, op):
+    fn = "fmod" if op.opcode == "rem" else op.attrs["fn"]
+    return mathlib.expand(b, fn, *op.operands)
+
+
 def run(kernel, fast_math: bool = False):
     """Replace portable math ops in place; returns the kernel. With ``fast_math`` (a kernel-wide
-    fast-math compilation) they are marked ``fast`` instead, for the target's approximations."""
-    from .. import mathlib
+    fast-math compilation) ``math`` ops are marked ``fast`` instead, for the target's
+    approximations."""
     if fast_math:
         for op in kernel.walk():
-            if needs_expansion(op):
+            if op.opcode == "math" and needs_expansion(op):
                 op.attrs["fast"] = True
-        return kernel
     # one sweep per block, the results' users found by use-lists: linear in the kernel's size
-    expand_in_place(kernel.body, needs_expansion,
-                    lambda b, op: [mathlib.expand(b, op.attrs["fn"], *op.operands)])
+    expand_in_place(kernel.body, needs_expansion, lambda b, op: [_expand(b, op)])
     return kernel
+
+
+@contextmanager
+def library_code(op):
+    """``(block, value)``: ``op`` (a ``math`` op, or a float ``rem``) as :mod:`kaio.mathlib`
+    computes it, in a block of its own that a backend emits in place of ``op`` (its ops read
+    ``op``'s operands; ``value`` is the result). The block's ops leave the IR afterwards."""
+    b = Builder(Block(), op.loc)
+    value = _expand(b, op)
+    try:
+        yield b.block, value
+    finally:
+        for o in reversed(b.block.ops):     # users before what they use
+            discard(o)
