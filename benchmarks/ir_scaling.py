@@ -22,7 +22,7 @@ import time
 def chain_kernel(n: int):
     """``y[i] = f_n(...f_1(x[i]))`` with ``n`` math calls, built directly in IR."""
     from kaio import dtypes as dt
-    from kaio.ir import Builder, BufType, Param
+    from kaio.ir import BufType, Builder, Param
     b = Builder.for_kernel("chain", [
         ("x", BufType(dt.f32, 1, "global", "in"), Param("x", "buffer")),
         ("y", BufType(dt.f32, 1, "global", "raw"), Param("y", "buffer"))])
@@ -63,8 +63,8 @@ def main(argv=None) -> int:
     small, large = chain_kernel(a.n), chain_kernel(a.factor * a.n)
     for name, fn in stages.items():
         for collector in (True, False):
-            ts = best_time(lambda: fn(small), a.repeat, collector)
-            tl = best_time(lambda: fn(large), a.repeat, collector)
+            ts = best_time(lambda f=fn: f(small), a.repeat, collector)
+            tl = best_time(lambda f=fn: f(large), a.repeat, collector)
             print(f"{name:16s} gc {'on ' if collector else 'off'} n={a.n:5d}: {ts * 1e3:9.1f} ms"
                   f"   n={a.factor * a.n:5d}: {tl * 1e3:9.1f} ms   ratio {tl / ts:5.1f} "
                   f"(ops x{a.factor})")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import blas, math  # noqa: E402  (kaio.math inside kernels; kaio.blas.gemm)
+# kaio.math inside kernels; kaio.blas.gemm; kaio.regions (which registers the partitions as IR
+# attributes, so IR text parses in any process)
+from . import blas, math, regions  # noqa: E402
 from .device import (  # noqa: E402
     DeviceArray,
     Event,
@@ -94,7 +96,6 @@ from .lang import (  # noqa: E402
     warp_sum,
 )
 from .launch import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
-from . import regions  # noqa: E402  (kaio.regions; registers partitions as IR attributes)
 
 
 def set_backend(name: str) -> None:

@@ -40,7 +40,7 @@ class Partition(StructAttr):
 
     def spec(self) -> str:
         """How messages name the partition, as the user writes it: ``blocked(k=4)``."""
-        return f"{self.name}()"
+        return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in self.attr_fields().items()) + ")"
 
     def owned_spec(self, ctx, buf) -> OwnedSpec:
         """The current thread's owned indices as loops over ``ctx`` (an IndexMath)."""

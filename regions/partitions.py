@@ -118,9 +118,6 @@ class Blocked(Partition):
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"kaio.regions.blocked(k) needs an int k >= 1, got {k!r}")
 
-    def spec(self):
-        return f"blocked(k={self.k})"
-
     def owned_spec(self, ctx, buf):
         lo = ctx.mul(ctx.global_linear_id(), self.k)
         hi = ctx.min(ctx.add(lo, self.k), ctx.shape(buf, 0))
@@ -257,9 +254,6 @@ class Tiles(Partition):
         for v in (self.th, self.tw):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"kaio.regions.tiles(th, tw) needs ints >= 1, got {(self.th, self.tw)!r}")
-
-    def spec(self):
-        return f"tiles(th={self.th}, tw={self.tw})"
 
     def launch_pins(self):
         return {"thread_idx.z": 0, "block_idx.z": 0, "block_dim.z": 1, "grid_dim.z": 1}
