@@ -1,9 +1,9 @@
 """kaio.math over special values: +-0, denormals, the smallest normal, +-inf, NaN, huge and tiny
 arguments, overflow and underflow boundaries, plus a dense sweep, in f32 and f64 (and a subset in
-f16 and bf16). Non-fast math is meant to be bit-identical on every target (kaio's portable IR
-math library); while a function is still evaluated natively by each backend the rule falls back
-to the stated ULP bound (see :mod:`kaio.conformance.derive`). Fast-math variants run on the
-domain where the hardware approximations are specified and carry their own bounds.
+f16 and bf16). Non-fast math is bit-identical on every target: every backend lowers it through
+kaio's portable IR math library (:mod:`kaio.conformance.derive` holds it to the stated ULP bound
+only if that library were not in use). Fast-math variants run on the domain where the hardware
+approximations are specified and carry their own bounds.
 """
 import math
 
