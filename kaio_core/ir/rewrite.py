@@ -5,8 +5,8 @@ it touches only the ops that use the value. What keeps those use-lists right:
 
 - an op built with :class:`~kaio.ir.Op` (or a Builder) becomes a user of its operands, and
   assigning ``op.operands`` moves it;
-- an op that leaves the IR is :func:`erase`\\ d (or, when a pass rebuilds a block's op list
-  itself, :func:`discard`\\ ed), which drops its uses and those of every op nested in it;
+- an op that leaves the IR goes through :func:`erase` (or :func:`discard`, when a pass rebuilds
+  a block's op list itself), which drops its uses and those of every op nested in it;
 - an op that only moves (:func:`detach`, then appended elsewhere) keeps its uses.
 """
 from __future__ import annotations
