@@ -17,7 +17,7 @@ import pytest
 from ir_samples import every_op_kernel
 
 from kaio import dtypes as dt
-from kaio.backends import amdgpu
+from kaio.backends import llvm_compile, targets
 from kaio.backends.llvm import emit_llvm, float_literal, int_literal
 from kaio.backends.llvm_targets import TARGETS, get_target
 from kaio.errors import CompileError
@@ -26,7 +26,7 @@ GPU_TARGETS = ("gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_90")
 
 
 def llvm_text(kernel, target, fast=False):
-    return amdgpu.emit(kernel, "llvm", target, fast_math=fast)
+    return targets.emit(kernel, "llvm", target, fast_math=fast)
 
 
 def mul_add_kernel(fused: bool, dtype=dt.f32):
@@ -43,7 +43,7 @@ def mul_add_kernel(fused: bool, dtype=dt.f32):
 def test_every_op_emits_and_verifies(target):
     text = llvm_text(every_op_kernel(), target)
     assert f'target triple = "{get_target(target).triple}"' in text
-    amdgpu.optimized_module(text, target, opt_level=0)   # raises unless LLVM verifies it
+    llvm_compile.optimized_module(text, target, opt_level=0)   # raises unless LLVM verifies it
 
 
 @pytest.mark.parametrize("target", GPU_TARGETS)
@@ -52,10 +52,10 @@ def test_no_fast_math_flags_and_no_contraction(target):
     flagged = [ln for ln in text.splitlines() if re.search(r"\bf(mul|add|sub|div)\b", ln)
                and re.search(r"\b(fast|contract|reassoc|afn|nnan|ninf|nsz|arcp)\b", ln)]
     assert flagged == []
-    asm = amdgpu.emit(mul_add_kernel(False), "asm", target)
+    asm = targets.emit(mul_add_kernel(False), "asm", target)
     fused = r"\bv_(fma|fmac|mad|mac)_f32" if target.startswith("gfx") else r"\bfma\.rn\.f32"
     assert not re.search(fused, asm), "fmul + fadd was contracted into an fma"
-    asm_fma = amdgpu.emit(mul_add_kernel(True), "asm", target)
+    asm_fma = targets.emit(mul_add_kernel(True), "asm", target)
     assert re.search(fused, asm_fma), "an explicit IR fma must stay fused"
 
 
@@ -119,13 +119,13 @@ def test_nvptx_target_table_in_the_ir():
     assert f"@llvm.nvvm.shfl.sync.idx.i32(i32 {mask}," in w
     assert f"@llvm.nvvm.vote.ballot.sync(i32 {mask}," in w
     assert "syncscope" not in llvm_text(K.atomics(), "nvptx64-sm_80")
-    ptx = amdgpu.emit(K.shared_reverse(), "ptx", "nvptx64-sm_90")
+    ptx = targets.emit(K.shared_reverse(), "ptx", "nvptx64-sm_90")
     assert ".target sm_90" in ptx and "bar.sync" in ptx
 
 
 @pytest.mark.parametrize("target", ["gfx90a", "nvptx64-sm_90"])
 def test_datalayout_matches_llvm(target):
-    tm = amdgpu.target_machine(target)
+    tm = llvm_compile.target_machine(target)
     assert str(tm.target_data) == get_target(target).datalayout
 
 
@@ -151,7 +151,7 @@ def test_unknown_target_and_stage():
     with pytest.raises(ValueError, match="unknown LLVM target"):
         get_target("gfx803")
     with pytest.raises(ValueError, match="stage 'hsaco'"):
-        amdgpu.emit(K.saxpy(), "hsaco", "nvptx64-sm_90")
+        targets.emit(K.saxpy(), "hsaco", "nvptx64-sm_90")
     assert set(TARGETS) >= {"gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_90"}
 
 
@@ -275,7 +275,7 @@ def test_portable_math_binary_special_values_f32(fn):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("name", [s.name for s in K.SAMPLES])
 def test_nvptx_ptx_assembles_with_ptxas(name, arch, tmp_path):
-    ptx = amdgpu.emit(K.BY_NAME[name].build(), "ptx", f"nvptx64-{arch}")
+    ptx = targets.emit(K.BY_NAME[name].build(), "ptx", f"nvptx64-{arch}")
     src = tmp_path / f"{name}.ptx"
     src.write_text(ptx)
     p = subprocess.run(["ptxas", f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")],
@@ -287,9 +287,11 @@ def test_nvptx_ptx_assembles_with_ptxas(name, arch, tmp_path):
 def test_nvptx_retarget_is_a_drop_in_for_the_cuda_backend(name):
     """KAIO_CUDA_CODEGEN=llvm swaps kaio's PTX emitter for this path: same ABI, same entry,
     and the PTX declares exactly the ABI's parameters with matching widths."""
+    from kaio.backends.abi import kernel_abi
     from kaio.backends.ptx import emit_ptx
-    k = amdgpu.lower(K.BY_NAME[name].build(), get_target("nvptx64-sm_90"))
-    ptx, abi = amdgpu.ptx_for_cuda(k, "sm_90")
+    t = targets.get_target("nvptx64-sm_90")
+    arts = t.run(K.BY_NAME[name].build(), t.options())
+    k, ptx, abi = arts["lowered"], arts["ptx"], kernel_abi(arts["ir"])
     assert abi == emit_ptx(k, "sm_90")[1]
     params = re.findall(r"\.param \.(\w+)(?: \.ptr \.global \.align \d+)? (\w+_param_\d+)", ptx)
     assert [p for _, p in params] == [f"{abi.entry}_param_{i}" for i in range(len(abi.params))]
@@ -369,9 +371,9 @@ def test_llvm_text_does_not_depend_on_the_hash_seed(tmp_path):
     import subprocess
     import sys
     script = ("import sys; sys.path.insert(0, 'tests'); import llvm_kernels as K; "
-              "from kaio.backends import amdgpu; "
+              "from kaio.backends import targets; "
               "k = K.warp_ops(); "
-              "print(amdgpu.emit(k, 'llvm', 'gfx942') + amdgpu.emit(k, 'llvm', 'nvptx64-sm_90'))")
+              "print(targets.emit(k, 'llvm', 'gfx942') + targets.emit(k, 'llvm', 'nvptx64-sm_90'))")
     root = os.path.join(os.path.dirname(__file__), "..")
     texts = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                             cwd=root, env={**os.environ, "PYTHONHASHSEED": seed}).stdout

@@ -7,26 +7,22 @@ import re
 
 import numpy as np
 import pytest
-from reference_kit import lowered_with, run_ref_with, switched
+from reference_kit import lowered_with, run_ref_with
 from test_ptx import ptxas
 
 import kaio
 from kaio import dtypes as dt
 from kaio import f32, i32
-from kaio.backends import llvm_compile, targets
+from kaio.backends import targets
 from kaio.backends.ptx import emit_ptx
 from kaio.errors import CompileError
-from kaio.ir.attrs import AttrError
 from kaio.ir import parse_kernel, print_kernel
+from kaio.ir.attrs import AttrError
 from kaio.passes import loop_facts, target_pipeline, unroll, verify
 from kaio.passes.verify import IRVerifyError
 from kaio.regions import rows_per_block
 
 I32_MIN, I32_MAX = -2**31, 2**31 - 1
-
-
-def unrolling(on: bool):
-    return switched(unroll, on)
 
 
 def lowered(k, on=True):

@@ -34,14 +34,9 @@ from .loop_body import OpList, body_size, clone_body, loads_first
 MAX_TILE = 16
 MAX_COPIED_OPS = 256
 
-#: set False to disable the pass (tests compare against the loop as written)
-ENABLED = True
-
 
 def run(kernel: Kernel) -> Kernel:
     """Version every eligible loop of ``kernel`` in place; returns the kernel."""
-    if not ENABLED:
-        return kernel
     for op in [o for o in kernel.walk() if o.opcode == "for"]:
         tile = _tile(op)
         if tile is not None:

@@ -40,14 +40,9 @@ from .loop_facts import value_range
 FACTOR = 4
 MAX_BODY_OPS = 40
 
-#: set False to disable the pass (tests compare against the loop as written)
-ENABLED = True
-
 
 def run(kernel: Kernel) -> Kernel:
     """Unroll every eligible loop of ``kernel`` in place; returns the kernel."""
-    if not ENABLED:
-        return kernel
     loops = [op for op in kernel.walk() if op.opcode == "for" and _eligible(op)]
     ranges: dict = {}
     for op in loops:
