@@ -515,7 +515,7 @@ def test_compile_uses_disk_cache(fake, monkeypatch):
     from kaio.backends import cuda as cuda_mod
     from kaio.backends import targets
     from kaio.options import KernelOptions
-    be = cuda_mod.CudaBackend()
+    be = cuda_mod.CudaBackend(codegen="ptx")   # the stubbed stage is kaio's PTX (not KAIO_CUDA_CODEGEN=llvm)
     calls = []
 
     def fake_emit(lowered, arch, **kw):
