@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ..cache import cache_key
 from ..errors import CompileError
 from ..ir import print_kernel
 from ..options import CompileOptions, KernelOptions
@@ -234,14 +235,19 @@ def check(stage: str, target: str | None) -> str | None:
 
 def emit(kernel, stage: str, target: str | None = None,
          kernel_options: KernelOptions | None = None, **fields):
-    """The artifact of ``stage`` for ``target`` (str for text stages, bytes for binary ones, a
-    ValidationReport for ``report``); ``ir`` prints the checked kernel itself."""
+    """The artifact of ``stage`` for ``target``: str for text stages (``ir`` prints the checked
+    kernel itself, ``lowered`` the target's lowering, ``report`` the code-object check), bytes
+    for binary ones (``cubin``, ``object``, ``hsaco``)."""
     target = check(stage, target)
     if stage == "ir":
         return print_kernel(kernel)
     t = get_target(target)
     art = t.run(kernel, t.options(kernel_options, **fields), until=stage)[stage]
-    return print_kernel(art) if stage == "lowered" else art
+    if stage == "lowered":
+        return print_kernel(art)
+    if stage == "report":     # the code-object check, as text
+        return "\n".join([art.summary()] + [f"error: {e}" for e in art.errors])
+    return art
 
 
 def build(kernel, options: CompileOptions, cache=None) -> Artifacts:
@@ -252,7 +258,6 @@ def build(kernel, options: CompileOptions, cache=None) -> Artifacts:
     until = "report" if t.family == "amdgpu" else t.loads
     if cache is None or t.family == "reference":
         return _checked(t.run(kernel, options, until))
-    from ..cache import cache_key
     key = cache_key(print_kernel(kernel), options.target, options.key())
     hit = cache.get(key)
     if hit is not None:

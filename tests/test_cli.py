@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from kaio import cli
+from kaio.errors import CompileError
 
 KERNELS = textwrap.dedent('''
     import kaio
@@ -205,3 +206,17 @@ def test_compile_hsaco_needs_output(capsys, kfile, tmp_path):
                        "-o", str(dest))
     assert rc == 0, err
     assert dest.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_compile_report_and_lowered_stages(capsys, kfile):
+    """Every stage of a target can be printed by name: the AMD code-object check as a line."""
+    from kaio.backends.llvm_compile import find_linker
+    try:
+        find_linker()
+    except CompileError:
+        pytest.skip("no AMD linker here")
+    rc, out, err = run(capsys, "compile", f"{kfile}:saxpy", "--emit", "report", "--target", "gfx942")
+    assert rc == 0, err
+    assert out.startswith("saxpy [gfx942] ok: lds=0B sgpr=")
+    rc, out, err = run(capsys, "compile", f"{kfile}:saxpy", "--emit", "lowered", "--target", "sm_90")
+    assert rc == 0 and out.startswith("kernel @saxpy")
