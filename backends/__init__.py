@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from ..cache import default_cache
 from ..config import settings
 from ..errors import BackendUnavailable
 from ..options import CompileOptions, KernelOptions
@@ -62,7 +63,6 @@ class Backend:
 
     def compile_cache(self):
         """The compile cache this backend's code goes through (None: none)."""
-        from ..cache import default_cache
         return default_cache()
 
     def load(self, kernel, artifacts, options: CompileOptions):

@@ -16,6 +16,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+import msgpack
 import numpy as np
 
 from ..errors import CompileError
@@ -96,7 +97,6 @@ def symbols(elf: bytes) -> set[str]:
 
 def metadata(elf: bytes) -> dict:
     """The decoded NT_AMDGPU_METADATA map of a code object."""
-    import msgpack
     for owner, typ, desc in notes(elf):
         if owner == "AMDGPU" and typ == NT_AMDGPU_METADATA:
             return msgpack.unpackb(desc, raw=False, strict_map_key=False)
@@ -221,13 +221,11 @@ class ValidationReport:
 
 
 def validate_code_object(hsaco: bytes, kernel_ir, abi, arch: str, warp_size: int = 64) -> ValidationReport:
-    """Check a code object against kaio's expectations for ``kernel_ir`` on ``arch`` (the IR
-    as compiled; a kernel still holding reductions is lowered for ``arch`` first). ``abi`` is
+    """Check a code object against kaio's expectations for ``kernel_ir`` on ``arch``: the IR
+    as compiled, i.e. lowered for ``arch`` (``kaio.backends.targets.lower``: the shared-memory
+    plan counts the reductions' scratch arrays too). ``abi`` is
     ``kaio.backends.abi.kernel_abi(kernel_ir)``. Returns a report; ``report.raise_if_failed()``."""
     rep = ValidationReport(kernel=abi.entry, arch=arch)
-    if any(op.opcode in ("warp_reduce", "block_reduce") for op in kernel_ir.walk()):
-        from .targets import get_target, lower  # the plan counts the reductions' scratch arrays too
-        kernel_ir = lower(kernel_ir, get_target(arch).options())
     try:
         metas = kernels(hsaco)
         syms = symbols(hsaco)

@@ -16,6 +16,7 @@ import threading
 
 from ..config import settings
 from ..errors import BackendUnavailable, CudaError
+from .gemm import column_major_call
 from .runtime import Transfers, gemm_pointers
 
 # enums from cublas_api.h / library_types.h
@@ -81,7 +82,6 @@ class Cublas:
 
     def gemm(self, A, B, C, alpha: float, beta: float, trans_a: bool, trans_b: bool,
              tf32: bool, stream) -> None:
-        from kaio.blas import column_major_call
         call = column_major_call(A.shape, B.shape, trans_a, trans_b)
         if call.m == 0 or call.n == 0:
             return

@@ -21,6 +21,7 @@ import hashlib
 import struct
 import threading
 
+import ml_dtypes
 import numpy as np
 
 from ..config import settings
@@ -29,6 +30,7 @@ from ..ir.types import BufType
 from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
+from .cublas import Cublas
 from .runtime import DeviceArray, Transfers, buffer_arg, capture_target
 from .targets import get_target, nvptx_target_for
 
@@ -40,7 +42,6 @@ _LOG_BYTES = 64 * 1024
 
 
 def _bf16_bits(v) -> int:
-    import ml_dtypes
     return int(np.array(v, dtype=ml_dtypes.bfloat16).view(np.uint16))
 
 
@@ -252,7 +253,6 @@ class CudaBackend(Backend):
     def blas(self):
         """This backend's cuBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
         if self.__dict__.get("_cublas") is None:
-            from .cublas import Cublas
             self._cublas = Cublas(self)
         return self._cublas
 

@@ -41,10 +41,10 @@ def driver():
     global _driver
     if _driver is None:
         try:
-            from cuda.bindings import driver as d
+            from cuda.bindings import driver as d  # lazy: cuda-python, optional
         except ImportError:
             try:  # cuda-python releases before the cuda.bindings package layout
-                from cuda import cuda as d  # type: ignore[no-redef]
+                from cuda import cuda as d  # type: ignore[no-redef]  # lazy: cuda-python, optional
             except ImportError as e:
                 raise BackendUnavailable(
                     f"cuda-python is not installed ({e}); pip install 'kaio[cuda]'") from None

@@ -24,6 +24,7 @@ import struct
 import threading
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from ..config import settings
@@ -31,7 +32,8 @@ from ..errors import HipError, LaunchError
 from ..ir.types import BufType
 from . import Backend, Compiled
 from .abi import KernelABI, kernel_abi
-from .codeobject import kernarg_layout
+from .codeobject import kernarg_layout, kernels
+from .hipblas import Hipblas
 from .runtime import ExecGraph, Runtime, Transfers, buffer_arg, capture_target, one_per_device, quietly
 from .targets import get_target
 
@@ -47,7 +49,7 @@ def hip_api():
     """The hip-python ``hip`` module (imported on first use; tests may substitute a fake)."""
     global _hip_module
     if _hip_module is None:
-        from hip import hip as _h  # raises ImportError without hip-python
+        from hip import hip as _h  # lazy: hip-python, optional (ImportError without it)
         _hip_module = _h
     return _hip_module
 
@@ -171,7 +173,6 @@ class KernargPacker:
                               f"expected {len(self.slots)}")
         for s, code, p, v in zip(self.slots, self.codes, self.abi.params, values):
             if p.dtype == "bf16":
-                import ml_dtypes
                 v = int(np.array(v, dtype=ml_dtypes.bfloat16).view(np.uint16))
             elif p.dtype == "u8" and p.kind == "scalar":
                 v = int(bool(v))
@@ -311,7 +312,6 @@ class LoadedKernel:
     """A loaded code object, its kernel function and its kernarg packer."""
 
     def __init__(self, hsaco: bytes, abi: KernelABI, kernel_name: str):
-        from .codeobject import kernels
         self.name, self.abi, self.hsaco = kernel_name, abi, hsaco
         meta = kernels(hsaco).get(abi.entry)
         if meta is None:
@@ -359,13 +359,17 @@ class HipBackend(Backend):
 
     def __init__(self, device: int | None = None):
         self.device = _device_index() if device is None else device
-        call("hipSetDevice", self.device)
+        self.make_current()
         self.props = device_props(self.device)
         self.arch = self.target = self.props.arch
         self.warp_size = self.props.warp_size
         self.sync_every_launch = settings().hip_sync
         self._modules: dict[str, LoadedKernel] = {}
         self._lock = threading.Lock()
+
+    def make_current(self) -> None:
+        """Make this backend's device the calling thread's current HIP device."""
+        call("hipSetDevice", self.device)
 
     # --- compiling (the stages are kaio.backends.targets'; Backend.compile runs them) ------
     def compile_options(self, kernel_options=None):
@@ -380,7 +384,7 @@ class HipBackend(Backend):
         with self._lock:
             lk = self._modules.get(key)
             if lk is None:
-                call("hipSetDevice", self.device)
+                self.make_current()
                 lk = self._modules[key] = LoadedKernel(hsaco, abi, kernel_name or abi.entry)
         return lk
 
@@ -407,7 +411,7 @@ class HipBackend(Backend):
             raise LaunchError(f"kernel '{kernel.name}': {lk.meta.group_segment_fixed_size} B static + "
                               f"{shared_bytes} B dynamic LDS exceeds {self.props.shared_per_block} B "
                               f"per workgroup on {self.props.name}")
-        call("hipSetDevice", self.device)
+        self.make_current()
         rt = self.runtime
         graph, stream = capture_target(stream)
         h = rt.stream_handle(stream)
@@ -429,7 +433,6 @@ class HipBackend(Backend):
     def blas(self):
         """This backend's hipBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
         if self.__dict__.get("_hipblas") is None:
-            from .hipblas import Hipblas
             self._hipblas = Hipblas(self)
         return self._hipblas
 

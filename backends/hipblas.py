@@ -12,6 +12,7 @@ import ctypes
 import threading
 
 from ..errors import BackendUnavailable, HipError
+from .gemm import column_major_call
 from .runtime import Transfers, gemm_pointers
 
 _DATA = {"f16": ("HIP_R_16F", "HIPBLAS_R_16F"), "bf16": ("HIP_R_16BF", "HIPBLAS_R_16B"),
@@ -27,7 +28,7 @@ def hipblas_api():
     global _hipblas_module
     if _hipblas_module is None:
         try:
-            from hip import hipblas as _b
+            from hip import hipblas as _b  # lazy: hip-python, optional
         except ImportError as e:
             raise BackendUnavailable(f"hipBLAS needs hip-python's hip.hipblas: {e}") from e
         _hipblas_module = _b
@@ -39,7 +40,7 @@ def _enum(mod, names, *type_names):
     hip-python's ``hip.hip`` for hipDataType)."""
     holders = [getattr(mod, t, None) for t in type_names]
     try:
-        from hip import hip as _h
+        from hip import hip as _h  # lazy: hip-python, optional
         holders.append(getattr(_h, "hipDataType", None))
     except ImportError:
         pass
@@ -84,9 +85,6 @@ class Hipblas:
 
     def gemm(self, A, B, C, alpha: float, beta: float, trans_a: bool, trans_b: bool,
              tf32: bool, stream) -> None:
-        from kaio.blas import column_major_call
-
-        from .hip import call
         cm = column_major_call(A.shape, B.shape, trans_a, trans_b)
         if cm.m == 0 or cm.n == 0:
             return
@@ -95,7 +93,7 @@ class Hipblas:
         op = lambda tr: op_t if tr else op_n   # noqa: E731
         scalar = ctypes.c_double if t.name == "f64" else ctypes.c_float
         al, be_ = scalar(alpha), scalar(beta)
-        call("hipSetDevice", self.backend.device)
+        self.backend.make_current()
         rt = self.backend.runtime
         h = rt.stream_handle(stream)
         xfer = Transfers(rt, h)

@@ -33,7 +33,7 @@ LLD_HINT = ("install LLVM's linker (Debian/Ubuntu: `apt-get install lld-19`; ROC
 
 @functools.lru_cache(maxsize=None)
 def _llvm():
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # lazy: import time, ~19 ms (only the LLVM paths use it)
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     return llvm
@@ -84,7 +84,7 @@ def _lld_binary_linker(lld: str) -> Linker:
 
 def _triton_lld_linker() -> Linker | None:
     try:
-        from triton._C.libtriton import amd  # private API; see the module docstring
+        from triton._C.libtriton import amd  # lazy: triton, optional; private API (module docstring)
     except Exception:                            # not installed, or built without AMD support
         return None
     link_hsaco = getattr(amd, "link_hsaco", None)

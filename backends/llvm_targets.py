@@ -178,7 +178,7 @@ def host_target() -> LlvmTarget:
     caller sets. No barriers (a no-op), warp ops or fast math: it exists so tests can execute
     the emitter's target-independent lowering (arithmetic, casts, control flow, memory, math)
     without a GPU."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # lazy: import time, ~19 ms (a test-only target)
     prelude = "\n".join(f"@__kaio_{k}_{ax} = global i32 0" for k in _HOST_SPECIALS for ax in "xyz")
     return LlvmTarget(
         # a generic CPU, not the host's own: native bf16 conversions (AVX512-BF16) flush

@@ -11,11 +11,11 @@ branches; region results and loop-carried values are registers written at ``yiel
 """
 from __future__ import annotations
 
-from .. import __version__
 from .. import dtypes as dt
 from ..ir.ops import handler_table
 from ..ir.types import BufType
 from ..passes.expand_math import library_code
+from ..version import __version__
 from . import ptx_math, ptx_mem, ptx_ops, ptx_vec
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class

@@ -15,6 +15,8 @@ from __future__ import annotations
 import linecache
 import struct
 
+import numpy as np
+
 from .. import dtypes as dt
 
 #: register class of each dtype
@@ -58,7 +60,6 @@ def f64_hex(x: float) -> str:
 
 def half_bits(x: float, t: dt.DType) -> int:
     """Bit pattern of ``x`` rounded to f16 / bf16 (round to nearest even)."""
-    import numpy as np
     return int(np.array(x, dtype=t.storage_np).view(np.uint16))
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import LaunchError
+from . import get_backend
 
 
 # --- transfer accounting -----------------------------------------------------------------
@@ -226,7 +227,6 @@ def one_per_device(cls):
 
 def current() -> Runtime:
     """The runtime of the current backend (``kaio.set_backend`` / ``KAIO_BACKEND``)."""
-    from . import get_backend
     return get_backend().runtime
 
 

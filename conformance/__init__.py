@@ -14,13 +14,6 @@ under the kernel's stated bound. See docs/conformance.md.
 from __future__ import annotations
 
 from .rules import BITWISE, Rule, rel, ulp
-
-
-def __getattr__(name):
-    if name in ("Options", "run_suite"):
-        from . import runner
-        return getattr(runner, name)
-    raise AttributeError(name)
-
+from .runner import Options, run_suite
 
 __all__ = ["BITWISE", "Options", "Rule", "rel", "run_suite", "ulp"]

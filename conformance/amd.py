@@ -24,6 +24,12 @@ import pickle
 import tempfile
 from dataclasses import asdict, dataclass, field
 
+import kaio
+from kaio import f32
+from kaio.backends import llvm_compile
+from kaio.backends.targets import get_target
+from kaio.ir import parse_kernel, print_kernel
+
 
 @dataclass
 class BuildResult:
@@ -47,8 +53,6 @@ class BuildResult:
 def build(ir_text: str, target: str, kernel_options=None) -> BuildResult:
     """Build (and for AMD validate) one kernel through the target's stages, with the kernel's
     own options (``kaio.options.KernelOptions``); Python-level errors become a failed result."""
-    from kaio.backends.targets import get_target
-    from kaio.ir import parse_kernel
     name = "?"
     try:
         k = parse_kernel(ir_text)   # the IR crossed a process boundary as text
@@ -66,7 +70,6 @@ def build(ir_text: str, target: str, kernel_options=None) -> BuildResult:
 
 def _kernel_name(ir_text: str) -> str:
     try:
-        from kaio.ir import parse_kernel
         return parse_kernel(ir_text).name
     except Exception:
         return "?"
@@ -111,13 +114,10 @@ def build_isolated(ir_text: str, target: str, kernel_options=None) -> BuildResul
 
 
 def _warm_worker() -> None:
-    """Pool initializer: import the LLVM path and create the target machines once, so the child
-    forked for each job starts warm (a cold child re-imports llvmlite and kaio's backends and
-    re-initialises LLVM: about a second per job, five times the build itself)."""
+    """Pool initializer: initialise LLVM and create the target machines once, so the child forked
+    for each job starts warm (a cold child re-initialises LLVM: about a second per job, five times
+    the build itself). kaio's compiler itself is imported with this module."""
     try:
-        from kaio.backends import abi, codeobject, llvm_compile, targets  # noqa: F401
-        from kaio.ir import parse_kernel  # noqa: F401
-        from kaio.passes import target_pipeline  # noqa: F401
         llvm_compile._llvm()
         for t in ("gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_90"):
             try:
@@ -128,8 +128,8 @@ def _warm_worker() -> None:
             llvm_compile.find_linker()
         except Exception:
             pass
-        # one real build per kind of target imports everything the builds import lazily
-        # (target pipeline passes, the IR math library, code-object checks)
+        # one real build per kind of target loads what the builds load on first use (the
+        # frontend, the IR math library's constants, the code generators)
         ir = _warmup_ir()
         build(ir, "gfx942")
         build(ir, "nvptx64-sm_90")
@@ -138,11 +138,6 @@ def _warm_worker() -> None:
 
 
 def _warmup_ir() -> str:
-    global kaio, f32   # this module postpones annotations: the kernel's must resolve globally
-    import kaio
-    from kaio import f32
-    from kaio.ir import print_kernel
-
     @kaio.kernel
     def conformance_warmup(x: kaio.In[f32], y: kaio.Out[f32]):
         for i in y.owned():

@@ -1,40 +1,12 @@
-"""What the suite runs: conformance cases built from the kernel library and the feature kernels.
-
-A :class:`ConformanceCase` knows how to build inputs for a size ('small' or 'default'), run its
-kernel(s) on the current backend, and compute the expected outputs with numpy. It states two
-comparisons:
-
-- ``rule``: how every executed target must agree with the interpreter at that target's warp
-  width (None: derived from the kernel's IR, see :func:`kaio.conformance.derive.derive_rule`);
-- ``vs_numpy``: how every target must agree with numpy (a library kernel's
-  :class:`kaio.kernels.Tolerance`, or a :class:`~kaio.conformance.rules.Rule` for features).
-
-``width_dependent`` marks kernels whose correct result depends on the warp width (shuffles,
-votes, ballots): those are compared only against the interpreter at the same width, and their
-numpy reference takes the width.
+"""What the suite runs: conformance cases (:class:`~kaio.conformance.case.ConformanceCase`) built
+from the kernel library and the feature kernels, and the selection of cases by name.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from kaio import kernels
 
-from .rules import Rule
-
-
-@dataclass
-class ConformanceCase:
-    name: str
-    group: str                                   # 'library/<group>' | 'feature/<topic>'
-    make_inputs: Callable[[str], dict]            # size name -> inputs
-    run: Callable[[dict], dict]                   # inputs -> outputs (current backend)
-    expected: Callable[[dict, int], dict]         # (inputs, warp size) -> numpy outputs
-    vs_numpy: Any                                 # kaio.kernels.Tolerance | Rule
-    rule: Rule | None = None
-    native_math_rule: Rule | None = None          # derived rule while math is backend-native
-    width_dependent: bool = False
-    fixed_size: bool = False                      # same problem at every size (features)
-    description: str = ""
-    tags: tuple = field(default_factory=tuple)
+from . import features
+from .case import ConformanceCase
 
 
 def from_library(kc) -> ConformanceCase:
@@ -49,13 +21,11 @@ def from_library(kc) -> ConformanceCase:
 
 
 def library_cases() -> list[ConformanceCase]:
-    from kaio import kernels
     return [from_library(kc) for kc in kernels.cases()]
 
 
 def feature_cases() -> list[ConformanceCase]:
-    from .features import cases
-    return cases()
+    return features.cases()
 
 
 def all_cases() -> list[ConformanceCase]:

@@ -13,11 +13,15 @@ when no cell is failing, 1 when any is, 2 on a usage error, 130/143 when interru
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
 
-from .targets import ALL
+from .cases import all_cases, select
+from .render import html_page, markdown
+from .runner import Options, run_suite
+from .targets import ALL, parse_targets
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,8 +48,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
-    from .cases import all_cases, select
-    from .targets import parse_targets
     try:
         targets = parse_targets(args.target)
         cases = select(all_cases(), args.kernel)
@@ -59,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs is not None and args.jobs < 1:
         print("kaio conformance: --jobs must be at least 1", file=sys.stderr)
         return 2
-    from .runner import Options, run_suite
     os.makedirs(args.out, exist_ok=True)
     report = run_suite(Options(targets, None, args.size, args.jobs, cases=cases,
                                command="kaio conformance " + shlex.join(argv),
@@ -93,10 +94,8 @@ def write_json(report, out_dir: str) -> str:
 
 def write(report, out_dir: str) -> list[str]:
     """Write conformance.{json,md,html} into ``out_dir``; returns the paths."""
-    from .render import html_page, markdown
     os.makedirs(out_dir, exist_ok=True)
     text = report.to_json()
-    import json
     d = json.loads(text)
     paths = []
     for name, body in (("conformance.json", text), ("conformance.md", markdown(d)),

@@ -13,6 +13,10 @@ For those the rule is a relative bound: the case's own ``native_math_rule`` wher
 bound the kernel states against numpy (its :class:`kaio.kernels.Tolerance`), with the reason.
 """
 
+import kaio
+from kaio import f32
+from kaio.backends.targets import get_target, lower
+
 from .rules import BITWISE, Rule, rel
 
 #: math functions exact or correctly rounded on every backend (no approximation involved)
@@ -23,7 +27,6 @@ EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfin
 def features(ir_kernels) -> dict:
     """What in the kernels' target-lowered IR breaks bit reproducibility:
     {'fast': [...], 'native_math': [...], 'float_atomics': [...]} (function / op names)."""
-    from kaio.backends.targets import get_target, lower
     found = {"fast": set(), "native_math": set(), "float_atomics": set()}
     for kernel, options in ir_kernels:
         fast_kernel = bool(options and options.fast_math)
@@ -73,9 +76,6 @@ def derive_rule(case, ir_kernels) -> Rule:
 def portable_math_active() -> bool:
     """True when math like exp is expanded to basic IR ops by the target pipeline (the portable
     IR math library is in use), so non-fast math is bit-identical across targets."""
-    import kaio
-    from kaio import f32
-    from kaio.backends.targets import get_target, lower
 
     @kaio.kernel
     def probe_exp(x: kaio.In[f32], y: kaio.Out[f32]):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 STATUSES = ("identical", "within-bound", "compiled", "failing", "not-run")
 SCHEMA = "kaio-conformance/1"
 
@@ -99,12 +101,8 @@ def _clean(v):
 
 
 def _jsonable(v):
-    try:
-        import numpy as np
-        if isinstance(v, np.generic):
-            return v.item()
-    except ImportError:
-        pass
+    if isinstance(v, np.generic):
+        return v.item()
     return str(v)
 
 

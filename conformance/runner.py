@@ -18,11 +18,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import kaio
+from kaio import kernels
+from kaio.ir import print_kernel
+
 from . import amd, rules
 from .cases import ConformanceCase, all_cases, select
 from .derive import derive_rule, portable_math_active
 from .report import Cell, Report, Row, finite
-from .targets import BASELINE, COMPILE_ONLY, EXECUTED, Recorder, make_backend, probe, using
+from .targets import BASELINE, COMPILE_ONLY, EXECUTED, WARP, Recorder, make_backend, probe, using
 
 
 @dataclass
@@ -316,7 +320,6 @@ def _unique(launched):
 
 
 def _ir_text(kernel) -> str:
-    from kaio.ir import print_kernel
     return print_kernel(kernel)
 
 
@@ -351,7 +354,6 @@ def _baseline(t: str, warp: int, case, results) -> str | None:
 
 
 def _warp_of(t: str) -> int:
-    from .targets import WARP
     return WARP[t]
 
 
@@ -418,7 +420,6 @@ def _fmt_err(err, rule) -> str:
 def _numpy_check(case, out, exp, cell: Cell) -> tuple[bool, bool]:
     """Compare with numpy under the case's numpy bound; fills cell.numpy (and cell.mismatch on
     failure). Returns (within bound, bit-identical)."""
-    from kaio import kernels
     identical = rules.compare(out, exp, rules.BITWISE).identical
     tol = case.vs_numpy
     if isinstance(tol, rules.Rule):
@@ -441,7 +442,6 @@ def _numpy_check(case, out, exp, cell: Cell) -> tuple[bool, bool]:
 
 
 def _max_abs(out, exp) -> float:
-    from kaio import kernels
     try:
         with np.errstate(all="ignore"):
             return kernels.max_abs_error(out, exp)
@@ -492,7 +492,6 @@ def _compile_cell(builds) -> Cell:
 
 # --- header ----------------------------------------------------------------------------------
 def _header(opts: Options, infos, hidden, seconds: float) -> dict:
-    import kaio
     try:
         portable = portable_math_active()
     except Exception:

@@ -21,6 +21,16 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
+import llvmlite
+import numpy as np
+
+from kaio import backends as be
+from kaio.backends import availability
+from kaio.backends import cuda_driver as drv
+from kaio.backends.cuda import CudaBackend
+from kaio.backends.hip import HipBackend, hip_api
+from kaio.backends.llvm_compile import find_linker
+from kaio.backends.reference import ReferenceBackend
 from kaio.options import KernelOptions
 
 EXECUTED = ("reference", "reference-w64", "cuda", "cuda-llvm", "hip")
@@ -65,7 +75,6 @@ def probe(name: str) -> TargetInfo:
     info = TargetInfo(name, kind, WARP[name], True)
     try:
         if name.startswith("reference"):
-            import numpy as np
             info.device = {"name": "CPU (numpy interpreter)", "driver": f"numpy {np.__version__}",
                            "arch": f"SIMT lanes, warp {WARP[name]}"}
         elif name in ("cuda", "cuda-llvm"):
@@ -80,14 +89,10 @@ def probe(name: str) -> TargetInfo:
 
 
 def _probe_cuda(info: TargetInfo) -> None:
-    from kaio.backends import availability
     ok, why = availability("cuda")
     if not ok:
         info.available, info.reason = False, why or "no CUDA device"
         return
-    if info.name == "cuda-llvm":
-        import llvmlite  # noqa: F401  (the nvptx64 path needs it)
-    from kaio.backends import cuda_driver as drv
     ctx = drv.context()
     v = ctx.driver_version
     p = ctx.props
@@ -97,12 +102,10 @@ def _probe_cuda(info: TargetInfo) -> None:
 
 
 def _probe_hip(info: TargetInfo) -> None:
-    from kaio.backends import availability
     ok, why = availability("hip")
     if not ok:
         info.available, info.reason = False, why or "no AMD GPU"
         return
-    from kaio.backends.hip import HipBackend
     devs = HipBackend.device_info()
     d = devs[0] if devs else {}
     info.warp_size = int(d.get("warp_size", 64))
@@ -112,7 +115,6 @@ def _probe_hip(info: TargetInfo) -> None:
 
 def _hip_driver_version() -> str:
     try:
-        from kaio.backends.hip import hip_api
         r = hip_api().hipDriverGetVersion()
         return f"HIP driver {r[1] if isinstance(r, tuple) else r}"
     except Exception:
@@ -120,9 +122,6 @@ def _hip_driver_version() -> str:
 
 
 def _probe_amd_compile(info: TargetInfo) -> None:
-    import llvmlite
-
-    from kaio.backends.llvm_compile import find_linker
     linker = find_linker()  # CompileError with a hint when missing
     info.device = {"name": f"AMD {info.name} (compile and validate only)",
                    "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(linker.name)}",
@@ -133,13 +132,10 @@ def make_backend(name: str, warp_size: int | None = None, sanitize: bool = False
     """A fresh backend instance for an executed target (the interpreter's race sanitizer is off
     unless ``sanitize``: conformance compares results; races are the sanitizer suite's job)."""
     if name.startswith("reference"):
-        from kaio.backends.reference import ReferenceBackend
         return ReferenceBackend(warp_size=warp_size or WARP[name], sanitize=sanitize)
     if name in ("cuda", "cuda-llvm"):
-        from kaio.backends.cuda import CudaBackend
         return CudaBackend(codegen="llvm" if name == "cuda-llvm" else "ptx")
     if name == "hip":
-        from kaio.backends.hip import HipBackend
         return HipBackend()
     raise ValueError(f"target {name!r} does not execute")
 
@@ -174,7 +170,6 @@ def using(backend, label: str):
 
     kaio's backend registry keeps one instance per name; this installs the instance under a
     label of its own (e.g. 'conformance:cuda-llvm') and restores the previous selection after."""
-    from kaio import backends as be
     key = f"conformance:{label}"
     previous = be._current
     be._instances[key] = backend

@@ -10,12 +10,10 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 # kaio.math inside kernels; kaio.blas.gemm; kaio.regions (which registers the partitions as IR
-# attributes, so IR text parses in any process)
-from . import blas, math, regions  # noqa: E402
-from .device import (  # noqa: E402
+# attributes, so IR text parses in any process); kaio.backends (set_backend / get_backend below)
+from . import backends, blas, math, regions
+from .device import (
     DeviceArray,
     Event,
     Stream,
@@ -26,8 +24,8 @@ from .device import (  # noqa: E402
     to_device,
     transfer_stats,
 )
-from .dlpack import from_dlpack  # noqa: E402
-from .dtypes import (  # noqa: E402
+from .dlpack import from_dlpack
+from .dtypes import (
     DType,
     bf16,
     bool_,
@@ -43,7 +41,7 @@ from .dtypes import (  # noqa: E402
     u32,
     u64,
 )
-from .errors import (  # noqa: E402
+from .errors import (
     BackendUnavailable,
     CompileError,
     CudaError,
@@ -52,10 +50,11 @@ from .errors import (  # noqa: E402
     LaunchError,
     RaceError,
 )
-from .graphs import Graph, graph  # noqa: E402
-from .lang import (  # noqa: E402
+from .graphs import Graph, graph
+from .lang import (
     Atomic,
     Const,
+    DeviceFunction,
     In,
     Out,
     Raw,
@@ -76,6 +75,7 @@ from .lang import (  # noqa: E402
     block_min,
     block_sum,
     dynamic_shared,
+    func,
     global_id,
     grid_dim,
     lane_id,
@@ -95,16 +95,15 @@ from .lang import (  # noqa: E402
     warp_size,
     warp_sum,
 )
-from .launch import DeviceFunction, KernelFunction, func, kernel  # noqa: E402
+from .launch import KernelFunction, kernel
+from .version import __version__
 
 
 def set_backend(name: str) -> None:
     """Select the backend for launches: 'reference', 'cuda' or 'hip' (env: KAIO_BACKEND)."""
-    from .backends import set_backend as _set
-    _set(name)
+    backends.set_backend(name)
 
 
 def get_backend(name: str | None = None):
     """The current backend object (or the named one)."""
-    from .backends import get_backend as _get
-    return _get(name)
+    return backends.get_backend(name)

@@ -22,36 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes as dt
+from .backends import get_backend
+from .device import DeviceArray, check_cuda_array_interface
 from .errors import LaunchError
 
 GEMM_DTYPES = (dt.f16, dt.bf16, dt.f32, dt.f64)
-
-
-@dataclass(frozen=True)
-class GemmCall:
-    """One gemm in the column-major terms vendor BLAS libraries use.
-
-    A row-major ``m x n`` result ``C`` is the column-major ``n x m`` matrix ``C^T``, and
-    ``C^T = op(B)^T op(A)^T``: so the library multiplies B's buffer by A's buffer (swapped), each
-    transposed exactly when the caller asked for it, with leading dimensions equal to the
-    row-major row lengths."""
-    trans_first: bool      # transpose flag for the first operand (B's buffer)
-    trans_second: bool     # ... for the second operand (A's buffer)
-    m: int                 # rows of the column-major result (= n of the row-major one)
-    n: int                 # columns of the column-major result (= m)
-    k: int
-    ld_first: int
-    ld_second: int
-    ld_out: int
-
-
-def column_major_call(a_shape, b_shape, trans_a: bool, trans_b: bool) -> GemmCall:
-    """The column-major call for row-major ``op(a) @ op(b)`` (shapes already checked)."""
-    m = a_shape[1] if trans_a else a_shape[0]
-    k = a_shape[0] if trans_a else a_shape[1]
-    n = b_shape[0] if trans_b else b_shape[1]
-    return GemmCall(trans_b, trans_a, n, m, k, ld_first=max(1, b_shape[1]),
-                    ld_second=max(1, a_shape[1]), ld_out=max(1, n))
 
 
 @dataclass
@@ -69,7 +44,6 @@ class Operand:
 
 def _describe(value) -> tuple[dt.DType | None, tuple | None, bool]:
     """(kaio dtype or None, shape, C-contiguous) of an array argument."""
-    from .device import DeviceArray, check_cuda_array_interface
     if isinstance(value, np.ndarray):
         try:
             t = dt.from_numpy(value.dtype)
@@ -138,22 +112,10 @@ def check_gemm(a, b, out, alpha, beta, trans_a, trans_b) -> tuple[Operand, Opera
     return A, B, C
 
 
-def reference_gemm(a: np.ndarray, b: np.ndarray, out, alpha, beta, trans_a, trans_b, t: dt.DType):
-    """``alpha * op(a) @ op(b) + beta * out`` in float64, rounded once to ``t``."""
-    from .semantics import _as, round_f64
-    x = _as(t, a).astype(np.float64)
-    y = _as(t, b).astype(np.float64)
-    acc = float(alpha) * ((x.T if trans_a else x) @ (y.T if trans_b else y))
-    if beta != 0:
-        acc = acc + float(beta) * _as(t, out).astype(np.float64)
-    return round_f64(t, acc)
-
-
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False,
          tf32: bool = False, backend=None, stream=None):
     """``out = alpha * op(a) @ op(b) + beta * out`` by the backend's vendor BLAS; returns ``out``
     (a new array of the inputs' kind when not given). See the module docstring."""
-    from . import get_backend
     A, B, C = check_gemm(a, b, out, alpha, beta, bool(trans_a), bool(trans_b))
     be = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
     m = A.shape[1] if trans_a else A.shape[0]
@@ -167,5 +129,4 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
 def _new_out(A: Operand, shape, be) -> Operand:
     if A.on_host:
         return Operand("out", np.zeros(shape, A.dtype.storage_np), A.dtype, shape)
-    from .device import DeviceArray
     return Operand("out", DeviceArray(shape, A.dtype.storage_np, runtime=be.runtime), A.dtype, shape)

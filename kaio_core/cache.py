@@ -16,6 +16,7 @@ silently (the cache is an optimisation, never a reason to fail).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import settings
+from .version import __version__
 
 MAGIC = b"KAIOCACHE1"
 _MAX_MEMORY_ENTRIES = 4096
@@ -42,8 +44,8 @@ def compiler_fingerprint() -> str:
         h = hashlib.sha256()
         here = Path(__file__).resolve().parent
         roots = [here / "passes", here / "mathlib", here.parent / "backends"]
-        import kaio.backends as _be  # the installed mapping may put backends elsewhere
-        roots.append(Path(_be.__file__).resolve().parent)
+        # the installed mapping may put backends elsewhere: locate it without importing it
+        roots.append(Path(importlib.util.find_spec("kaio.backends").origin).resolve().parent)
         seen = set()
         for root in roots:
             for f in sorted(root.rglob("*.py")) if root.is_dir() else []:
@@ -59,7 +61,7 @@ def compiler_fingerprint() -> str:
 def cache_key(ir_text: str, target: str, options: dict | None = None, version: str | None = None) -> str:
     """sha256 hex of (kaio version, compiler fingerprint, printed IR, target, options)."""
     if version is None:
-        from . import __version__ as version
+        version = __version__
     blob = json.dumps({"version": version, "compiler": compiler_fingerprint(), "ir": ir_text,
                        "target": target, "options": options or {}}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -16,7 +16,15 @@ import platform
 import sys
 from pathlib import Path
 
-from .backends.targets import COMPILE_TARGETS, STAGES
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from .backends import REGISTRY, availability, backend_class
+from .backends.targets import COMPILE_TARGETS, STAGES, check
+from .errors import KaioError
+from .launch import KernelFunction
+from .version import __version__
 
 #: subcommands owned by other modules: name -> candidate "module:function" entry points
 DELEGATED = {
@@ -32,7 +40,6 @@ class CliError(Exception):
 
 # --- kaio info ----------------------------------------------------------------------------
 def _backend_rows() -> list[tuple[str, bool, str]]:
-    from .backends import REGISTRY, availability
     rows = []
     for name in REGISTRY:
         try:
@@ -46,13 +53,12 @@ def _backend_rows() -> list[tuple[str, bool, str]]:
 def _device_rows() -> list[dict]:
     rows = []
     try:
-        from .backends.cuda import CudaBackend
-        if CudaBackend.available()[0]:
-            rows += [dict(d, backend="cuda") for d in CudaBackend.device_info()]
+        cuda = backend_class("cuda")
+        if cuda.available()[0]:
+            rows += [dict(d, backend="cuda") for d in cuda.device_info()]
     except Exception as e:
         rows.append({"backend": "cuda", "name": f"error: {e}"})
     try:
-        from .backends import backend_class
         hip = backend_class("hip")
         if hip.available()[0] and hasattr(hip, "device_info"):
             rows += [dict(d, backend="hip") for d in hip.device_info()]
@@ -62,11 +68,6 @@ def _device_rows() -> list[dict]:
 
 
 def cmd_info(args) -> int:
-    import numpy as np
-    from rich.console import Console
-    from rich.table import Table
-
-    from . import __version__
     console = Console()
     t = Table(title="kaio", show_header=False)
     t.add_row("kaio", __version__)
@@ -123,7 +124,6 @@ def parse_const(text: str) -> tuple[str, object]:
 
 def load_kernel(spec: str):
     """Import ``path/to/file.py:kernel_name`` by path and return the KernelFunction."""
-    from .launch import KernelFunction
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise CliError(f"expected FILE.py:KERNEL, got {spec!r}")
@@ -152,7 +152,6 @@ def load_kernel(spec: str):
 
 
 def cmd_compile(args) -> int:
-    from .backends.targets import check
     try:
         target = check(args.emit, args.target)
     except ValueError as e:
@@ -231,7 +230,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kaio {args.command}: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # compile errors from the kernel itself: show them, not a traceback
-        from .errors import KaioError
         if isinstance(e, KaioError):
             print(f"kaio {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
             return 1

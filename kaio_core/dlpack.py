@@ -13,7 +13,10 @@ from __future__ import annotations
 import ctypes
 import weakref
 
+import ml_dtypes
 import numpy as np
+
+from .device import DeviceArray, current
 
 K_DL_CPU, K_DL_CUDA, K_DL_ROCM = 1, 2, 10
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool"}
@@ -58,7 +61,6 @@ def _np_dtype(dt: _DLDataType) -> np.dtype:
     if dt.lanes != 1 or kind is None:
         raise ValueError(f"DLPack dtype code {dt.code} bits {dt.bits} lanes {dt.lanes} has no kaio dtype")
     if kind == "bfloat" and dt.bits == 16:
-        import ml_dtypes
         return np.dtype(ml_dtypes.bfloat16)
     if kind == "bool":
         return np.dtype(np.bool_)
@@ -89,7 +91,6 @@ def _delete(addr: int) -> None:
 def from_dlpack(obj):
     """A DeviceArray sharing memory with a tensor that exports ``__dlpack__`` (on the current
     backend's device: see the module docstring)."""
-    from .device import DeviceArray, current
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"{type(obj).__name__} does not export __dlpack__")
     rt = current()

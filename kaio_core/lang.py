@@ -1,7 +1,8 @@
-"""The kernel language's surface: parameter annotations and in-kernel intrinsics.
+"""The kernel language's surface: parameter annotations, in-kernel intrinsics and the function
+objects ``@kaio.kernel`` / ``@kaio.func`` make.
 
 Outside a kernel these objects only describe; the frontend (kaio.frontend) recognises them by
-identity when it reads a ``@kaio.kernel`` function and turns them into IR.
+identity or class when it reads a ``@kaio.kernel`` function and turns them into IR.
 """
 from __future__ import annotations
 
@@ -140,3 +141,27 @@ block_max = Intrinsic("block_max", "block_max(v): max over the block.")
 block_min = Intrinsic("block_min", "block_min(v): min over the block.")
 
 INTRINSICS = {obj.name: obj for obj in globals().values() if isinstance(obj, Intrinsic)}
+
+
+# --- functions --------------------------------------------------------------------------------
+class KaioFunction:
+    """A Python function kaio compiles: a kernel (:class:`kaio.launch.KernelFunction`, which
+    launches) or a device function (:class:`DeviceFunction`, inlined where it is called)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+
+class DeviceFunction(KaioFunction):
+    """``@kaio.func``: a device function, inlined at each call site and typed from it."""
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"@kaio.func '{self.name}' can only be called from a kernel")
+
+
+def func(fn):
+    """Decorator for device functions callable from kernels (inlined)."""
+    return DeviceFunction(fn)

@@ -15,9 +15,15 @@ import threading
 
 import numpy as np
 
+from . import backends
 from . import dtypes as dt
+from .device import check_cuda_array_interface
+from .dlpack import from_dlpack
 from .errors import LaunchError
+from .ir import print_kernel
+from .lang import KaioFunction
 from .options import KernelOptions
+from .regions import Elementwise, check_launch_attrs
 from .signature import ParamInfo, bind, parse_signature
 
 MAX_BLOCK_THREADS = 1024
@@ -132,8 +138,7 @@ def check_buffer(kernel: str, p: ParamInfo, arr):
         return arr
     what = f"kernel '{kernel}': parameter '{p.name}' ({spec!r})"
     if not isinstance(arr, np.ndarray) and not _is_device_array(arr) and hasattr(arr, "__dlpack__"):
-        from .dlpack import from_dlpack  # a DLPack-only GPU tensor: view it without a copy
-        try:
+        try:  # a DLPack-only GPU tensor: view it without a copy
             arr = from_dlpack(arr)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{what}: cannot use the {type(arr).__name__} through DLPack: {e}") from e
@@ -141,7 +146,6 @@ def check_buffer(kernel: str, p: ParamInfo, arr):
         raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
     if not isinstance(arr, np.ndarray) and not hasattr(arr, "__kaio_device__"):
         # torch / CuPy arrays: dtype, shape and strides come from __cuda_array_interface__
-        from .device import check_cuda_array_interface
         adt, shape = check_cuda_array_interface(arr.__cuda_array_interface__, what)
     else:
         adt, shape = getattr(arr, "dtype", None), tuple(getattr(arr, "shape", ()))
@@ -174,7 +178,7 @@ def check_aliasing(kernel: str, params: list[ParamInfo], values: list) -> None:
                                  "memory but one of them is written; pass separate arrays")
 
 
-class KernelFunction:
+class KernelFunction(KaioFunction):
     """A Python function compiled by kaio. Call it, or index it with a launch configuration:
     ``k(args...)``, ``k[grid, block](args...)``, ``k[grid, block, shared_bytes](...)``,
     ``k[grid, block, shared_bytes, stream](...)``."""
@@ -185,10 +189,7 @@ class KernelFunction:
             self.options = KernelOptions(fast_math, max_registers, frozenset(disabled_passes))
         except ValueError as e:
             raise ValueError(f"kernel '{fn.__name__}': {e}") from None
-        self.fn = fn
-        self.name = fn.__name__
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
+        super().__init__(fn)
         self.params = parse_signature(fn)
         self._ir_cache: dict = {}
         self._compiled: dict = {}
@@ -227,8 +228,7 @@ class KernelFunction:
         with self._lock:
             k = self._ir_cache.get(key)
             if k is None:
-                from .frontend import lower_kernel
-                from .passes import frontend_pipeline
+                from .frontend import frontend_pipeline, lower_kernel  # lazy: import time, ~40 ms
                 k = frontend_pipeline(lower_kernel(self.fn, self.params, consts, fast_math=self.fast_math))
                 self._ir_cache[key] = k
         return k
@@ -239,12 +239,11 @@ class KernelFunction:
         return self.ir_for()
 
     def ir_for(self, **consts) -> str:
-        from .ir import print_kernel
         return print_kernel(self.specialize_ir(consts))
 
     def compile(self, backend=None, **consts):
         """Compile for a backend (default: the current one); returns ``Compiled``."""
-        be = backend if hasattr(backend, "compile") else _get_backend(backend)
+        be = backend if hasattr(backend, "compile") else backends.get_backend(backend)
         key = (id(be), tuple(sorted(consts.items())) if consts else ())
         hit = self._compiled.get(key)
         # the entry holds the backend itself: an id is only unique while its object lives, and a
@@ -267,7 +266,7 @@ class KernelFunction:
         """One compilation stage's artifact ('ir', 'lowered', 'ptx', 'llvm', 'asm', 'hsaco', ...)
         for a target, with no GPU needed (see ``kaio compile``): text, or bytes for binary
         stages. Runs the same stages a launch does."""
-        from .backends.targets import emit
+        from .backends.targets import emit  # lazy: import time (the code generators: ~60 ms)
         return emit(self.specialize_ir(consts), stage, target, self.options)
 
     # --- launching --------------------------------------------------------------------
@@ -303,9 +302,9 @@ class KernelFunction:
         if self._n_buffers > 1:
             check_aliasing(self.name, self.params, values)
         grid, block = self._launch_shape(grid, block, values)
-        backend = _get_backend(None)
+        backend = backends.get_backend(None)
         compiled = self.compile(backend, **consts)
-        _check_launch_attrs(compiled.kernel, grid, block)
+        check_launch_attrs(compiled.kernel, grid, block)
         backend.launch(compiled, grid, block, runtime, shared_bytes, stream)
 
     def _launch_shape(self, grid, block, values):
@@ -335,21 +334,7 @@ class KernelFunction:
 
 
 def _partition(p: ParamInfo):
-    from .regions import Elementwise
     return p.spec.partition or Elementwise()
-
-
-def _get_backend(name):
-    from . import backends
-    return backends.get_backend(name)
-
-
-def _check_launch_attrs(kernel_ir, grid, block):
-    """Launch assumptions the race proof relied on (e.g. block shape), checked per launch."""
-    global _check_launch_attrs
-    from .regions.checker import check_launch_attrs
-    _check_launch_attrs = check_launch_attrs
-    check_launch_attrs(kernel_ir, grid, block)
 
 
 class _BoundLaunch:
@@ -375,21 +360,3 @@ def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None
                                         disabled_passes=disabled_passes)
     return KernelFunction(fn, fast_math=fast_math, max_registers=max_registers,
                           disabled_passes=disabled_passes)
-
-
-class DeviceFunction:
-    """``@kaio.func``: a device function, inlined at each call site and typed from it."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.name = fn.__name__
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
-
-    def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"@kaio.func '{self.name}' can only be called from a kernel")
-
-
-def func(fn):
-    """Decorator for device functions callable from kernels (inlined)."""
-    return DeviceFunction(fn)

@@ -22,6 +22,15 @@ import sys
 import time
 from dataclasses import dataclass
 
+from rich.console import Console
+from rich.table import Table
+
+import kaio
+
+from . import kernels as K
+from .backends import PREFERENCE, availability
+from .kernels.rajaperf.checksum import relative_diff
+
 #: RAJAPerf kernels the default showcase runs (one or two per group, covering reductions,
 #: shared memory, stencils, transcendental math and 3-D indexing); --all runs every port.
 RAJAPERF_SELECTION = (
@@ -55,7 +64,6 @@ class Result:
 
 def pick_backend(requested: str | None) -> str:
     """The requested backend, else the first available of cuda, hip, reference."""
-    from .backends import PREFERENCE, availability
     if requested:
         ok, why = availability(requested)
         if not ok:
@@ -66,7 +74,6 @@ def pick_backend(requested: str | None) -> str:
 
 def select_cases(name: str | None, run_all: bool):
     """Cases for a NAME (kernel or group prefix), everything (--all), or the default set."""
-    from . import kernels as K
     if run_all:
         return K.cases()
     if name:
@@ -89,8 +96,6 @@ def _throughput(case, size, seconds: float) -> str:
 
 def run_case(case, size, backend: str, repeat: int, seed: int = 0) -> Result:
     """Run, validate and time one case on the current backend."""
-    from .kernels import max_abs_error
-    from .kernels.rajaperf.checksum import relative_diff
     res = Result(case.name, _fmt_size(size), backend, False, tolerance=case.tolerance.describe())
     try:
         inputs = case.make_inputs(size, seed)
@@ -108,7 +113,7 @@ def run_case(case, size, backend: str, repeat: int, seed: int = 0) -> Result:
             except Exception as e:  # timing is a report; a failure here is shown, not fatal
                 res.message = f"device timing failed ({type(e).__name__}: {e}); end-to-end time shown"
         res.passed, res.error_ratio = case.check(outputs, expected)
-        res.max_error = max_abs_error(outputs, expected)
+        res.max_error = K.max_abs_error(outputs, expected)
         if case.checksum is not None:
             res.checksum = case.checksum(outputs)
             res.checksum_diff = relative_diff(case.checksum(expected), res.checksum)
@@ -125,7 +130,6 @@ def run_case(case, size, backend: str, repeat: int, seed: int = 0) -> Result:
 
 def time_device(launch, repeat: int) -> float:
     """Median seconds of ``launch()`` measured with CUDA events (after one warm-up call)."""
-    import kaio
     launch()
     kaio.synchronize()
     times = []
@@ -145,14 +149,7 @@ def _fmt_size(size) -> str:
 
 
 def render(results: list[Result], console=None) -> None:
-    """Print the results as a rich table (plain text when rich is missing)."""
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # pragma: no cover - rich is a dependency
-        for r in results:
-            print(r)
-        return
+    """Print the results as a rich table."""
     table = Table(title="kaio showcase", title_justify="left",
                   caption="err/tol: worst |out - ref| as a fraction of the kernel's tolerance "
                           "(<= 1 passes); checksum: RAJAPerf's weighted Kahan sum")
@@ -195,14 +192,12 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     args = ap.parse_args(argv)
 
-    from . import kernels as K
     if args.list:
         for c in K.cases():
             print(f"{c.name:36s} {c.group:20s} {c.description}")
         return 0
     backend = pick_backend(args.backend)
-    from . import set_backend
-    set_backend(backend)
+    kaio.set_backend(backend)
     size_kind = args.size or ("small" if backend == "reference" else "default")
     repeat = args.repeat if args.repeat is not None else (3 if backend == "reference" else 10)
     try:

@@ -17,7 +17,7 @@ objects, and the IR text form prints them as ``#blocked{k = 4}``.
 from __future__ import annotations
 
 from ..errors import LaunchError  # noqa: F401  (re-exported for partitions' messages)
-from .base import DEFAULT_BLOCK, OwnedSpec, Partition
+from .base import DEFAULT_BLOCK, OwnedSpec, Partition, check_launch_attrs
 from .partitions import (
     PARTITIONS,
     Blocked,
@@ -31,7 +31,8 @@ from .partitions import (
 )
 
 __all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Elementwise", "GridStride", "OwnedSpec",
-           "Partition", "Rows", "RowsPerBlock", "Tiles", "blocked", "elementwise", "grid_stride",
+           "Partition", "Rows", "RowsPerBlock", "Tiles", "blocked", "check_launch_attrs",
+           "elementwise", "grid_stride",
            "owned_indices", "owner_map", "rows", "rows_per_block", "tiles"]
 
 

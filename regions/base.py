@@ -1,9 +1,11 @@
-"""Partition base class and the owned-set record shared by all partitions."""
+"""Partition base class, the owned-set record shared by all partitions, and the per-launch check
+of what the race checker's proof assumed about the launch (:func:`check_launch_attrs`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..errors import LaunchError
 from ..ir.attrs import StructAttr
 
 DEFAULT_BLOCK = 256
@@ -72,3 +74,14 @@ class Partition(StructAttr):
 
     def __repr__(self):
         return f"kaio.regions.{self.spec()}"
+
+
+def check_launch_attrs(kernel, grid, block) -> None:
+    """Enforce, per launch, the launch assumptions :mod:`kaio.regions.checker` recorded on the
+    IR kernel (``launch_dims``: its proof used x, or x and y, ids only)."""
+    dims = kernel.attrs.get("launch_dims", 3)
+    if any(g != 1 for g in tuple(grid)[dims:]) or any(b != 1 for b in tuple(block)[dims:]):
+        raise LaunchError(
+            f"kernel '{kernel.name}': its race-freedom proof assumes a {dims}-D launch (it indexes "
+            f"with {'x' if dims == 1 else 'x and y'} ids only), but the launch is "
+            f"grid={tuple(grid)} block={tuple(block)}")

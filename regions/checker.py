@@ -11,18 +11,19 @@ Rules (docs/regions.md has examples):
 When a proof needs a flatter launch than the partitions guarantee (``y[kaio.global_id()]`` under
 the elementwise partition, which is defined on the 3-D linear id, needs a 1-D launch; a shared
 ``tile[ty, tx]`` needs block.z == 1), the checker records ``kernel.attrs["launch_dims"]`` (1 or 2)
-and :func:`check_launch_attrs` rejects launches that use more dimensions.
+and :func:`kaio.regions.check_launch_attrs` rejects launches that use more dimensions.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
 
-from ..errors import CompileError, LaunchError
+from ..errors import CompileError
 from . import shared, uniformity
 from .affine import Divides, Eq, Nonneg, Poly, Prover, SymMath
 from .diagnose import index_text, region_collision
 from .partitions import Elementwise
+from .walk import Walk
 
 
 def _pins(axes: str) -> dict:
@@ -56,7 +57,6 @@ def check(kernel):
     """Reject the kernel with a CompileError if it may race; returns the kernel unchanged."""
     if is_disabled():
         return kernel
-    from .walk import Walk
     try:
         walk = Walk(kernel)
         uniformity.check(kernel, walk)
@@ -73,16 +73,6 @@ def check(kernel):
     if c.level < c.start_level:
         kernel.attrs["launch_dims"] = c.level
     return kernel
-
-
-def check_launch_attrs(kernel, grid, block) -> None:
-    """Enforce launch assumptions the checker recorded on the IR kernel."""
-    dims = kernel.attrs.get("launch_dims", 3)
-    if any(g != 1 for g in tuple(grid)[dims:]) or any(b != 1 for b in tuple(block)[dims:]):
-        raise LaunchError(
-            f"kernel '{kernel.name}': its race-freedom proof assumes a {dims}-D launch (it indexes "
-            f"with {'x' if dims == 1 else 'x and y'} ids only), but the launch is "
-            f"grid={tuple(grid)} block={tuple(block)}")
 
 
 class Checker:

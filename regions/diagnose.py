@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from ..ir.core import Block
 from .affine import AXES
+from .partitions import owner_map
 
 _INFIX = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("//", 2), "rem": ("%", 2),
           "and": ("&", 0), "or": ("|", 0), "xor": ("^", 0), "shl": ("<<", 0), "shr": (">>", 0)}
@@ -155,7 +156,6 @@ class _Lazy(dict):
 
 def region_collision(walk, access, partition, shape_ok=None) -> str | None:
     """`thread 3 writes y[4], which thread 4 owns (grid=..., block=...)`, or None."""
-    from .partitions import owner_map
     ndim = access.buf.type.ndim
     shape = SMALL_SHAPES[ndim]
     verb = {"load": "reads", "store": "writes", "atomic": "updates"}[access.kind]

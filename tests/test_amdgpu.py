@@ -30,7 +30,8 @@ needs_lld = pytest.mark.skipif(bool(NO_LLD), reason=NO_LLD or "ld.lld present")
 
 def build_and_validate(kernel, arch):
     hsaco = targets.emit(kernel, "hsaco", arch)
-    rep = codeobject.validate_code_object(hsaco, kernel, kernel_abi(kernel), arch)
+    lowered = targets.lower(kernel, targets.get_target(arch).options())   # the IR as compiled
+    rep = codeobject.validate_code_object(hsaco, lowered, kernel_abi(kernel), arch)
     return hsaco, rep
 
 

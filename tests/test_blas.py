@@ -13,7 +13,7 @@ from test_hip_runtime import FakeHip
 
 import kaio
 from kaio import dtypes as dt
-from kaio.blas import column_major_call
+from kaio.backends.gemm import column_major_call
 
 BF16 = dt.bf16.storage_np
 # |error| <= TOL * sum_p |a_ip| |b_pj| (+ |beta c|): one rounding of the result plus the

@@ -2,7 +2,7 @@
 
 - accuracy: each function x dtype, run as expanded IR on the reference backend over dense inputs
   plus special values, is within its stated ULP bound of the exact value (mpmath for f64,
-  float64 numpy for f32/f16/bf16; kaio.mathlib.measure does the work);
+  float64 numpy for f32/f16/bf16; kaio.conformance.mathlib does the work);
 - special values are exact (IEEE / C99 Annex F), signed zeros included;
 - after the target pipeline only exact or fast math ops remain;
 - the expanded IR gives bit-identical results on the reference backend and on the LLVM emitter
@@ -20,9 +20,9 @@ import pytest
 
 import kaio
 from kaio import dtypes as dt
+from kaio.conformance import mathlib as M
 from kaio.ir.ops import MATH_EXACT
 from kaio.mathlib import FUNCTIONS
-from kaio.mathlib import measure as M
 from kaio.passes import target_pipeline
 
 DTYPES = [dt.f32, dt.f64, dt.f16, dt.bf16]

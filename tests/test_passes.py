@@ -8,10 +8,11 @@ from ir_samples import buf, builder, every_op_kernel
 
 import kaio
 from kaio import dtypes as dt
+from kaio.frontend import frontend_pipeline
 from kaio.ir import print_kernel
 from kaio.ir.indexmath import IndexMath
 from kaio.ir.rewrite import clone_kernel
-from kaio.passes import cse, dce, frontend_pipeline, lower_reductions, target_pipeline, verify
+from kaio.passes import cse, dce, lower_reductions, target_pipeline, verify
 
 
 def _ops(k):

@@ -18,6 +18,7 @@ from kaio.regions import (
     Rows,
     RowsPerBlock,
     Tiles,
+    check_launch_attrs,
     checker,
     owner_map,
 )
@@ -291,10 +292,10 @@ def test_internal_checker_error_is_a_compile_error(monkeypatch):
 
 def test_check_launch_attrs():
     k = checker.check(_shift_kernel(0))
-    checker.check_launch_attrs(k, (4, 1, 1), (32, 1, 1))
+    check_launch_attrs(k, (4, 1, 1), (32, 1, 1))
     with pytest.raises(kaio.LaunchError):
-        checker.check_launch_attrs(k, (4, 2, 1), (32, 1, 1))
+        check_launch_attrs(k, (4, 2, 1), (32, 1, 1))
     k.attrs["launch_dims"] = 2
-    checker.check_launch_attrs(k, (4, 2, 1), (8, 4, 1))
+    check_launch_attrs(k, (4, 2, 1), (8, 4, 1))
     with pytest.raises(kaio.LaunchError):
-        checker.check_launch_attrs(k, (4, 2, 1), (8, 4, 2))
+        check_launch_attrs(k, (4, 2, 1), (8, 4, 2))

@@ -21,6 +21,7 @@ from ...errors import LaunchError
 from .. import Backend, Compiled
 from ..runtime import DeviceArray, capture_target
 from ..targets import get_target
+from .blas import ReferenceBlas
 from .interpreter import Interpreter
 from .lanes import Batch
 from .memory import Buf
@@ -88,7 +89,6 @@ class ReferenceBackend(Backend):
 
     def blas(self):
         """numpy standing in for a vendor BLAS (:func:`kaio.blas.gemm`)."""
-        from .blas import ReferenceBlas
         return ReferenceBlas(self.runtime)
 
     # --- launching ----------------------------------------------------------------------
@@ -128,7 +128,8 @@ class ReferenceBackend(Backend):
             for p, buf in zip(kernel.params, values):
                 if isinstance(buf, Buf) and buf.intent in ("region", "out") and p.partition:
                     buf.partition = p.partition
-                    buf.owner = owner_map(p.partition, buf.shape, grid, block, self.warp_size)
+                    buf.owner = owner_map(p.partition, buf.shape, grid, block,
+                                          ReferenceBackend(self.warp_size, sanitize=False).launch)
         launch = Launch(kernel, grid, block, shared_bytes, san)
         T = math.prod(block)
         nblocks = math.prod(grid)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import LaunchError
+from ..gemm import reference_gemm
 from ..runtime import DeviceArray
 
 
 class ReferenceBlas:
-    """The reference backend's BLAS: float64 products rounded once (``kaio.blas.reference_gemm``)."""
+    """The reference backend's BLAS: float64 products rounded once (``kaio.backends.gemm.reference_gemm``)."""
 
     def __init__(self, runtime):
         self.runtime = runtime
@@ -29,7 +30,6 @@ class ReferenceBlas:
 
     def gemm(self, A, B, C, alpha: float, beta: float, trans_a: bool, trans_b: bool,
              tf32: bool, stream) -> None:
-        from kaio.blas import reference_gemm
         self.runtime.stream_handle(stream)  # a stream of another backend is an error here too
         a, b, c = self._host(A), self._host(B), self._host(C)
         c[...] = reference_gemm(a, b, c, alpha, beta, trans_a, trans_b, A.dtype)

@@ -4,7 +4,8 @@ A Region/Out parameter declared with a partition promises that each element is w
 read back) only by the thread owning it; the static checker proves this. The sanitizer checks
 it at run time too, which is how it checks the checker. The owner map -- for each element the
 global linear id of its owner, -1 for none -- is computed by running the partition's own
-``owned_spec`` IR through the interpreter (vectorised, so it costs about one extra launch).
+``owned_spec`` IR through the interpreter (vectorised, so it costs about one extra launch): the
+backend hands :func:`owner_map` a launch function of an interpreter without the sanitizer.
 """
 from __future__ import annotations
 
@@ -49,17 +50,17 @@ def _owner_kernel(partition, ndim: int):
     return b.finish()
 
 
-def owner_map(partition, shape, grid, block, warp_size: int = 32) -> np.ndarray:
-    """Flat int64 array: the owner (global linear thread id) of each element, -1 for none."""
+def owner_map(partition, shape, grid, block, launch) -> np.ndarray:
+    """Flat int64 array: the owner (global linear thread id) of each element, -1 for none.
+    ``launch(kernel, grid, block, args)`` runs the owner kernel (the reference backend's, with
+    the sanitizer off)."""
     key = (partition, tuple(shape), tuple(grid), tuple(block))   # partitions hash by value
     hit = _CACHE.get(key)
     if hit is not None:
         _CACHE.move_to_end(key)
         return hit
-    from .backend import ReferenceBackend
     owners = np.full(tuple(shape), -1, dtype=np.int32)
-    be = ReferenceBackend(warp_size=warp_size, sanitize=False)
-    be.launch(_owner_kernel(partition, len(shape)), grid, block, [owners])
+    launch(_owner_kernel(partition, len(shape)), grid, block, [owners])
     flat = owners.reshape(-1).astype(np.int64)
     _CACHE[key] = flat
     if len(_CACHE) > _CACHE_SIZE:

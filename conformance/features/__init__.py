@@ -8,12 +8,13 @@ Integer division by zero and MIN // -1 are left out: the IR leaves them unspecif
 """
 from __future__ import annotations
 
-MODULES = ("arith", "casts", "control", "memory", "atomics", "warp", "mathfns")
+from . import arith, atomics, casts, control, mathfns, memory, warp
+
+MODULES = (arith, casts, control, memory, atomics, warp, mathfns)
 
 
 def cases():
-    import importlib
     out = []
     for m in MODULES:
-        out += importlib.import_module(f"{__name__}.{m}").cases()
+        out += m.cases()
     return out

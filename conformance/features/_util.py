@@ -5,7 +5,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..cases import ConformanceCase
+from kaio import semantics
+
+from ..case import ConformanceCase
 from ..rules import BITWISE
 
 BLOCK = 64
@@ -54,7 +56,6 @@ def float_specials(t) -> list[float]:
 def to_dtype(vals, t) -> np.ndarray:
     """Values (Python floats or ints) as an array of the dtype's storage type."""
     if t.is_float:
-        from kaio import semantics
         return np.asarray(semantics.round_f64(t, np.asarray(vals, dtype=np.float64)))
     return np.array([int(v) for v in vals], dtype=t.storage_np)
 

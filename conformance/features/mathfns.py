@@ -11,10 +11,11 @@ import numpy as np
 
 import kaio
 from kaio import dtypes as dt
-from kaio import i32
+from kaio import i32, semantics
 
 from ..rules import BITWISE, rel, ulp
 from ._util import feature, float_specials, to_dtype
+from .arith import min_max_num
 
 M = kaio.math
 
@@ -166,10 +167,6 @@ BINARY = ("atan2", "pow", "copysign", "fmod", "min", "max")
 
 
 def _expected(T, family):
-    from kaio import semantics
-
-    from .arith import min_max_num
-
     def expected(inp):
         x, y = inp["x"], inp["y"]
         fx, fy = x.astype(np.float64), y.astype(np.float64)

@@ -18,6 +18,7 @@ from kaio import f32, f64, i32, u64
 
 from ..rules import BITWISE, Rule, rel
 from ._util import feature
+from .arith import min_max_num
 
 WB = 128       # warp_ops block size (a multiple of 64)
 WBLOCKS = 3
@@ -170,7 +171,6 @@ def _tree_sum(v: np.ndarray) -> np.ndarray:
 
 
 def _minmax(v: np.ndarray, is_min: bool) -> np.ndarray:
-    from .arith import min_max_num
     t = v.copy()
     s = t.shape[1] // 2
     while s:

@@ -1,9 +1,14 @@
 """Python frontend: reads a ``@kaio.kernel`` function's AST and lowers it to kaio IR.
 
-Entry point: :func:`lower_kernel`. The supported language, its typing rules and the errors
-users get for unsupported constructs are documented in docs/language.md.
+Entry points: :func:`lower_kernel`, then :func:`frontend_pipeline` on what it returns. The
+supported language, its typing rules and the errors users get for unsupported constructs are
+documented in docs/language.md.
 """
 from __future__ import annotations
+
+from ..passes import constfold, cse, dce, verify
+from ..regions.checker import check as check_regions
+from .lowering import Lowerer
 
 
 def lower_kernel(fn, params, consts: dict, fast_math: bool = False):
@@ -13,8 +18,21 @@ def lower_kernel(fn, params, consts: dict, fast_math: bool = False):
     values of its Const parameters (substituted as weakly typed literals); ``fast_math`` sets
     ``fast`` on every ``math`` op. Raises :class:`kaio.CompileError` on any error in the source.
     """
-    from .lowering import Lowerer
     return Lowerer(fn, params, consts, fast_math).lower()
 
 
-__all__ = ["lower_kernel"]
+def frontend_pipeline(kernel):
+    """Verify, check Regions ownership, fold and clean a kernel fresh from the frontend (in
+    place); returns the kernel. The ownership checker always runs: a kernel it cannot check
+    does not compile. (It composes passes and the race checker, so it lives here, above both;
+    the per-target pipeline is :func:`kaio.passes.target_pipeline`.)"""
+    verify.run(kernel)
+    check_regions(kernel)
+    kernel = constfold.run(kernel)
+    kernel = cse.run(kernel)
+    kernel = dce.run(kernel)
+    verify.run(kernel)
+    return kernel
+
+
+__all__ = ["frontend_pipeline", "lower_kernel"]

@@ -21,6 +21,7 @@ from .. import dtypes as dt
 from ..ir.core import Block, Value
 from ..ir.indexmath import IndexMath
 from ..ir.rewrite import discard
+from ..lang import static_range
 from .analysis import assigned_names, body_exits, exits, is_cheap
 from .values import Lit, OwnedMethod, PyObj, TupleV, Undef, describe, is_scalar
 
@@ -425,7 +426,6 @@ class ControlMixin:
                            hint="set a flag variable before `break` and test it after the loop")
         it = s.iter
         f = self.expr(it.func) if isinstance(it, ast.Call) else None
-        from ..lang import static_range
         if isinstance(f, OwnedMethod):
             return self.for_owned(s, f.buf)
         if isinstance(f, PyObj) and f.obj is range:

@@ -5,6 +5,7 @@ import ast
 
 from .. import dtypes as dt
 from ..ir.core import Value
+from ..lang import Intrinsic, warp_size
 from .analysis import is_cheap
 from .typing import fold_binary
 from .values import Lit, OwnedMethod, PyObj, ShapeOf, TupleV, describe, is_buffer
@@ -82,7 +83,6 @@ class ExprMixin:
             raise self.err(node, f"buffers have no attribute '{attr}'",
                            hint="buffers have .shape, .ndim, .dtype and (Region/Out) .owned()")
         if isinstance(base, PyObj):
-            from ..lang import Intrinsic
             obj = base.obj
             if isinstance(obj, Intrinsic) and obj.name in _GEOMETRY:
                 if attr not in ("x", "y", "z"):
@@ -99,7 +99,6 @@ class ExprMixin:
         raise self.err(node, f"{describe(base)} has no attribute '{attr}'")
 
     def python_value(self, obj, node):
-        from ..lang import warp_size
         if obj is warp_size:
             return self.b.special("warp_size")
         return self.from_python(obj, node)

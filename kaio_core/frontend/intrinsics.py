@@ -12,6 +12,7 @@ from .. import dtypes as dt
 from ..ir.core import Value
 from ..ir.indexmath import IndexMath
 from ..ir.ops import MATH_FNS
+from ..lang import DeviceFunction, Intrinsic, KaioFunction
 from .values import Lit, OwnedMethod, PyObj, TupleV, describe, is_buffer
 
 _ATOMICS = {"atomic_add": "add", "atomic_sub": "sub", "atomic_min": "min", "atomic_max": "max",
@@ -40,9 +41,7 @@ class IntrinsicsMixin:
         if not isinstance(f, PyObj):
             raise self.err(node.func, f"{describe(f)} is not callable")
         obj = f.obj
-        from ..lang import Intrinsic
-        from ..launch import DeviceFunction, KernelFunction
-        if isinstance(obj, DType_):
+        if isinstance(obj, dt.DType):
             return self.cast_call(obj, node)
         if isinstance(obj, Intrinsic):
             if obj.name == "static_range":
@@ -59,7 +58,7 @@ class IntrinsicsMixin:
         if isinstance(obj, DeviceFunction):
             args, kwargs = self.call_args(node)
             return self.call_func(obj, args, kwargs, node)
-        if isinstance(obj, KernelFunction):
+        if isinstance(obj, KaioFunction):  # not a device function: a kernel
             raise self.err(node.func, f"kernel '{obj.name}' cannot be called from a kernel",
                            hint="move the shared code into a @kaio.func device function")
         if obj is builtins.range:
@@ -115,7 +114,7 @@ class IntrinsicsMixin:
         return v.value
 
     def const_dtype(self, v, node, what: str = "dtype"):
-        if not (isinstance(v, PyObj) and isinstance(v.obj, DType_)):
+        if not (isinstance(v, PyObj) and isinstance(v.obj, dt.DType)):
             raise self.err(node, f"{what} must be a kaio dtype such as kaio.f32, got {describe(v)}")
         return v.obj
 
@@ -278,9 +277,6 @@ class IntrinsicsMixin:
             raise self.err(node, f"kaio.{name} of bool values", hint="cast to an integer first")
         opcode, kind = _REDUCE[name]
         return (self.b.warp_reduce if opcode == "warp_reduce" else self.b.block_reduce)(kind, v)
-
-
-from ..dtypes import DType as DType_  # noqa: E402
 
 
 def _install():

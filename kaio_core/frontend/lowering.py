@@ -10,11 +10,14 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import CompileError
 from ..ir.builder import Builder
 from ..ir.core import Param, Value
 from ..ir.types import BufType
+from ..regions import Elementwise
 from .analysis import always_returns, contains_return
 from .control import ControlMixin
 from .diagnostics import Source, error, parse_function
@@ -74,7 +77,6 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
     def lower(self):
         src = parse_function(self.fn, self.kernel_name)
         tree = src.tree
-        from ..regions import Elementwise
         sig = []
         for p in self.params:
             if p.kind == "scalar":
@@ -137,12 +139,8 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
         """A Python object seen from a kernel: numbers become weak literals."""
         if isinstance(obj, (bool, int, float)):
             return Lit(obj)
-        try:
-            import numpy as np
-            if isinstance(obj, np.generic) and obj.dtype.kind in "biuf":
-                return Lit(obj.item())
-        except ImportError:  # pragma: no cover
-            pass
+        if isinstance(obj, np.generic) and obj.dtype.kind in "biuf":
+            return Lit(obj.item())
         if isinstance(obj, tuple):
             return TupleV(tuple(self.from_python(o, node, name) for o in obj))
         return PyObj(obj)

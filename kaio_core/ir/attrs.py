@@ -165,7 +165,7 @@ class Attrs(dict):
 
 
 #: kernel attributes: ``launch_dims`` (the race checker's proof assumes a 1-D or 2-D launch;
-#: :func:`kaio.regions.checker.check_launch_attrs`) and ``max_registers`` (a register cap).
+#: :func:`kaio.regions.check_launch_attrs`) and ``max_registers`` (a register cap).
 KERNEL_ATTRS = {"launch_dims": Int(1, 3), "max_registers": Int(1)}
 
 

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 from .. import dtypes as dt
 from .core import Block, Kernel, Loc, Op, Param, Value
+from .ops import MATH_PREDICATES
+from .scalars import canonical
 from .types import BufType
 
 
@@ -65,7 +67,6 @@ class Builder:
     # --- scalars ------------------------------------------------------------------------
     def const(self, value, dtype: dt.DType) -> Value:
         """A constant in canonical form: ints wrap to the dtype, floats round to it (RNE)."""
-        from .scalars import canonical
         return self._one("const", [], dtype, {"value": canonical(value, dtype)})
 
     def binary(self, opcode: str, a: Value, b: Value) -> Value:
@@ -79,7 +80,6 @@ class Builder:
         return self._one("fma", [a, b, c], a.type)
 
     def math(self, fn: str, *args: Value, fast: bool = False) -> Value:
-        from .ops import MATH_PREDICATES
         rtype = dt.bool_ if fn in MATH_PREDICATES else args[0].type
         attrs = {"fn": fn}
         if fast:

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 from .attrs import KERNEL_ATTRS, Attrs
 from .ops import SPECS
+from .printer import print_kernel
 from .types import BufType, type_str
 
 _ids = itertools.count()
@@ -229,5 +230,4 @@ class Kernel:
         return self.body.walk()
 
     def __str__(self) -> str:
-        from .printer import print_kernel
         return print_kernel(self)

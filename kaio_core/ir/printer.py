@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING
 
 from ..dtypes import DType
 from .attrs import StructAttr, mnemonic
-from .core import Block, Kernel, Op, Value
 from .types import type_str
+
+if TYPE_CHECKING:  # annotations only: kaio.ir.core prints kernels with this module
+    from .core import Block, Kernel, Op, Value
 
 _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 

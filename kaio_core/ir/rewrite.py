@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .builder import Builder
 from .core import Block, Kernel, Op, Value
 
 
@@ -60,7 +61,6 @@ def expand_in_place(scope: Block, match, build) -> int:
     the op's results. Ops are visited in pre-order, and what ``build`` emits is not visited.
     Each block is rebuilt in one sweep, so this is linear in the kernel's size plus what is
     emitted. Returns how many ops were replaced."""
-    from .builder import Builder
     n = 0
     out: list[Op] = []
     for op in scope.ops:

@@ -18,7 +18,9 @@ from fractions import Fraction
 from functools import lru_cache
 
 from .. import dtypes as dt
+from . import payne_hanek
 from .constants import exact, factorial_inv, round_bits
+from .ctx import F64
 
 TWO_OVER_PI = float(exact("2_pi"))
 CW_LIMIT = 2.0 ** 30
@@ -61,7 +63,6 @@ def reduce(m, x):
     if m.F is not dt.f64:
         n, rh, rl = reduce_cw(m, x)
         return m.to_int(m.sub(n, m.mul(m.floor(m.mul(n, 0.25)), 4.0))), rh, rl
-    from . import payne_hanek
     return payne_hanek.reduce_any(m, x, reduce_cw, CW_LIMIT)
 
 
@@ -120,7 +121,6 @@ def native_f32(fn):
     f64_impl = {"sin": sin, "cos": cos, "tan": tan}[fn]
 
     def impl(m, x):
-        from .ctx import F64
         r = f64_impl(m, x)
         a = m.abs(x)
         big = m.and_(m.ge(a, F32_LIMIT), m.lt(a, float("inf")))

@@ -1,27 +1,16 @@
 """IR passes. Each pass is a small module with one function ``run(kernel, ...) -> kernel``.
 
-``frontend_pipeline`` runs on every kernel the frontend produces (target-independent);
 ``target_pipeline`` runs per backend before codegen (lowers what depends on the warp width).
+What runs on every kernel the frontend produces, the race checker included, is
+:func:`kaio.frontend.frontend_pipeline`.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
 
-
-def frontend_pipeline(kernel):
-    """Verify, check Regions ownership, fold and clean a kernel fresh from the frontend (in
-    place); returns the kernel. The ownership checker always runs: a kernel it cannot check
-    does not compile."""
-    from ..regions.checker import check as check_regions
-    from . import constfold, cse, dce, verify
-    verify.run(kernel)
-    check_regions(kernel)
-    kernel = constfold.run(kernel)
-    kernel = cse.run(kernel)
-    kernel = dce.run(kernel)
-    verify.run(kernel)
-    return kernel
+from ..ir.rewrite import clone_kernel
+from . import constfold, cse, dce, expand_math, full_tiles, loop_facts, lower_reductions, unroll, verify
 
 
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
@@ -38,8 +27,6 @@ def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
 
 
 def _target_pipeline(kernel, warp_size, fast_math, disabled_passes):
-    from ..ir.rewrite import clone_kernel
-    from . import constfold, cse, dce, expand_math, full_tiles, loop_facts, lower_reductions, unroll, verify
     kernel = expand_math.run(clone_kernel(kernel), fast_math)  # portable math -> IR (kaio.mathlib)
     kernel = lower_reductions.run(kernel, warp_size=warp_size)
     if "full_tiles" not in disabled_passes:

@@ -10,8 +10,9 @@ Single head; batch and heads are independent and map to more launches (or more r
 import numpy as np
 
 import kaio
-from kaio import f32
+from kaio import f32, regions
 
+from .._bench import empty
 from ..rajaperf._tiled import matmul_tiled, tiled_launcher
 from .quant import (
     int8_matmul,
@@ -25,7 +26,6 @@ from .quant import (
 
 
 def _rows():
-    from kaio import regions
     return regions.rows_per_block()
 
 
@@ -89,7 +89,7 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
     if _SCORES is None:
         _SCORES = _scores_kernel()
     if alloc is None:
-        from .._bench import empty as alloc
+        alloc = empty
     s, dm = x.shape
     d = wq.shape[1]
     xq = alloc((s, dm), np.int8)

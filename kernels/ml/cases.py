@@ -14,9 +14,9 @@ inputs, so they only have to cover the kernel's own rounding:
 """
 import numpy as np
 
-from .. import KernelCase, Tolerance, register
 from .._bench import empty, launcher, up
 from .._launch import np_dtype
+from ..registry import KernelCase, Tolerance, register
 from . import attention, elementwise, norms, quant
 
 _OUT_TOL = {

@@ -96,7 +96,7 @@ def silu_gate_ref(x, gate):
 
 def _erf64(v):
     try:  # scipy is optional: fast when present, math.erf (same float64 accuracy) otherwise
-        from scipy.special import erf
+        from scipy.special import erf  # lazy: scipy, optional
         return erf(v)
     except ImportError:
         from math import erf

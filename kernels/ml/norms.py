@@ -10,14 +10,13 @@ import functools
 import numpy as np
 
 import kaio
-from kaio import f32
+from kaio import f32, regions
 
 from .._launch import kdtype
 from .elementwise import _name
 
 
 def _rows():
-    from kaio import regions
     return regions.rows_per_block()
 
 

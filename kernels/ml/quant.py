@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 import kaio
-from kaio import f32, i32
+from kaio import f32, i32, regions
 
 from .._launch import kdtype
 from .elementwise import _name
@@ -48,7 +48,6 @@ def w8a8_kernel():
     """c = diag(sa) (a @ b) diag(sb) with an exact int32 dot product per output; TILE x TILE
     tiles of a and b (widened to i32) are staged in shared memory, one output per thread.
     ``sa`` is [M, 1], the shape per-row quantization produces on the device."""
-    from kaio import regions
 
     @kaio.kernel
     def matmul_w8a8(a: kaio.In[kaio.i8, 2], b: kaio.In[kaio.i8, 2], sa: kaio.In[f32, 2],
@@ -97,7 +96,6 @@ def w4a16_kernel(dt: str):
     """y = x @ dequant(w): TILE x TILE tiles of x and of the dequantized weights
     (int4 * group scale, in f32) are staged in shared memory, one output per thread, f32
     accumulation, one rounding to the activation dtype at the end."""
-    from kaio import regions
     T = kdtype(dt)
 
     @kaio.kernel
@@ -137,7 +135,6 @@ def w4a16_launch_config(m: int, n: int):
 
 
 def _rows():
-    from kaio import regions
     return regions.rows_per_block()
 
 

@@ -5,7 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import KernelCase, Tolerance, register
+from ..registry import KernelCase, Tolerance, register
 from .checksum import checksum_of
 
 #: Arithmetic-only float64 kernels evaluate the same expressions in the same order as the numpy

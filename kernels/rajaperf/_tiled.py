@@ -9,6 +9,7 @@ import functools
 import numpy as np
 
 import kaio
+from kaio import regions
 
 from .._launch import cdiv
 
@@ -18,7 +19,6 @@ _DTYPES = {"float64": kaio.f64, "float32": kaio.f32}
 
 @functools.lru_cache(maxsize=None)
 def _kernel(dtype_name: str = "float64"):
-    from kaio import regions
     T = _DTYPES[dtype_name]
 
     @kaio.kernel

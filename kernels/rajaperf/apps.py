@@ -15,8 +15,8 @@ import numpy as np
 import kaio
 from kaio import f64, i32
 
-from .. import Tolerance
 from .._bench import empty, launcher, up
+from ..registry import Tolerance
 from ._case import raja_case
 from .checksum import DataInit
 

@@ -11,11 +11,11 @@ import math
 import numpy as np
 
 import kaio
-from kaio import f64, i32
+from kaio import f64, i32, regions
 
-from .. import Tolerance
 from .._bench import empty, launcher, up
 from .._launch import BLOCK, reduction_grid
+from ..registry import Tolerance
 from ._case import REDUCTION, raja_case
 from ._tiled import matmul_tiled, tiled_launcher
 from .checksum import DataInit
@@ -25,7 +25,6 @@ SMALL = 10_000
 
 
 def _per_block():
-    from kaio import regions
     return regions.rows_per_block()
 
 

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 import kaio
-from kaio import f64
+from kaio import f64, regions
 
 from .._bench import empty, launcher, up
 from .._launch import exact_threads_block
@@ -28,7 +28,6 @@ SMALL = 10_000
 
 @functools.lru_cache(maxsize=None)
 def _diff_predict_kernel():
-    from kaio import regions
 
     @kaio.kernel
     def diff_predict(cx: kaio.In[f64], px: kaio.Region[f64, regions.grid_stride()], n: kaio.i32):

@@ -13,8 +13,8 @@ import numpy as np
 import kaio
 from kaio import f64, i32
 
-from .. import Tolerance
 from .._bench import empty, up
+from ..registry import Tolerance
 from ._case import REDUCTION, copy, raja_case
 from ._tiled import matmul_tiled, tiled_launcher
 from .checksum import DataInit

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 import kaio
-from kaio import f64
+from kaio import f64, regions
 
 from .._bench import empty, launcher, up
 from .._launch import BLOCK, reduction_grid
@@ -46,7 +46,6 @@ def stream_triad(b: kaio.In[f64], c: kaio.In[f64], a: kaio.Out[f64], alpha: f64)
 
 
 def _per_block():
-    from kaio import regions
     return regions.rows_per_block()
 
 

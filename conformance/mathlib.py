@@ -1,12 +1,14 @@
-"""Measure the portable math library: max ULP error per function and dtype.
+"""Measure the portable math library (:mod:`kaio.mathlib`): max ULP error per function and dtype.
 
-    python -m kaio.mathlib.measure [--n 65536] [--fns exp,log] [--dtypes f32,f64] [--write docs/mathlib.md]
+    python -m kaio.conformance.mathlib [--n 65536] [--fns exp,log] [--dtypes f32,f64]
+                                       [--write docs/mathlib.md]
 
 Each function's expansion (the IR :mod:`kaio.passes.expand_math` emits) runs on the reference
 backend over dense inputs spanning its domain plus special values. The error of a result is
 |got - exact| / ulp(exact), in ulps of the result's dtype: the exact value comes from mpmath
 (80 bits) for f64 and from numpy's float64 functions for f32/f16/bf16 (whose own error, ~2^-53
 relative, is far below the narrow types' ulps). A correctly rounded result has error <= 0.5.
+It runs kernels, so it lives here, above the backends, not beside the library it measures.
 """
 from __future__ import annotations
 
@@ -17,8 +19,12 @@ import time
 
 import numpy as np
 
-from .. import dtypes as dt
-from . import FUNCTIONS
+from kaio import dtypes as dt
+from kaio.backends.reference import ReferenceBackend
+from kaio.ir import BufType, Builder, Param
+from kaio.ir.indexmath import IndexMath
+from kaio.mathlib import FUNCTIONS
+from kaio.semantics import round_f64
 
 BLOCK = 256
 BINARY = ("pow", "atan2", "fmod")
@@ -28,8 +34,6 @@ DTYPES = (dt.f32, dt.f64, dt.f16, dt.bf16)
 # --- running an expansion on the reference backend ---------------------------------------------
 def kernel_for(fn: str, dtype) -> object:
     """A kernel y[i] = fn(x0[i] [, x1[i]]) (one lane per element)."""
-    from ..ir import BufType, Builder, Param
-    from ..ir.indexmath import IndexMath
     arity = 2 if fn in BINARY else 1
     params = [(f"x{i}", BufType(dtype, 1, "global", "in"), Param(f"x{i}", "buffer"))
               for i in range(arity)]
@@ -43,7 +47,6 @@ def kernel_for(fn: str, dtype) -> object:
 
 def run_reference(fn: str, dtype, *args: np.ndarray) -> np.ndarray:
     """fn(*args) by the expanded IR on the reference backend."""
-    from ..backends.reference import ReferenceBackend
     n = args[0].size
     pad = (-n) % BLOCK
     args = [np.concatenate([a, np.zeros(pad, a.dtype)]) for a in args]
@@ -142,7 +145,7 @@ _NP = {"exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2":
 
 
 def _mp_fn(fn):
-    import mpmath as mp
+    import mpmath as mp  # lazy: mpmath, optional (the dev extra); only f64 references need it
     table = {"exp": mp.exp, "exp2": lambda x: mp.power(2, x), "expm1": mp.expm1, "log": mp.log,
              "log2": lambda x: mp.log(x, 2), "log10": mp.log10, "log1p": mp.log1p, "sin": mp.sin,
              "cos": mp.cos, "tan": mp.tan, "tanh": mp.tanh, "sinh": mp.sinh, "cosh": mp.cosh,
@@ -161,7 +164,7 @@ def reference(fn: str, dtype, *args: np.ndarray):
     lo = np.zeros_like(hi)
     if dtype is not dt.f64 or fn == "fmod":     # numpy's fmod is exact
         return hi, lo
-    import mpmath as mp
+    import mpmath as mp  # lazy: mpmath, optional (the dev extra)
     f = _mp_fn(fn)
     with mp.workprec(96):
         finite = np.logical_and.reduce([np.isfinite(w) for w in wide])
@@ -192,7 +195,6 @@ def ulp_errors(got: np.ndarray, hi: np.ndarray, lo: np.ndarray, dtype) -> np.nda
         err = np.abs((g - hi) - lo) / ulp
         rounded = hi.astype(dtype.np).astype(np.float64) if dtype is not dt.bf16 else hi
         if dtype in (dt.f16, dt.bf16):
-            from ..semantics import round_f64
             rounded = round_f64(dtype, hi).astype(np.float64)
     both_nan = np.isnan(g) & np.isnan(hi)
     same = both_nan | ((g == hi) & (lo == 0) & ~np.isfinite(hi)) | (np.isinf(rounded) & (g == rounded))
@@ -230,7 +232,8 @@ BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kaio.mathlib.measure", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kaio.conformance.mathlib",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=1 << 16, help="dense points per function (plus specials)")
     ap.add_argument("--fns", default=",".join(FUNCTIONS))
     ap.add_argument("--dtypes", default=",".join(d.name for d in DTYPES))
@@ -250,7 +253,7 @@ def main(argv=None) -> int:
     print(table)
     if a.write:
         text = open(a.write).read()
-        cmd = "python -m kaio.mathlib.measure " + " ".join(argv if argv is not None else sys.argv[1:])
+        cmd = "python -m kaio.conformance.mathlib " + " ".join(argv if argv is not None else sys.argv[1:])
         block = f"{BEGIN}\nProduced by `{cmd.strip()}` ({time.strftime('%Y-%m-%d')}).\n\n{table}\n{END}"
         start, end = text.index(BEGIN), text.index(END) + len(END)
         open(a.write, "w").write(text[:start] + block + text[end:])
