@@ -14,7 +14,6 @@ from ..cache import default_cache
 from ..config import settings
 from ..errors import BackendUnavailable
 from ..options import CompileOptions, KernelOptions
-from .targets import build
 
 
 @dataclass
@@ -57,6 +56,7 @@ class Backend:
         raise NotImplementedError
 
     def compile(self, kernel, kernel_options: KernelOptions | None = None) -> Compiled:
+        from .targets import build  # lazy: import time (the code generators, ~70 ms)
         options = self.compile_options(kernel_options)
         artifacts = build(kernel, options, self.compile_cache())
         return Compiled(kernel, artifacts, self.load(kernel, artifacts, options), options)

@@ -228,7 +228,7 @@ class KernelFunction(KaioFunction):
         with self._lock:
             k = self._ir_cache.get(key)
             if k is None:
-                from .frontend import frontend_pipeline, lower_kernel  # lazy: import time, ~40 ms
+                from .frontend import frontend_pipeline, lower_kernel  # lazy: import time, ~30 ms
                 k = frontend_pipeline(lower_kernel(self.fn, self.params, consts, fast_math=self.fast_math))
                 self._ir_cache[key] = k
         return k
@@ -266,7 +266,7 @@ class KernelFunction(KaioFunction):
         """One compilation stage's artifact ('ir', 'lowered', 'ptx', 'llvm', 'asm', 'hsaco', ...)
         for a target, with no GPU needed (see ``kaio compile``): text, or bytes for binary
         stages. Runs the same stages a launch does."""
-        from .backends.targets import emit  # lazy: import time (the code generators: ~60 ms)
+        from .backends.targets import emit  # lazy: import time (the code generators, ~70 ms)
         return emit(self.specialize_ir(consts), stage, target, self.options)
 
     # --- launching --------------------------------------------------------------------
