@@ -21,7 +21,7 @@ class Compiled:
     """One compilation: the checked IR kernel, its artifacts (stage name -> artifact, see
     :mod:`kaio.backends.targets`), the options it was built with and the loaded handle."""
 
-    kernel: object                       # the checked IR kernel (kaio.ir.Kernel)
+    kernel: object                       # the checked IR kernel as launched (kaio.ir.Kernel)
     artifacts: dict = field(default_factory=dict)
     handle: object = None                # backend-specific loaded function
     options: CompileOptions | None = None
@@ -59,6 +59,7 @@ class Backend:
         from .targets import build  # lazy: import time (the code generators, ~70 ms)
         options = self.compile_options(kernel_options)
         artifacts = build(kernel, options, self.compile_cache())
+        kernel = artifacts["ir"]   # as launched (checked mode appends the fault record)
         return Compiled(kernel, artifacts, self.load(kernel, artifacts, options), options)
 
     def compile_cache(self):

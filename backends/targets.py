@@ -12,7 +12,8 @@ gfx90a gfx942 gfx1100          ir -> lowered -> llvm -> object -> hsaco -> repor
 reference-w1 .. reference-w64  ir -> lowered (the interpreter runs the lowered IR)
 =============================  ===============================================================
 
-``ir`` is the checked kernel as the frontend produced it; ``lowered`` is it after
+``ir`` is the checked kernel as the frontend produced it (in checked mode, with the fault-record
+parameter appended: the signature it is launched with); ``lowered`` is it after
 :func:`kaio.passes.target_pipeline` for the target's warp width. Everything that changes the
 code is in one :class:`~kaio.options.CompileOptions`. Backends compile through :func:`build`
 (which adds the compile cache), ``kaio compile --emit`` through :func:`emit`, and the
@@ -32,6 +33,7 @@ from ..errors import CompileError
 from ..ir import print_kernel
 from ..options import CompileOptions, KernelOptions
 from ..passes import target_pipeline
+from ..passes.bounds_check import with_record_param
 from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
 from .llvm import emit_llvm
@@ -98,7 +100,7 @@ class Target:
             raise ValueError(f"options are for target {options.target}, not {self.name}")
         until = until or self.loads
         wanted = self._closure(until)
-        arts = Artifacts(ir=kernel)
+        arts = Artifacts(ir=launched(kernel, options))
         arts.update(given or {})
         for s in self.stages:
             if s.name in wanted and s.name not in arts:
@@ -115,11 +117,17 @@ class Target:
 
 
 # --- the stages -------------------------------------------------------------------------------
+def launched(kernel, options: CompileOptions):
+    """The kernel as launched: in checked mode a copy taking the fault record as its last
+    parameter (kaio.passes.bounds_check), so every backend's ABI and argument list include it."""
+    return with_record_param(kernel) if options.checked else kernel
+
+
 def lower(kernel, options: CompileOptions):
     """The target pipeline on a copy of ``kernel`` (the frontend's cached IR is shared by every
     target and stays as it is)."""
     return target_pipeline(kernel, options.warp_size, options.fast_math,
-                           disabled_passes=options.disabled_passes)
+                           disabled_passes=options.disabled_passes, checked=options.checked)
 
 
 def _lowered(a, o):
@@ -261,7 +269,7 @@ def build(kernel, options: CompileOptions, cache=None) -> Artifacts:
     key = cache_key(print_kernel(kernel), options.target, options.key())
     hit = cache.get(key)
     if hit is not None:
-        return Artifacts(ir=kernel, **{t.loads: hit})
+        return Artifacts(ir=launched(kernel, options), **{t.loads: hit})
     arts = _checked(t.run(kernel, options, until))
     cache.put(key, arts[t.loads])
     return arts

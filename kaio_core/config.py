@@ -11,6 +11,9 @@ variable                   meaning
 KAIO_BACKEND               backend launches use: reference | cuda | hip (default: best available)
 KAIO_CACHE_DIR             compile cache folder (default ~/.cache/kaio)
 KAIO_CACHE_DISABLE         1: keep compiled code in memory only
+KAIO_CHECKED               1: kernels that do not say otherwise are compiled in checked mode
+                           (every access bounds-checked on the device; an out-of-bounds one
+                           raises IndexError after the launch)
 KAIO_CUBLAS                path of the libcublas to load
 KAIO_CUDA_DEVICE           CUDA device ordinal (default 0)
 KAIO_CUDA_SYNC             1: synchronize after every CUDA launch (pins a fault on its kernel)
@@ -40,6 +43,7 @@ class Settings:
     backend: str | None = None
     cache_dir: str | None = None
     cache_disable: bool = False
+    checked: bool = False
     cublas: str | None = None
     cuda_device: int = 0
     cuda_sync: bool = False
@@ -82,6 +86,7 @@ def read(env=None) -> Settings:
         backend=_choice(env, "KAIO_BACKEND", BACKENDS, None),
         cache_dir=env.get("KAIO_CACHE_DIR") or None,
         cache_disable=_flag(env, "KAIO_CACHE_DISABLE"),
+        checked=_flag(env, "KAIO_CHECKED"),
         cublas=env.get("KAIO_CUBLAS") or None,
         cuda_device=_int(env, "KAIO_CUDA_DEVICE", 0),
         cuda_sync=_flag(env, "KAIO_CUDA_SYNC"),

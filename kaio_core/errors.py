@@ -82,3 +82,46 @@ class HipError(KaioError):
     def __init__(self, message: str, *, call=None, code=None, kernel=None):
         self.call, self.code, self.kernel = call, code, kernel
         super().__init__(message)
+
+
+class KernelRuntimeError(KaioError, RuntimeError):
+    """A kernel did something undefined while it ran (found by the reference backend, or by a
+    GPU kernel compiled in checked mode)."""
+
+    def __init__(self, message: str, *, kernel=None, line=None, thread=None):
+        self.kernel, self.line, self.thread = kernel, line, thread
+        super().__init__(message)
+
+
+class OutOfBoundsError(KernelRuntimeError, IndexError):
+    """A load, store or atomic indexed outside its buffer: names kernel, buffer, index, thread,
+    source line. Every backend words it the same (:meth:`for_access`)."""
+
+    def __init__(self, message: str, *, kernel=None, buffer=None, index=None, shape=None,
+                 thread=None, line=None):
+        self.buffer, self.index, self.shape = buffer, index, shape
+        super().__init__(message, kernel=kernel, line=line, thread=thread)
+
+    @classmethod
+    def for_access(cls, kernel: str, opcode: str, buffer: str, index: tuple, shape: tuple, loc,
+                   block_idx: tuple, thread_idx: tuple, grid: tuple, block: tuple) -> "OutOfBoundsError":
+        """The error for one access (``opcode`` load/store/atomic) by one thread, at source
+        location ``loc`` (a :class:`kaio.ir.Loc` or None)."""
+        where = f"{loc.file}:{loc.line}: " if loc is not None else ""
+        what = {"store": "store to", "atomic": "atomic on"}.get(opcode, "load from")
+        ex = source_excerpt(loc.file, loc.line, loc.col, loc.end_col) if loc is not None else ""
+        thread, gtid = describe_thread(block_idx, thread_idx, grid, block)
+        index, shape = tuple(int(i) for i in index), tuple(int(s) for s in shape)
+        return cls(f"{where}in kernel '{kernel}': {what} '{buffer}' at index {index} is out of "
+                   f"bounds for shape {shape} ({thread})" + ("\n" + ex if ex else ""),
+                   kernel=kernel, buffer=buffer, index=index, shape=shape, thread=gtid,
+                   line=loc.line if loc is not None else None)
+
+
+def describe_thread(block_idx, thread_idx, grid, block) -> tuple[str, int]:
+    """('block (bx, by, bz) thread (tx, ty, tz) (global thread g)', g): g is the global linear
+    thread id, x fastest."""
+    (bx, by, bz), (tx, ty, tz) = (tuple(int(v) for v in t) for t in (block_idx, thread_idx))
+    g = (((bz * grid[1] + by) * grid[0] + bx) * block[0] * block[1] * block[2]
+         + (tz * block[1] + ty) * block[0] + tx)
+    return f"block ({bx}, {by}, {bz}) thread ({tx}, {ty}, {tz}) (global thread {g})", g

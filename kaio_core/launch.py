@@ -17,6 +17,8 @@ import numpy as np
 
 from . import backends
 from . import dtypes as dt
+from .checked import fault_record, raise_fault
+from .config import settings
 from .device import check_cuda_array_interface
 from .dlpack import from_dlpack
 from .errors import LaunchError
@@ -184,9 +186,10 @@ class KernelFunction(KaioFunction):
     ``k[grid, block, shared_bytes, stream](...)``."""
 
     def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None,
-                 disabled_passes=()):
+                 disabled_passes=(), checked: bool | None = None):
         try:
-            self.options = KernelOptions(fast_math, max_registers, frozenset(disabled_passes))
+            self.options = KernelOptions(fast_math, max_registers, frozenset(disabled_passes),
+                                         checked)
         except ValueError as e:
             raise ValueError(f"kernel '{fn.__name__}': {e}") from None
         super().__init__(fn)
@@ -244,7 +247,9 @@ class KernelFunction(KaioFunction):
     def compile(self, backend=None, **consts):
         """Compile for a backend (default: the current one); returns ``Compiled``."""
         be = backend if hasattr(backend, "compile") else backends.get_backend(backend)
-        key = (id(be), tuple(sorted(consts.items())) if consts else ())
+        checked = self.options.checked  # None: KAIO_CHECKED decides, so it is part of the key
+        key = (id(be), tuple(sorted(consts.items())) if consts else (),
+               settings().checked if checked is None else checked)
         hit = self._compiled.get(key)
         # the entry holds the backend itself: an id is only unique while its object lives, and a
         # freed backend's id reused by another would otherwise return the wrong Compiled
@@ -305,6 +310,11 @@ class KernelFunction(KaioFunction):
         backend = backends.get_backend(None)
         compiled = self.compile(backend, **consts)
         check_launch_attrs(compiled.kernel, grid, block)
+        if compiled.options is not None and compiled.options.checked:
+            fault = fault_record(self.name)
+            backend.launch(compiled, grid, block, [*runtime, fault], shared_bytes, stream)
+            raise_fault(compiled, fault, runtime, grid, block)
+            return
         backend.launch(compiled, grid, block, runtime, shared_bytes, stream)
 
     def _launch_shape(self, grid, block, values):
@@ -346,7 +356,7 @@ class _BoundLaunch:
 
 
 def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None,
-           disabled_passes=()):
+           disabled_passes=(), checked: bool | None = None):
     """Decorator: compile a Python function into a kaio kernel (see README for the language).
 
     ``fast_math``: hardware approximations for math functions and division (docs/mathlib.md).
@@ -354,9 +364,12 @@ def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None
     to trade spills for occupancy, e.g. so two 1024-thread blocks fit on an SM (at most 32).
     ``disabled_passes``: optimisation passes to skip for this kernel, by name
     (``kaio.options.SWITCHABLE_PASSES``: 'full_tiles', 'unroll').
-    All three are part of the compile options, so they key the compile cache."""
+    ``checked``: bound-check every load, store and atomic on the device, each dimension against
+    its extent; an out-of-bounds access is skipped (loads read 0) and raises IndexError after
+    the launch (docs/runtime.md). None: ``KAIO_CHECKED``.
+    All four are part of the compile options, so they key the compile cache."""
     if fn is None:
         return lambda f: KernelFunction(f, fast_math=fast_math, max_registers=max_registers,
-                                        disabled_passes=disabled_passes)
+                                        disabled_passes=disabled_passes, checked=checked)
     return KernelFunction(fn, fast_math=fast_math, max_registers=max_registers,
-                          disabled_passes=disabled_passes)
+                          disabled_passes=disabled_passes, checked=checked)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .config import settings
+
 #: passes that can be switched off per kernel (name -> what it does); all on by default
 SWITCHABLE_PASSES = {
     "full_tiles": "for lo, min(lo + C, n) loops: the full-tile case unrolled",
@@ -33,11 +35,14 @@ class KernelOptions:
 
     ``fast_math``: hardware approximations for math and division. ``max_registers``: cap on
     registers per thread (16..255). ``disabled_passes``: names from :data:`SWITCHABLE_PASSES`.
+    ``checked``: every access bounds-checked on the device (None: ``KAIO_CHECKED``, read when a
+    compilation applies these options).
     """
 
     fast_math: bool = False
     max_registers: int | None = None
     disabled_passes: frozenset = field(default_factory=frozenset)
+    checked: bool | None = None
 
     def __post_init__(self):
         if self.max_registers is not None and (type(self.max_registers) is not int
@@ -45,6 +50,8 @@ class KernelOptions:
             raise ValueError(f"max_registers must be an int in 16..255, got {self.max_registers!r}")
         object.__setattr__(self, "fast_math", bool(self.fast_math))
         object.__setattr__(self, "disabled_passes", _check_passes(self.disabled_passes))
+        if self.checked is not None:
+            object.__setattr__(self, "checked", bool(self.checked))
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,9 @@ class CompileOptions:
     'nvptx64-sm_90', 'reference-w32', ...). ``warp_size``: lanes per warp the code is built for.
     ``codegen``: 'ptx' (kaio's PTX emitter), 'llvm' (the LLVM path) or 'interp' (the reference
     interpreter). ``ptx_version``: the PTX ISA version to write (None: the emitter's default for
-    the arch). ``opt_level``: LLVM's optimisation level.
+    the arch). ``opt_level``: LLVM's optimisation level. ``checked``: every access
+    bounds-checked on the device (kaio.passes.bounds_check; the kernel takes the fault record
+    as one more parameter).
     """
 
     target: str
@@ -66,6 +75,7 @@ class CompileOptions:
     disabled_passes: frozenset = field(default_factory=frozenset)
     ptx_version: str | None = None
     opt_level: int = 2
+    checked: bool = False
 
     def __post_init__(self):
         if self.codegen not in CODEGENS:
@@ -73,11 +83,13 @@ class CompileOptions:
         object.__setattr__(self, "disabled_passes", _check_passes(self.disabled_passes))
 
     def with_kernel(self, kopts: KernelOptions | None) -> "CompileOptions":
-        """These target options with a kernel's own options applied."""
+        """These target options with a kernel's own options applied (a kernel that does not
+        say whether it is checked gets ``KAIO_CHECKED``)."""
         if kopts is None:
             return self
+        checked = settings().checked if kopts.checked is None else kopts.checked
         return replace(self, fast_math=kopts.fast_math, max_registers=kopts.max_registers,
-                       disabled_passes=kopts.disabled_passes)
+                       disabled_passes=kopts.disabled_passes, checked=checked)
 
     def pass_enabled(self, name: str) -> bool:
         return name not in self.disabled_passes
@@ -87,4 +99,4 @@ class CompileOptions:
         return {"target": self.target, "warp_size": self.warp_size, "codegen": self.codegen,
                 "fast_math": self.fast_math, "max_registers": self.max_registers,
                 "disabled_passes": sorted(self.disabled_passes), "ptx_version": self.ptx_version,
-                "opt_level": self.opt_level}
+                "opt_level": self.opt_level, "checked": self.checked}

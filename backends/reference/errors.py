@@ -1,25 +1,13 @@
-"""Run-time errors of the reference backend (structured fields besides the message)."""
+"""Run-time errors of the reference backend (structured fields besides the message).
+
+``KernelRuntimeError`` and ``OutOfBoundsError`` are :mod:`kaio.errors`' (a GPU kernel in checked
+mode raises the same out-of-bounds error); they are re-exported here."""
 from __future__ import annotations
 
-from ...errors import KaioError, RaceError
+from ...errors import KernelRuntimeError, OutOfBoundsError, RaceError
 
-
-class KernelRuntimeError(KaioError, RuntimeError):
-    """A kernel did something undefined while the reference backend ran it."""
-
-    def __init__(self, message: str, *, kernel=None, line=None, thread=None):
-        self.kernel, self.line, self.thread = kernel, line, thread
-        super().__init__(message)
-
-
-class OutOfBoundsError(KernelRuntimeError, IndexError):
-    """A load, store or atomic indexed outside its buffer: names kernel, buffer, index, thread,
-    source line."""
-
-    def __init__(self, message: str, *, kernel=None, buffer=None, index=None, shape=None,
-                 thread=None, line=None):
-        self.buffer, self.index, self.shape = buffer, index, shape
-        super().__init__(message, kernel=kernel, line=line, thread=thread)
+__all__ = ["KernelRuntimeError", "OutOfBoundsError", "DivergentBarrierError",
+           "UninitializedReadError", "OwnershipError"]
 
 
 class DivergentBarrierError(KernelRuntimeError):

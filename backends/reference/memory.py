@@ -71,11 +71,6 @@ class Buf:
     def _raise_oob(self, ctx, op, index_vals, sel, k):
         lane = k if sel is None else int(sel[k])
         idx = tuple(int(np.asarray(v)[lane]) if np.ndim(v) else int(v) for v in index_vals)
-        where = ctx.where(op)
-        what = "store to" if op.opcode == "store" else ("atomic on" if op.opcode == "atomic" else
-                                                        "load from")
-        raise OutOfBoundsError(
-            f"{where}in kernel '{ctx.kernel.name}': {what} '{self.name}' at index {idx} is out of "
-            f"bounds for shape {self.shape} ({ctx.batch.describe_thread(lane)}){ctx.excerpt(op)}",
-            kernel=ctx.kernel.name, buffer=self.name, index=idx, shape=self.shape,
-            thread=int(ctx.batch.gtid[lane]), line=op.loc.line if op.loc else None)
+        batch = ctx.batch
+        raise OutOfBoundsError.for_access(ctx.kernel.name, op.opcode, self.name, idx, self.shape,
+                                          op.loc, *batch.thread_ids(lane), batch.grid, batch.block)

@@ -10,24 +10,40 @@ import contextlib
 import gc
 
 from ..ir.rewrite import clone_kernel
-from . import constfold, cse, dce, expand_math, full_tiles, loop_facts, lower_reductions, unroll, verify
+from . import (
+    bounds_check,
+    constfold,
+    cse,
+    dce,
+    expand_math,
+    full_tiles,
+    loop_facts,
+    lower_reductions,
+    unroll,
+    verify,
+)
 
 
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
-                    disabled_passes=frozenset()):
+                    disabled_passes=frozenset(), checked: bool = False):
     """Expand portable math, lower block and warp reductions for a target's warp width, mark
     loops with a positive step and unroll the small ones by 4, then clean up.
 
     Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
     ``fast_math`` (kernel-wide) marks math ops ``fast`` instead of expanding them.
     ``disabled_passes``: names of switchable passes to skip (kaio.options.SWITCHABLE_PASSES).
+    ``checked``: guard every access first (:mod:`kaio.passes.bounds_check`; the kernel gains the
+    fault-record parameter), so the guards see the accesses as written.
     """
     with _collector_paused():
-        return _target_pipeline(kernel, warp_size, fast_math, disabled_passes)
+        return _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked)
 
 
-def _target_pipeline(kernel, warp_size, fast_math, disabled_passes):
-    kernel = expand_math.run(clone_kernel(kernel), fast_math)  # portable math -> IR (kaio.mathlib)
+def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked):
+    kernel = clone_kernel(kernel)
+    if checked:
+        kernel = bounds_check.run(kernel)            # checked mode: every access guarded
+    kernel = expand_math.run(kernel, fast_math)      # portable math -> IR (kaio.mathlib)
     kernel = lower_reductions.run(kernel, warp_size=warp_size)
     if "full_tiles" not in disabled_passes:
         kernel = full_tiles.run(kernel)              # for lo, min(lo + C, n): full case unrolled
