@@ -28,8 +28,7 @@ FAMILIES = {
 }
 PREDICATES = ("isnan", "isinf", "isfinite")
 #: ULP bounds against numpy (and between targets while math is backend-native), per dtype
-BOUND = {"f32": 2, "f16": 1, "bf16": 1,
-         "f64": {"exp_log": 4, "trig": 8, "hyperbolic": 16, "power": 1024}}
+BOUND = {"f32": 2, "f16": 1, "bf16": 1, "f64": {"exp_log": 4, "trig": 8, "hyperbolic": 16, "power": 1024}}
 WHY = {"f32": "kaio's f32/f16/bf16 math is within 1 ulp of the exact value (native f32 code for "
               "exp/log/sin/cos/expm1/tanh/erf, <= 0.87 ulp measured; f64 code rounded once for the "
               "rest); the numpy reference is numpy's f64 libm rounded once",
@@ -167,6 +166,10 @@ BINARY = ("atan2", "pow", "copysign", "fmod", "min", "max")
 
 
 def _expected(T, family):
+    """numpy's outputs for ``family`` on dtype ``T``: float64 values rounded once to T
+    (kaio.semantics.round_f64, which rounds 16-bit types as the targets do), min and max by
+    IEEE minNum/maxNum (arith.min_max_num), the predicates as i32."""
+
     def expected(inp):
         x, y = inp["x"], inp["y"]
         fx, fy = x.astype(np.float64), y.astype(np.float64)

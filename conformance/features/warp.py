@@ -20,8 +20,7 @@ from ..rules import BITWISE, Rule, rel
 from ._util import feature
 from .arith import min_max_num
 
-WB = 128       # warp_ops block size (a multiple of 64)
-WBLOCKS = 3
+WB, WBLOCKS = 128, 3   # warp_ops block size (a multiple of 64) and block count
 
 
 @kaio.kernel
@@ -171,6 +170,7 @@ def _tree_sum(v: np.ndarray) -> np.ndarray:
 
 
 def _minmax(v: np.ndarray, is_min: bool) -> np.ndarray:
+    """Per block, the min/max by a halving tree with minNum/maxNum's NaN and signed-zero rules."""
     t = v.copy()
     s = t.shape[1] // 2
     while s:

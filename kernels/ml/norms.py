@@ -17,6 +17,7 @@ from .elementwise import _name
 
 
 def _rows():
+    """The row kernels' partition: one row per block, its threads striding the columns."""
     return regions.rows_per_block()
 
 

@@ -47,7 +47,8 @@ TILE = 16
 def w8a8_kernel():
     """c = diag(sa) (a @ b) diag(sb) with an exact int32 dot product per output; TILE x TILE
     tiles of a and b (widened to i32) are staged in shared memory, one output per thread.
-    ``sa`` is [M, 1], the shape per-row quantization produces on the device."""
+    ``sa`` is [M, 1], the shape per-row quantization produces on the device. ``c`` is
+    partitioned in TILE x TILE tiles (kaio.regions.tiles): each thread owns its output."""
 
     @kaio.kernel
     def matmul_w8a8(a: kaio.In[kaio.i8, 2], b: kaio.In[kaio.i8, 2], sa: kaio.In[f32, 2],
@@ -95,7 +96,8 @@ def int4_at(packed_byte, high):
 def w4a16_kernel(dt: str):
     """y = x @ dequant(w): TILE x TILE tiles of x and of the dequantized weights
     (int4 * group scale, in f32) are staged in shared memory, one output per thread, f32
-    accumulation, one rounding to the activation dtype at the end."""
+    accumulation, one rounding to the activation dtype at the end. ``y`` is partitioned in
+    TILE x TILE tiles (kaio.regions.tiles): each thread owns its output."""
     T = kdtype(dt)
 
     @kaio.kernel
@@ -135,6 +137,7 @@ def w4a16_launch_config(m: int, n: int):
 
 
 def _rows():
+    """The row kernels' partition: one row per block, its threads striding the columns."""
     return regions.rows_per_block()
 
 

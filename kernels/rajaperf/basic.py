@@ -25,6 +25,7 @@ SMALL = 10_000
 
 
 def _per_block():
+    """One row per block, its threads striding the columns (the reductions' partition)."""
     return regions.rows_per_block()
 
 

@@ -28,6 +28,7 @@ SMALL = 10_000
 
 @functools.lru_cache(maxsize=None)
 def _diff_predict_kernel():
+    """DIFF_PREDICT's kernel: thread i owns column i of px (kaio.regions.grid_stride)."""
 
     @kaio.kernel
     def diff_predict(cx: kaio.In[f64], px: kaio.Region[f64, regions.grid_stride()], n: kaio.i32):

@@ -46,6 +46,7 @@ def stream_triad(b: kaio.In[f64], c: kaio.In[f64], a: kaio.Out[f64], alpha: f64)
 
 
 def _per_block():
+    """One row per block, its threads striding the columns (the reductions' partition)."""
     return regions.rows_per_block()
 
 
