@@ -15,11 +15,11 @@ import numpy as np
 
 from .backends.runtime import capturing
 from .errors import LaunchError, OutOfBoundsError
-from .passes import bounds_check as bc
 
 
 def fault_record(kernel_name: str) -> np.ndarray:
     """A zeroed fault record for one checked launch."""
+    from .passes import bounds_check as bc  # lazy: import time (kaio.passes, ~30 ms)
     if capturing() is not None:
         # the record is read back after a synchronize, which a graph capture cannot do
         raise LaunchError(f"kernel '{kernel_name}' is compiled in checked mode, which reads its "
@@ -32,6 +32,7 @@ def raise_fault(compiled, record: np.ndarray, args, grid, block) -> None:
     """Raise the OutOfBoundsError a checked launch recorded, if any. ``args``: the launch's
     arguments in parameter order (the fault record excluded); the shape in the message is the
     faulting argument's."""
+    from .passes import bounds_check as bc  # lazy: import time (kaio.passes, ~30 ms)
     if not record[bc.FLAG]:
         return
     kernel = compiled.kernel
