@@ -33,12 +33,12 @@ def raise_fault(compiled, record: np.ndarray, args, grid, block) -> None:
     arguments in parameter order (the fault record excluded); the shape in the message is the
     faulting argument's."""
     from .passes import bounds_check as bc  # lazy: import time (kaio.passes, ~30 ms)
-    if not record[bc.FLAG]:
+    if not record[bc.SITE]:
         return
     kernel = compiled.kernel
     r = [int(v) for v in record]
-    site = bc.sites(kernel)[r[bc.SITE]]
+    site = bc.sites(kernel)[r[bc.SITE] - 1]
     shape = site.static_shape if site.param is None else tuple(args[site.param].shape)
-    raise OutOfBoundsError.for_access(
-        kernel.name, site.opcode, site.buffer, r[bc.INDEX:bc.INDEX + site.ndim], shape, site.loc,
-        r[bc.BLOCK:bc.BLOCK + 3], r[bc.THREAD:bc.THREAD + 3], grid, block)
+    raise OutOfBoundsError.for_access(kernel.name, site.opcode, site.buffer,
+                                      r[bc.INDEX:bc.INDEX + site.ndim], shape, site.loc,
+                                      r[bc.THREAD], grid, block)

@@ -104,24 +104,25 @@ class OutOfBoundsError(KernelRuntimeError, IndexError):
 
     @classmethod
     def for_access(cls, kernel: str, opcode: str, buffer: str, index: tuple, shape: tuple, loc,
-                   block_idx: tuple, thread_idx: tuple, grid: tuple, block: tuple) -> "OutOfBoundsError":
-        """The error for one access (``opcode`` load/store/atomic) by one thread, at source
-        location ``loc`` (a :class:`kaio.ir.Loc` or None)."""
+                   thread: int, grid: tuple, block: tuple) -> "OutOfBoundsError":
+        """The error for one access (``opcode`` load/store/atomic) by the thread of global
+        linear id ``thread`` in a (grid, block) launch, at source location ``loc`` (a
+        :class:`kaio.ir.Loc` or None)."""
         where = f"{loc.file}:{loc.line}: " if loc is not None else ""
         what = {"store": "store to", "atomic": "atomic on"}.get(opcode, "load from")
         ex = source_excerpt(loc.file, loc.line, loc.col, loc.end_col) if loc is not None else ""
-        thread, gtid = describe_thread(block_idx, thread_idx, grid, block)
         index, shape = tuple(int(i) for i in index), tuple(int(s) for s in shape)
         return cls(f"{where}in kernel '{kernel}': {what} '{buffer}' at index {index} is out of "
-                   f"bounds for shape {shape} ({thread})" + ("\n" + ex if ex else ""),
-                   kernel=kernel, buffer=buffer, index=index, shape=shape, thread=gtid,
+                   f"bounds for shape {shape} ({describe_thread(thread, grid, block)})"
+                   + ("\n" + ex if ex else ""),
+                   kernel=kernel, buffer=buffer, index=index, shape=shape, thread=int(thread),
                    line=loc.line if loc is not None else None)
 
 
-def describe_thread(block_idx, thread_idx, grid, block) -> tuple[str, int]:
-    """('block (bx, by, bz) thread (tx, ty, tz) (global thread g)', g): g is the global linear
-    thread id, x fastest."""
-    (bx, by, bz), (tx, ty, tz) = (tuple(int(v) for v in t) for t in (block_idx, thread_idx))
-    g = (((bz * grid[1] + by) * grid[0] + bx) * block[0] * block[1] * block[2]
-         + (tz * block[1] + ty) * block[0] + tx)
-    return f"block ({bx}, {by}, {bz}) thread ({tx}, {ty}, {tz}) (global thread {g})", g
+def describe_thread(g: int, grid, block) -> str:
+    """'block (bx, by, bz) thread (tx, ty, tz) (global thread g)' of the thread whose global
+    linear id (x fastest) in a (grid, block) launch is ``g``."""
+    b, t = divmod(int(g), block[0] * block[1] * block[2])
+    bx, by, bz = b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])
+    tx, ty, tz = t % block[0], t // block[0] % block[1], t // (block[0] * block[1])
+    return f"block ({bx}, {by}, {bz}) thread ({tx}, {ty}, {tz}) (global thread {g})"

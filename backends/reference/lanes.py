@@ -94,20 +94,10 @@ class Batch:
         """'block (bx, by, bz) thread (tx, ty, tz)' of one lane of this batch."""
         return describe_gtid(self.first_block * self.T + int(lane), self.grid, self.block)
 
-    def thread_ids(self, lane: int) -> tuple[tuple, tuple]:
-        """(block_idx, thread_idx) of one lane of this batch, as (x, y, z) tuples."""
-        return _ids3(self.first_block * self.T + int(lane), self.grid, self.block)
-
     def per_block(self, mask) -> np.ndarray:
         """A lane mask reshaped (nblocks, T)."""
         return mask.reshape(self.nblocks, self.T)
 
 
 def describe_gtid(g: int, grid, block) -> str:
-    return describe_thread(*_ids3(g, grid, block), grid, block)[0]
-
-
-def _ids3(g: int, grid, block) -> tuple[tuple, tuple]:
-    b, t = divmod(int(g), math.prod(block))
-    return (tuple(int(v) for v in _unravel3(np.int64(b), grid)),
-            tuple(int(v) for v in _unravel3(np.int64(t), block)))
+    return describe_thread(g, grid, block)

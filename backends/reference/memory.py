@@ -73,4 +73,5 @@ class Buf:
         idx = tuple(int(np.asarray(v)[lane]) if np.ndim(v) else int(v) for v in index_vals)
         batch = ctx.batch
         raise OutOfBoundsError.for_access(ctx.kernel.name, op.opcode, self.name, idx, self.shape,
-                                          op.loc, *batch.thread_ids(lane), batch.grid, batch.block)
+                                          op.loc, batch.first_block * batch.T + lane, batch.grid,
+                                          batch.block)

@@ -15,11 +15,15 @@ completes, no memory is corrupted, and codegen needs no special case.
 
 The fault record is one more kernel parameter, appended last (:func:`add_record_param`):
 ``_kaio_fault: buf<i64, 1, global, raw>`` of :data:`RECORD_LEN` zeros, written by the first
-faulting thread only (a compare-and-swap on the flag):
+faulting thread only (a compare-and-swap on the first slot):
 
-    if atomic_cas(rec[FLAG], 0, 1) == 0:
-        rec[SITE] = site; rec[THREAD..] = thread_idx x, y, z; rec[BLOCK..] = block_idx x, y, z
+    if atomic_cas(rec[SITE], 0, site + 1) == 0:
+        rec[THREAD] = global linear thread id (x fastest, as kaio.global_id in 1-D; in i64)
         rec[INDEX + d] = idx_d
+
+The host derives block and thread ids from the linear id and the launch shape. One linear id
+instead of six ids keeps the (cold) fault path short: on the register-resident softmax (32
+sites) it is what keeps ptxas within its 64-register cap without spilling.
 
 :mod:`kaio.checked` allocates it per launch, reads it back and raises the ``IndexError``.
 Not checked: dynamic shared memory (its extent is the launch's byte count, which no IR op
@@ -39,8 +43,8 @@ from ..ir.types import BufType
 
 RECORD_PARAM = "_kaio_fault"
 RECORD_TYPE = BufType(dt.i64, 1, "global", "raw")
-#: slots of the fault record (i64 each)
-FLAG, SITE, THREAD, BLOCK, INDEX = 0, 1, 2, 5, 8
+#: slots of the fault record (i64 each): site + 1 (0: no fault), linear thread id, the index
+SITE, THREAD, INDEX = 0, 1, 2
 MAX_NDIM = 8
 RECORD_LEN = INDEX + MAX_NDIM
 
@@ -167,19 +171,27 @@ def _guard(b: Builder, op: Op, rec: Value, site: int) -> list[Value]:
 
 
 def _record(b: Builder, rec: Value, site: int, idx: list[Value]) -> None:
-    """The first faulting thread writes the site, its ids and the index into the record."""
+    """The first faulting thread writes its linear id and the index into the record."""
     i64 = dt.i64
-
-    def slot(k: int) -> list[Value]:
-        return [b.const(k, dt.INDEX)]
-
     zero = b.const(0, i64)
-    old = b.atomic("cas", rec, slot(FLAG), zero, b.const(1, i64))
+    old = b.atomic("cas", rec, [b.const(SITE, dt.INDEX)], zero, b.const(site + 1, i64))
     with b.if_(b.cmp("eq", old, zero)) as (then, _, _):
         with b.at(then):
-            b.store(rec, slot(SITE), b.const(site, i64))
-            for base, ids in ((THREAD, "thread_idx"), (BLOCK, "block_idx")):
-                for axis in range(3):
-                    b.store(rec, slot(base + axis), b.cast(b.special(ids, axis), i64))
+            b.store(rec, [b.const(THREAD, dt.INDEX)], _linear_thread_id(b))
             for d, i in enumerate(idx):
-                b.store(rec, slot(INDEX + d), b.cast(i, i64))
+                b.store(rec, [b.const(INDEX + d, dt.INDEX)], b.cast(i, i64))
+
+
+def _linear_thread_id(b: Builder) -> Value:
+    """((bz * gy + by) * gx + bx) * (nx * ny * nz) + (tz * ny + ty) * nx + tx, in i64."""
+    def ids(name):
+        return [b.cast(b.special(name, axis), dt.i64) for axis in range(3)]
+
+    def linear(i, n):   # (i2 * n1 + i1) * n0 + i0
+        return b.binary("add", b.binary("mul", b.binary("add", b.binary("mul", i[2], n[1]), i[1]),
+                                        n[0]), i[0])
+
+    nthreads = ids("block_dim")
+    per_block = b.binary("mul", b.binary("mul", nthreads[0], nthreads[1]), nthreads[2])
+    block = linear(ids("block_idx"), ids("grid_dim"))
+    return b.binary("add", b.binary("mul", block, per_block), linear(ids("thread_idx"), nthreads))
