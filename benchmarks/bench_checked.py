@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import bench_gpu  # noqa: E402
 import kaio_bench_kernels as kk  # noqa: E402
 
 import kaio  # noqa: E402
@@ -46,21 +46,9 @@ REPS, ROUNDS, WARMUP = 20, 7, 3
 
 
 def timed(fn) -> float:
-    """Milliseconds per call: ``REPS`` calls between two events, median of ``ROUNDS``."""
-    reps, rounds, warmup = REPS, ROUNDS, WARMUP
-    for _ in range(warmup):
-        fn()
-    kaio.synchronize()
-    times = []
-    for _ in range(rounds):
-        a, b = kaio.Event(), kaio.Event()
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
+    """Milliseconds per call (bench_gpu.timed with kaio's events): ``REPS`` calls between two
+    events, median of ``ROUNDS``."""
+    return bench_gpu.timed(fn, REPS, ROUNDS, WARMUP, event=kaio.Event, synchronize=kaio.synchronize)
 
 
 def cases(quick: bool):

@@ -23,16 +23,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def timed(fn, reps=20, rounds=7, warmup=3):
+def timed(fn, reps=20, rounds=7, warmup=3, event=None, synchronize=None):
     """Milliseconds per call: ``reps`` back-to-back calls between two CUDA events (so host-side
-    launch overhead overlaps the previous kernel, as in a real pipeline), median of ``rounds``."""
-    import torch
+    launch overhead overlaps the previous kernel, as in a real pipeline), median of ``rounds``.
+    ``event`` makes a timing event and ``synchronize`` waits for the device: torch.cuda's unless
+    given (benchmarks/bench_checked.py passes kaio's, which work on every backend)."""
+    if event is None:
+        import torch
+        event, synchronize = (lambda: torch.cuda.Event(enable_timing=True)), torch.cuda.synchronize
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    synchronize()
     times = []
     for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a, b = event(), event()
         a.record()
         for _ in range(reps):
             fn()
