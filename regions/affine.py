@@ -192,15 +192,30 @@ class SymInfo:
     name: str
     nonneg: bool = False     # >= 0
     positive: bool = False   # >= 1 (block and grid extents)
+    lo: int | None = None    # bounds on every valid launch (None: unbounded), see .widths
+    hi: int | None = None
     uniform: bool = False    # same value in every thread of a block
     rank: int = 0            # definition order: later symbols are eliminated first
     loops: tuple = ()        # ids of the loops enclosing its definition (iteration-dependent)
     facts: list = field(default_factory=list)
     atom: tuple | None = None  # (op, a, b) for div/rem/min/max atoms
+    rng: tuple | None = None   # an atom's result type range (part of its identity)
 
 
 AXES = "xyz"
 GEOMETRY = {"thread_idx": "tid", "block_idx": "bid", "block_dim": "bdim", "grid_dim": "gdim"}
+
+#: launch limits (kaio.launch): threads per block; grid.y and grid.z; i32 ids and extents
+MAX_BLOCK_THREADS = 1024
+GRID_YZ_MAX = 65535
+I32_MAX = 2**31 - 1
+
+
+def geometry_bounds(kind: str, axis: str) -> tuple[int, int]:
+    """(lo, hi) of a thread-geometry symbol on every valid launch."""
+    grid_max = I32_MAX if axis == "x" else GRID_YZ_MAX
+    return {"thread_idx": (0, MAX_BLOCK_THREADS - 1), "block_dim": (1, MAX_BLOCK_THREADS),
+            "block_idx": (0, grid_max - 1), "grid_dim": (1, grid_max)}[kind]
 
 
 class SymMath(IndexMath):
@@ -239,21 +254,24 @@ class SymbolTable:
     def __init__(self):
         self.info: dict[str, SymInfo] = {}
         self.atoms: dict = {}
+        self.shapes: dict = {}   # symbol -> (buffer Value, axis)
+        self.shifted: dict = {}  # trivially_nonneg's memo (a symbol's sign never changes)
         self.rank = 0
         for kind, short in GEOMETRY.items():
             for ax in AXES:
-                name = f"{kind}.{ax}"
-                self.add(name, nonneg=True, positive=short in ("bdim", "gdim"),
-                         uniform=short != "tid")
+                lo, hi = geometry_bounds(kind, ax)
+                self.add(f"{kind}.{ax}", uniform=short != "tid", lo=lo, hi=hi)
         for a in AXES:  # ids are below their extents
             for idn, dim in (("thread_idx", "block_dim"), ("block_idx", "grid_dim")):
                 self.info[f"{idn}.{a}"].facts.append(Poly.sym(f"{dim}.{a}") - Poly.sym(f"{idn}.{a}") - 1)
 
     def add(self, name, **kw) -> Poly:
         self.rank += 1
-        self.info[name] = SymInfo(name, rank=self.rank, **kw)
-        if kw.get("positive"):
-            self.info[name].nonneg = True
+        info = self.info[name] = SymInfo(name, rank=self.rank, **kw)
+        if info.lo is not None and info.lo >= 1:
+            info.positive = True
+        if info.positive or info.lo is not None and info.lo >= 0:
+            info.nonneg = True
         return Poly.sym(name)
 
     def fresh(self, hint, **kw) -> Poly:
@@ -262,6 +280,19 @@ class SymbolTable:
 
     def geometry(self, name, axis) -> Poly:
         return Poly.sym(f"{name}.{AXES[axis]}")
+
+    def shape(self, buf, axis: int, label: str) -> Poly:
+        """The extent of one buffer *value* on an axis. The symbol is keyed by the value's
+        identity: two buffers that share a name (a parameter and a ``dynamic_shared`` array
+        inside a ``@kaio.func``) never share a length. ``label`` only makes it readable."""
+        st = buf.type.static_shape
+        if st is not None:
+            return Poly.const(st[axis])
+        name = f"{label}.shape[{axis}]#{buf.id}"
+        if name not in self.info:
+            self.add(name, uniform=True, lo=0, hi=I32_MAX)
+            self.shapes[name] = (buf, axis)
+        return Poly.sym(name)
 
     def all_facts(self, symbols) -> list:
         """Facts attached to these symbols and, transitively, to symbols they mention."""
@@ -279,30 +310,37 @@ class SymbolTable:
     def is_uniform(self, p: Poly) -> bool:
         return all(self.info[s].uniform for s in p.symbols())
 
-    def atom(self, op, a: Poly, b: Poly) -> Poly:
-        """``a op b`` for div/rem/min/max: folded when constant, else one symbol per distinct
-        (op, a, b) carrying the facts that bound it."""
+    def atom(self, op, a: Poly, b: Poly, rng: tuple = (-I32_MAX - 1, I32_MAX)) -> Poly:
+        """``a op b`` for div/rem/min/max of values of an integer type whose range is ``rng``
+        (i32 by default): folded when constant, else one symbol per distinct (op, a, b, range)
+        carrying the facts that bound it. The range is part of the key because a signed
+        ``MIN // -1`` wraps differently at each width."""
         if a.is_const and b.is_const:
             x, y = a.value, b.value
             if op in ("div", "rem") and y == 0:
-                return self.opaque(op, uniform=True)
+                return self.opaque(op, uniform=True, lo=rng[0], hi=rng[1])
             if op == "div":
-                return Poly.const(int(Fraction(x) / Fraction(y)))
+                q = int(Fraction(x) / Fraction(y))
+                return Poly.const(q if rng[0] <= q <= rng[1] else rng[0])  # MIN // -1 == MIN
             if op == "rem":
                 return Poly.const(x - y * int(Fraction(x) / Fraction(y)))
             return Poly.const(min(x, y) if op == "min" else max(x, y))
         if op == "div" and b == Poly.const(1):
             return a
-        key = (op, a.key(), b.key())
+        key = (op, a.key(), b.key(), rng)
         if key in self.atoms:
             return self.atoms[key]
         uniform = self.is_uniform(a) and self.is_uniform(b)
         nonneg_a, nonneg_b = trivially_nonneg(a, self), trivially_nonneg(b - 1, self)
         name = f"{op}({render(a)}, {render(b)})"
-        sym = self.add(name, uniform=uniform, nonneg=op in ("div", "rem") and nonneg_a and nonneg_b)
+        if name in self.info:  # the same text at another width
+            name += f"#{self.rank + 1}"
+        lo, hi = _atom_bounds(op, a, b, self, nonneg_a, nonneg_b, rng)
+        sym = self.add(name, uniform=uniform, lo=lo, hi=hi,
+                       nonneg=op in ("div", "rem") and nonneg_a and nonneg_b)
         info = self.info[name]
         info.loops = tuple(sorted({lp for s in a.symbols() | b.symbols() for lp in self.info[s].loops}))
-        info.atom = (op, a, b)
+        info.atom, info.rng = (op, a, b), rng
         if op == "min":
             info.facts += [a - sym, b - sym]
         elif op == "max":
@@ -311,16 +349,56 @@ class SymbolTable:
             if op == "div":   # d*q <= x <= d*q + d - 1
                 info.facts += [a - b * sym, b * sym + b - 1 - a]
             else:             # 0 <= r <= d - 1 and x == d*q + r
-                q = self.atom("div", a, b)
+                q = self.atom("div", a, b, rng)
                 link = a - b * q - sym
                 info.facts += [b - 1 - sym, link, -link]
         self.atoms[key] = sym
         return sym
 
-    def opaque(self, hint, uniform=False, loops=()) -> Poly:
-        p = self.fresh(hint, uniform=uniform)
+    def opaque(self, hint, uniform=False, loops=(), lo=None, hi=None) -> Poly:
+        p = self.fresh(hint, uniform=uniform, lo=lo, hi=hi)
         self.info[next(iter(p.symbols()))].loops = tuple(loops)
         return p
+
+
+def _atom_bounds(op, a, b, table, nonneg_a, nonneg_b, rng):
+    """Bounds of a div/rem/min/max atom from its operands' (the type's range otherwise)."""
+    (alo, ahi), (blo, bhi) = bounds(a, table), bounds(b, table)
+    lo, hi = rng
+    if op in ("min", "max"):
+        f = min if op == "min" else max
+        lo, hi = max(lo, f(alo, blo)), min(hi, f(ahi, bhi))
+    elif op == "div" and nonneg_a and nonneg_b and alo >= 0 and blo >= 1:
+        lo, hi = 0, min(hi, ahi)
+    elif op == "rem" and b.is_const and b.value != 0:
+        d = abs(b.value) - 1
+        lo, hi = (0 if nonneg_a else -d), d
+    return (None if lo == -_INF else int(lo)), (None if hi == _INF else int(hi))
+
+
+def bounds(p: Poly, table: SymbolTable) -> tuple:
+    """Interval of ``p`` from its symbols' bounds (``-inf``/``inf`` where unbounded)."""
+    lo = hi = 0
+    for m, c in p.t.items():
+        mlo, mhi = 1, 1
+        for s in m:
+            info = table.info.get(s)
+            slo = info.lo if info is not None and info.lo is not None else -_INF
+            shi = info.hi if info is not None and info.hi is not None else _INF
+            cands = [_mul(x, y) for x in (mlo, mhi) for y in (slo, shi)]
+            mlo, mhi = min(cands), max(cands)
+        x, y = _mul(c, mlo), _mul(c, mhi)
+        lo, hi = lo + min(x, y), hi + max(x, y)
+    return lo, hi
+
+
+_INF = float("inf")
+
+
+def _mul(x, y):
+    if x == 0 or y == 0:  # 0 * inf: the bound of a term that is 0
+        return 0
+    return x * y
 
 
 def simplify(p: Poly, table: SymbolTable) -> Poly:
@@ -334,7 +412,7 @@ def simplify(p: Poly, table: SymbolTable) -> Poly:
                 if not atom or atom[0] != "rem":
                     continue
                 _, x, d = atom
-                q = table.atoms.get(("div", x.key(), d.key()))
+                q = table.atoms.get(("div", x.key(), d.key(), table.info[s].rng))
                 if q is None:
                     continue
                 rest = list(m)
@@ -355,14 +433,34 @@ def trivially_nonneg(p: Poly, table: SymbolTable) -> bool:
         return True
     if all(c >= 0 for c in p.t.values()):  # fast path: no shifting can make it negative
         return all(getattr(table.info.get(s), "nonneg", False) for s in p.symbols())
+    info = table.info
     for s in p.symbols():
-        info = table.info.get(s)
-        if info is None or not info.nonneg:
+        if s not in info or not info[s].nonneg:
             return False
-    for s in p.symbols():
-        if table.info[s].positive:
-            p = p.subst(s, Poly.sym(s) + 1)
-    return all(c >= 0 for c in p.t.values())
+    key = p.key()
+    hit = table.shifted.get(key)
+    if hit is None:
+        hit = table.shifted[key] = _shifted_nonneg(p, info)
+    return hit
+
+
+def _shifted_nonneg(p: Poly, info) -> bool:
+    """Whether p has no negative coefficient once every positive symbol s is written 1 + s."""
+    out: dict = {}
+    for m, c in p.t.items():
+        terms = {(): c}
+        for s in m:   # m is sorted, so appending keeps every monomial sorted
+            if info[s].positive:
+                nxt: dict = {}
+                for mm, cc in terms.items():
+                    nxt[mm + (s,)] = nxt.get(mm + (s,), 0) + cc
+                    nxt[mm] = nxt.get(mm, 0) + cc
+                terms = nxt
+            else:
+                terms = {mm + (s,): cc for mm, cc in terms.items()}
+        for mm, cc in terms.items():
+            out[mm] = out.get(mm, 0) + cc
+    return all(c >= 0 for c in out.values())
 
 
 class Prover:
@@ -388,7 +486,11 @@ class Prover:
         goal = self.pinned(goal)
         if goal.t and all(Fraction(c).denominator == 1 for c in goal.t.values()):
             goal = goal + Fraction(4095, 4096)
-        facts = [self.pinned(f) for f in facts]
+        unique: dict = {}
+        for f in facts:
+            f = self.pinned(f)
+            unique.setdefault(f.key(), f)
+        facts = list(unique.values())
         if any(f.is_const and f.value < 0 for f in facts):
             return True  # contradictory facts: the access is unreachable
         facts = [f for f in facts if not f.is_const]

@@ -60,8 +60,9 @@ class Partition(StructAttr):
                     for k in ("thread_idx", "block_idx", "block_dim", "grid_dim") for a in "yz"}
         return {}
 
-    def launch_facts(self, ctx) -> list:
-        """Polynomials ``>= 0`` over launch geometry that ``check_launch`` guarantees."""
+    def launch_facts(self, ctx, buf) -> list:
+        """Polynomials ``>= 0`` over the launch geometry and ``buf``'s shape (``ctx.shape``)
+        that ``check_launch`` guarantees; the race checker assumes them on every launch."""
         return []
 
     def launch_shape(self, shape: tuple[int, ...]):

@@ -20,9 +20,8 @@ import threading
 
 from ..errors import CompileError
 from . import shared, uniformity
-from .affine import Divides, Eq, Nonneg, Poly, Prover, SymMath
+from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision
-from .partitions import Elementwise
 from .walk import Walk
 
 
@@ -80,31 +79,16 @@ class Checker:
 
     def __init__(self, kernel, walk):
         self.kernel, self.walk, self.table = kernel, walk, walk.table
-        self.params = {v.id: (p, v) for p, v in zip(kernel.params, kernel.args)}
         self.names = {v.id: p.name for p, v in zip(kernel.params, kernel.args)}
-        parts = [self.partition(v) for p, v in zip(kernel.params, kernel.args)
-                 if v.is_buffer and v.type.intent in ("region", "out")]
+        parts = walk.partitions.values()
         self.start_level = 1 if any(getattr(pt, "launch_1d", False) for pt in parts) else 3
         self.level = self.start_level
-        self.math = SymMath(self.table, self._shape)
-        self.pins: dict = {}
-        self.launch_facts: list = []
-        for pt in parts:
-            self.pins.update(pt.launch_pins())
-            self.launch_facts += pt.launch_facts(self.math)
+        self.math = walk.math
+        self.pins = walk.pins
+        self.launch_facts = walk.launch_facts
 
     def partition(self, v):
-        p, _ = self.params[v.id]
-        return p.partition or Elementwise()
-
-    def _shape(self, buf, axis):
-        st = buf.type.static_shape
-        if st is not None:
-            return Poly.const(st[axis])
-        name = f"{self.names.get(buf.id, buf.name)}.shape[{axis}]"
-        if name not in self.table.info:
-            self.table.add(name, nonneg=True, uniform=True)
-        return Poly.sym(name)
+        return self.walk.partitions[v.id]
 
     def prover(self, level: int) -> Prover:
         return Prover(self.table, pin={**self.pins, **LEVEL_PINS[level]}, extra=self.launch_facts)

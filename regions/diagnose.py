@@ -76,14 +76,10 @@ class Concrete:
         self.walk, self.grid, self.block, self.pin_free = walk, grid, block, pin_free
         self.table = walk.table
         self.base = {}
-        shapes = {}
-        for p, v in zip(walk.kernel.params, walk.kernel.args):
-            if v.is_buffer:
-                shapes[p.name] = SMALL_SHAPES.get(v.type.ndim, (4,))
-        for name in self.table.info:
-            if ".shape[" in name:
-                buf, ax = name.split(".shape[")
-                self.base[name] = shapes.get(buf, (16, 16, 16))[int(ax[:-1])]
+        params = {v.id for v in walk.kernel.args}
+        for name, (buf, axis) in self.table.shapes.items():
+            self.base[name] = (SMALL_SHAPES.get(buf.type.ndim, (4,)) if buf.id in params
+                               else (16, 16, 16))[axis]
         for p, v in zip(walk.kernel.params, walk.kernel.args):
             if not v.is_buffer and p.name in self.table.info:
                 self.base[p.name] = 16

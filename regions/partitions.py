@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import LaunchError
 from ..ir.attrs import register
 from ..ir.indexmath import IndexMath
-from .affine import Divides, Eq, Nonneg
+from .affine import I32_MAX, Divides, Eq, Nonneg
 from .base import DEFAULT_BLOCK, OwnedSpec, Partition
 
 
@@ -63,6 +63,15 @@ def _require_1d(part, shape, grid, block, buffer, kernel):
             f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses the {part.spec()} "
             f"partition, which needs a 1-D launch, but the launch is {_launch_text(grid, block)}; "
             f"use grid=(gx,) and block=(bx,)")
+
+
+def _require_i32(part, what, value, shape, grid, block, buffer, kernel):
+    """The partition's own index arithmetic is i32: refuse launches on which it would wrap."""
+    if value > I32_MAX:
+        raise LaunchError(
+            f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses {part.spec()}, whose "
+            f"i32 index arithmetic needs {what} <= 2**31 - 1, but the launch "
+            f"{_launch_text(grid, block)} gives {value}; launch fewer threads")
 
 
 def _require_ndim(part, shape, buffer, kernel):
@@ -128,6 +137,10 @@ class Blocked(Partition):
         (i,) = index
         return [Nonneg(ctx.sub(i, lo)), Nonneg(ctx.sub(ctx.add(lo, self.k - 1), i))]
 
+    def launch_facts(self, ctx, buf):
+        # k * (g + 1) fits in i32 for every thread g: its block's end, g*k + k
+        return [ctx.sub(I32_MAX, ctx.mul(ctx.add(ctx.global_linear_id(), 1), self.k))]
+
     def launch_shape(self, shape):
         threads = max(1, -(-shape[0] // self.k))
         return (max(1, -(-threads // DEFAULT_BLOCK)), 1, 1), (min(DEFAULT_BLOCK, threads), 1, 1)
@@ -136,6 +149,7 @@ class Blocked(Partition):
         _require_ndim(self, shape, buffer, kernel)
         _require_1d(self, shape, grid, block, buffer, kernel)
         threads = grid[0] * block[0]
+        _require_i32(self, "threads * k", threads * self.k, shape, grid, block, buffer, kernel)
         if threads * self.k < shape[0]:
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' has {shape[0]} elements but the launch "
@@ -160,13 +174,21 @@ class GridStride(Partition):
         (i,) = index
         return [Divides(ctx.total_threads(), ctx.sub(i, ctx.global_linear_id()))]
 
+    def launch_facts(self, ctx, buf):
+        # the stride G and the step past the last owned index, i + G <= n - 1 + G, fit in i32
+        g = ctx.total_threads()
+        return [ctx.sub(I32_MAX, g), ctx.sub(I32_MAX + 1, ctx.add(g, ctx.shape(buf, 0)))]
+
     def launch_shape(self, shape):
-        blocks = max(1, min(-(-shape[0] // DEFAULT_BLOCK), 1024))
-        return (blocks, 1, 1), (DEFAULT_BLOCK, 1, 1)
+        room = I32_MAX + 1 - max(shape[0], 1)   # threads + n <= 2**31 (see launch_facts)
+        blocks = max(1, min(-(-shape[0] // DEFAULT_BLOCK), 1024, room // DEFAULT_BLOCK))
+        return (blocks, 1, 1), (max(1, min(DEFAULT_BLOCK, room)), 1, 1)
 
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         _require_ndim(self, shape, buffer, kernel)
         _require_1d(self, shape, grid, block, buffer, kernel)
+        _require_i32(self, "threads + max(n, 1)", grid[0] * block[0] + max(shape[0], 1) - 1,
+                     shape, grid, block, buffer, kernel)
 
 
 @dataclass(frozen=True, repr=False)
@@ -226,11 +248,17 @@ class RowsPerBlock(Partition):
         return [Eq(ctx.sub(index[0], ctx.block_linear_id())),
                 Divides(ctx.block_threads(), ctx.sub(index[1], ctx.thread_linear_id()))]
 
+    def launch_facts(self, ctx, buf):
+        # the step past the last owned column, c + B <= cols - 1 + B, fits in i32
+        return [ctx.sub(I32_MAX + 1, ctx.add(ctx.shape(buf, 1), ctx.block_threads()))]
+
     def launch_shape(self, shape):
         return (max(1, shape[0]), 1, 1), (self.block, 1, 1)
 
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         _require_ndim(self, shape, buffer, kernel)
+        _require_i32(self, "columns + threads per block - 1", shape[1] + math.prod(block) - 1,
+                     shape, grid, block, buffer, kernel)
         if math.prod(grid) < shape[0]:
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' has {shape[0]} rows (shape {tuple(shape)}) "
@@ -258,8 +286,11 @@ class Tiles(Partition):
     def launch_pins(self):
         return {"thread_idx.z": 0, "block_idx.z": 0, "block_dim.z": 1, "grid_dim.z": 1}
 
-    def launch_facts(self, ctx):
-        return [ctx.sub(self.tw, ctx.special("block_dim", 0)), ctx.sub(self.th, ctx.special("block_dim", 1))]
+    def launch_facts(self, ctx, buf):
+        # block <= (tw, th); tile origins and in-tile steps fit in i32: (grid + 1) * tile
+        return [ctx.sub(self.tw, ctx.special("block_dim", 0)), ctx.sub(self.th, ctx.special("block_dim", 1)),
+                ctx.sub(I32_MAX, ctx.mul(ctx.add(ctx.special("grid_dim", 0), 1), self.tw)),
+                ctx.sub(I32_MAX, ctx.mul(ctx.add(ctx.special("grid_dim", 1), 1), self.th))]
 
     def _origin(self, ctx):
         return (ctx.mul(ctx.special("block_idx", 1), self.th), ctx.mul(ctx.special("block_idx", 0), self.tw))
@@ -292,6 +323,8 @@ class Tiles(Partition):
                 f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses {self.spec()}, "
                 f"which needs grid.z == block.z == 1 and a block of at most ({self.tw}, {self.th}) "
                 f"threads, but the launch is {_launch_text(grid, block)}")
+        _require_i32(self, "(grid.x + 1) * tw", (grid[0] + 1) * self.tw, shape, grid, block, buffer, kernel)
+        _require_i32(self, "(grid.y + 1) * th", (grid[1] + 1) * self.th, shape, grid, block, buffer, kernel)
         if grid[0] * self.tw < shape[1] or grid[1] * self.th < shape[0]:
             need = (-(-shape[1] // self.tw), -(-shape[0] // self.th))
             raise LaunchError(

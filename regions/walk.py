@@ -10,16 +10,21 @@ every boolean a :class:`Cond`, and records:
 
 Uniformity falls out of the symbols: a value is uniform across a block when every symbol it
 mentions is (thread ids, loaded data, lane ids and warp results are not).
+
+An integer's polynomial is its machine value: fixed-width arithmetic keeps the exact polynomial
+only where :mod:`.widths` proves it cannot wrap, and is an opaque symbol elsewhere.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.core import Op
 from ..ir.types import BufType
-from .affine import Poly, SymbolTable, trivially_nonneg
+from .affine import Poly, SymbolTable, SymMath, bounds, trivially_nonneg
+from .partitions import Elementwise
+from .widths import Fits, geometry_facts, type_range
 
 BARRIER_OPS = ("barrier", "block_reduce")
-_SIGNED = ("i8", "i16", "i32", "i64")
 
 
 @dataclass
@@ -59,6 +64,13 @@ def _or(a: Cond, b: Cond) -> Cond:
     return Cond("or", (a, b), uniform=a.uniform and b.uniform)
 
 
+class _InBounds(Poly):
+    """A fact from an earlier access being in bounds. The range proofs of :mod:`.widths` use it;
+    an access's own facts (what ownership proofs search) leave it out, to keep them small."""
+
+    __slots__ = ()
+
+
 @dataclass
 class Access:
     op: object
@@ -85,6 +97,45 @@ class _Loop:
     seg: int = 0
 
 
+class _Carried:
+    """What a loop's carried values are known to be in every iteration: block-uniform or not,
+    an interval (the hull of the initial and every yielded value, widened to the type's range
+    after a few rounds), and which are induction variables (init + d * iteration)."""
+
+    ROUNDS = 3
+
+    def __init__(self, walk, inits, ind: dict):
+        self.walk, self.inits, self.ind = walk, list(inits), ind
+        self.uniform = [walk.uniform(v) for v in inits]
+        self.ranges = [walk.range_of(v) for v in inits]
+        self.rounds = 0
+
+    def bind(self, args, counter):
+        w = self.walk
+        for k, (a, u, (lo, hi)) in enumerate(zip(args, self.uniform, self.ranges)):
+            if k in self.ind:
+                w.env[a.id] = w.get(self.inits[k]) + self.ind[k] * counter
+            else:
+                w._opaque(a, u, lo, hi)
+
+    def update(self, args, ys) -> bool:
+        """Fold in the walk of the body just done; True when the body must be walked again.
+        Inductions stay only where the update was exact (every add/sub on the way provably
+        did not wrap, given the value was exact on entry)."""
+        w = self.walk
+        self.rounds += 1
+        uniform = [u and w.uniform(y) for u, y in zip(self.uniform, ys)] + self.uniform[len(ys):]
+        ind = {k: d for k, d in self.ind.items() if w.get(ys[k]) - w.get(args[k]) == d}
+        ranges = list(self.ranges)
+        for k, (a, y) in enumerate(zip(args, ys)):
+            (lo, hi), (ylo, yhi) = ranges[k], w.range_of(y)
+            if lo is not None and (ylo < lo or yhi > hi):
+                ranges[k] = (min(lo, ylo), max(hi, yhi)) if self.rounds < self.ROUNDS else type_range(a.type)
+        again = uniform != self.uniform or ind.keys() != self.ind.keys() or ranges != self.ranges
+        self.uniform, self.ind, self.ranges = uniform, ind, ranges
+        return again
+
+
 class Walk:
     """Runs the symbolic pass; results in ``accesses``, ``barriers``, ``table``, ``env``."""
 
@@ -101,12 +152,32 @@ class Walk:
         self.ctrl: list = []
         self.loops: list[_Loop] = []
         self.param_names = {}
+        self.partitions: dict = {}   # buffer value id -> partition (Region/Out parameters)
         for p, v in zip(kernel.params, kernel.args):
             self.param_names[v.id] = p.name
-            if not v.is_buffer:
-                self.env[v.id] = (self.table.add(p.name, uniform=True) if not v.type.is_bool
-                                  else Cond("opaque", uniform=True))
+            if v.is_buffer:
+                if v.type.intent in ("region", "out"):
+                    self.partitions[v.id] = p.partition or Elementwise()
+            elif v.type.is_bool:
+                self.env[v.id] = Cond("opaque", uniform=True)
+            else:
+                lo, hi = type_range(v.type) if v.type.is_int else (None, None)
+                self.env[v.id] = self.table.add(p.name, uniform=True, lo=lo, hi=hi)
+        # what check_launch guarantees on every launch of this kernel
+        self.math = SymMath(self.table, self.shape)
+        self.pins: dict = {}
+        self.launch_facts: list = []
+        for v in kernel.args:
+            part = self.partitions.get(v.id)
+            if part is not None:
+                self.pins.update(part.launch_pins())
+                self.launch_facts += part.launch_facts(self.math, v)
+        self.fits = Fits(self.table, self.pins, self.launch_facts + geometry_facts(self.math))
         self.block(kernel.body)
+
+    def shape(self, buf, axis) -> Poly:
+        """A buffer value's extent (its symbol is keyed by the value, not by its name)."""
+        return self.table.shape(buf, axis, self.param_names.get(buf.id, buf.name or "buf"))
 
     # --- intervals (union-find) -------------------------------------------------------
     def _new_interval(self) -> int:
@@ -135,13 +206,27 @@ class Walk:
     def _loop_ids(self):
         return tuple(id(lp.op) for lp in self.loops)
 
-    def _opaque(self, v, uniform: bool):
+    def _opaque(self, v, uniform: bool, lo=None, hi=None):
+        """An unknown value; an integer still lies in its type's range (or in [lo, hi])."""
         if getattr(v.type, "is_bool", False):
             val = Cond("opaque", uniform=uniform)
         else:
-            val = self.table.opaque(v.name or "v", uniform=uniform, loops=self._loop_ids())
+            if lo is None and self._int(v):
+                lo, hi = type_range(v.type)
+            val = self.table.opaque(v.name or "v", uniform=uniform, loops=self._loop_ids(), lo=lo, hi=hi)
         self.env[v.id] = val
         return val
+
+    def _fixed(self, r, p: Poly):
+        """``r`` is ``p`` computed in r's fixed-width type: exact only where it cannot wrap."""
+        if self.fits.check(p, r.type, self.facts):
+            self.env[r.id] = p
+        else:
+            self._opaque(r, self.table.is_uniform(p))
+
+    def _provably(self, p: Poly) -> bool:
+        """``p >= 0`` where the walk is now."""
+        return trivially_nonneg(p, self.table) or self.fits.nonneg(p, self.facts)
 
     def uniform(self, v) -> bool:
         x = self.get(v)
@@ -187,15 +272,22 @@ class Walk:
         if not self._int(r):
             return self._opaque(r, self.uniform(a) and self.uniform(b))
         pa, pb = self.get(a), self.get(b)
-        k = op.opcode
+        k, t = op.opcode, r.type
+        nonneg_a = not t.is_signed or trivially_nonneg(pa, self.table)
         if k in ("add", "sub", "mul"):
-            self.env[r.id] = pa + pb if k == "add" else pa - pb if k == "sub" else pa * pb
-        elif k in ("div", "rem", "min", "max") and r.type.is_signed:
-            self.env[r.id] = self.table.atom(k, pa, pb)
-        elif k == "shl" and pb.is_const and 0 <= pb.value < 31:
-            self.env[r.id] = pa * (1 << pb.value)
-        elif k == "shr" and pb.is_const and 0 <= pb.value < 31 and trivially_nonneg(pa, self.table):
-            self.env[r.id] = self.table.atom("div", pa, Poly.const(1 << pb.value))
+            self._fixed(r, pa + pb if k == "add" else pa - pb if k == "sub" else pa * pb)
+        elif k in ("div", "rem", "min", "max"):
+            self.env[r.id] = self.table.atom(k, pa, pb, type_range(t))
+        elif k in ("shl", "shr") and pb.is_const and not 0 <= pb.value < t.bits:
+            # the amount is read as unsigned: past the width, shl gives 0, shr 0 or -1
+            if k == "shl" or nonneg_a:
+                self.env[r.id] = Poly.const(0)
+            else:
+                self._opaque(r, self.uniform(a), lo=-1, hi=0)
+        elif k == "shl" and pb.is_const:
+            self._fixed(r, pa * (1 << pb.value))
+        elif k == "shr" and pb.is_const and nonneg_a:  # floor division of a value >= 0
+            self.env[r.id] = self.table.atom("div", pa, Poly.const(1 << pb.value), type_range(t))
         else:
             self._opaque(r, self.uniform(a) and self.uniform(b))
 
@@ -204,7 +296,7 @@ class Walk:
 
     def op_neg(self, op, blk):
         if self._int(op.result):
-            self.env[op.result.id] = -self.get(op.operands[0])
+            self._fixed(op.result, -self.get(op.operands[0]))
         else:
             self._opaque(op.result, self.uniform(op.operands[0]))
 
@@ -218,7 +310,7 @@ class Walk:
 
     def op_cmp(self, op, blk):
         a, b = op.operands
-        if self._int(a) and a.type.name in _SIGNED:
+        if self._int(a):  # exact values: the comparison of their integers, at any width
             self.env[op.result.id] = Cond("cmp", (op.attrs["pred"], self.get(a), self.get(b)),
                                           uniform=self.uniform(a) and self.uniform(b))
         else:
@@ -226,9 +318,14 @@ class Walk:
 
     def op_cast(self, op, blk):
         a, r = op.operands[0], op.result
-        if self._int(a) and self._int(r) and a.type.is_signed and r.type.is_signed \
-                and r.type.bits >= a.type.bits:
-            self.env[r.id] = self.get(a)
+        if self._int(a) and self._int(r):  # the value survives exactly when it fits
+            (alo, ahi), (rlo, rhi) = type_range(a.type), type_range(r.type)
+            if rlo <= alo and ahi <= rhi:
+                self.env[r.id] = self.get(a)
+            else:
+                self._fixed(r, self.get(a))
+        elif self._int(r) and a.type.is_bool:
+            self._opaque(r, self.uniform(a), lo=0, hi=1)
         else:
             self._opaque(r, self.uniform(a))
 
@@ -244,22 +341,20 @@ class Walk:
     op_thread_idx = op_block_idx = op_block_dim = op_grid_dim = op_lane_id = op_warp_size = _special
 
     def op_shape(self, op, blk):
-        buf, axis = op.operands[0], op.attrs["axis"]
-        st = buf.type.static_shape
-        if st is not None:
-            self.env[op.result.id] = Poly.const(st[axis])
-            return
-        name = f"{self.param_names.get(buf.id, buf.name or 'buf')}.shape[{axis}]"
-        if name not in self.table.info:
-            self.table.add(name, nonneg=True, uniform=True)
-        self.env[op.result.id] = Poly.sym(name)
+        self.env[op.result.id] = self.shape(op.operands[0], op.attrs["axis"])
 
     # --- memory -----------------------------------------------------------------------
     def _record(self, op, blk, kind, n_index):
         buf = op.operands[0]
         index = [self.get(v) for v in op.operands[1:1 + n_index]]
-        self.accesses.append(Access(op, buf, kind, index, list(self.facts), self.cur,
+        facts = [f for f in self.facts if not isinstance(f, _InBounds)]
+        self.accesses.append(Access(op, buf, kind, index, facts, self.cur,
                                     {id(lp.op): lp.seg for lp in self.loops if lp.direct_barrier}, blk))
+        # what follows in this block runs only after this access, which was in bounds (the
+        # checker proves race freedom of executions whose accesses are all in bounds)
+        for axis, i in enumerate(index):
+            if not i.is_const:
+                self.facts = self.facts + [_InBounds(i.t), _InBounds((self.shape(buf, axis) - 1 - i).t)]
         return buf, index
 
     def op_load(self, op, blk):
@@ -317,86 +412,121 @@ class Walk:
         lb, ub, step = (self.get(v) for v in op.operands[:3])
         inits = op.operands[3:]
         body = op.regions[0]
+        ivv = body.args[0]
         uniform_bounds = all(self.uniform(v) for v in op.operands[:3])
-        carried_uniform = [self.uniform(v) for v in inits]
         has_barrier = self._has_barrier(body)
         start_acc, start_bar = len(self.accesses), len(self.barriers)
-        ind: dict = {}
+        term = body.terminator
+        ys = term.operands if term is not None else []
+        carried = _Carried(self, inits, self._inductions(op, body.args[1:], ys, {}))
+        up = self._provably(step - 1)                  # runs while iv < ub
+        exact = up or self._provably(-step - 1)        # (or while iv > ub); else: sign unknown
+        lo, hi = type_range(ivv.type)
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
             self.loops.append(_Loop(op, self._has_barrier(body, direct=True)))
-            m = self.table.fresh(f"{body.args[0].name or 'iv'}_n", nonneg=True, uniform=uniform_bounds)
+            m = self.table.fresh(f"{ivv.name or 'iv'}_n", nonneg=True, uniform=uniform_bounds)
             self.table.info[next(iter(m.symbols()))].loops = self._loop_ids()
-            iv = lb + step * m
-            self.env[body.args[0].id] = iv
-            self._bind_carried(body.args[1:], inits, carried_uniform, ind, m)
+            # iv = lb + step*m (m the iteration count) while no increment wraps; checked below
+            iv = lb + step * m if exact else self._opaque(ivv, uniform_bounds)
+            self.env[ivv.id] = iv
+            carried.bind(body.args[1:], m)
             saved = self.facts
-            if trivially_nonneg(step - 1, self.table):
+            if up:
                 self.facts = saved + [ub - 1 - iv]
-            elif step.is_const and step.value < 0:
+            elif exact or self._provably(-step - 1):
                 self.facts = saved + [iv - ub - 1]
             self.ctrl.append(("for", op, uniform_bounds))
             self.block(body)
             self.ctrl.pop()
+            end = self.facts    # what holds when an iteration completes (its accesses in bounds)
             self.facts = saved
             self.loops.pop()
             if has_barrier:
                 self.cur = self.find(self.union(entry, self.cur))
-            term = body.terminator
-            ys = term.operands if term is not None else []
-            new = [u and self.uniform(y) for u, y in zip(carried_uniform, ys)]
-            new_ind = self._inductions(op, body.args[1:], ys, ind)
-            if new == carried_uniform[:len(new)] and new_ind.keys() == ind.keys():
+            again = carried.update(body.args[1:], ys)
+            if exact and not self.fits.nonneg(hi - iv - step if up else iv + step - lo, end):
+                exact, again = False, True   # the increment may wrap: iv is only known to pass its test
+            if not again:
                 break
-            carried_uniform = new + carried_uniform[len(new):]
-            ind = new_ind
             self.cur = entry
-        for r, u in zip(op.results, carried_uniform):
-            self._opaque(r, u and uniform_bounds)
+        for r, u, (rlo, rhi) in zip(op.results, carried.uniform, carried.ranges):
+            self._opaque(r, u and uniform_bounds, rlo, rhi)  # the last carried values
 
-    def _inductions(self, op, args, ys, known: dict) -> dict:
-        """Carried integers updated as ``v + d`` with ``d`` loop-invariant: {position: d}."""
-        found = dict(known)
+    def _inductions(self, loop, args, ys, alias: dict) -> dict:
+        """Candidate induction variables: carried integers whose next value is the carried value
+        plus or minus loop-invariant values, {position: d} (checked by _exact_inductions)."""
+        found = {}
         for k, (a, y) in enumerate(zip(args, ys)):
-            if k in found or not self._int(a):
-                continue
-            d = self.get(y) - self.get(a)
-            if all(s in self.table.info and id(op) not in self.table.info[s].loops for s in d.symbols()):
-                found[k] = d
+            if self._int(a):
+                d = self._offset(y, a, loop, alias)
+                if d is not None:
+                    found[k] = d
         return found
 
-    def _bind_carried(self, args, inits, uniform, ind: dict, counter):
-        for k, (a, u) in enumerate(zip(args, uniform)):
-            if k in ind:
-                self.env[a.id] = self.get(inits[k]) + ind[k] * counter
-            else:
-                self._opaque(a, u)
+    def _offset(self, v, a, loop, alias, depth=0):
+        """``v - a`` when v is ``a`` through add/sub of loop-invariant values (else None)."""
+        if v is a or alias.get(v.id) is a:
+            return Poly()
+        op = v.owner
+        if depth > 8 or not isinstance(op, Op) or op.opcode not in ("add", "sub"):
+            return None
+        x, w = op.operands
+        inv = self._invariant(w, loop)
+        d = self._offset(x, a, loop, alias, depth + 1) if inv is not None else None
+        if d is not None:
+            return d + inv if op.opcode == "add" else d - inv
+        inv = self._invariant(x, loop) if op.opcode == "add" else None
+        d = self._offset(w, a, loop, alias, depth + 1) if inv is not None else None
+        return None if d is None else d + inv
+
+    def _invariant(self, v, loop):
+        """The polynomial of ``v`` when it is the same in every iteration of ``loop``: a
+        constant, or a value defined outside the loop. None otherwise."""
+        op = v.owner
+        if isinstance(op, Op) and op.opcode == "const":
+            return Poly.const(int(op.attrs["value"])) if self._int(v) else None
+        node = op
+        while node is not None:   # op -> its block -> that block's op -> ...
+            if node is loop:
+                return None
+            node = node.parent
+        return self.get(v)
+
+    def range_of(self, v) -> tuple:
+        """(lo, hi) of an integer value (its type's range where nothing tighter is known)."""
+        if not self._int(v):
+            return None, None
+        lo, hi = type_range(v.type)
+        blo, bhi = bounds(self.get(v), self.table)
+        return max(lo, blo), min(hi, bhi)
 
     def op_while(self, op, blk):
         before, after = op.regions
-        carried_uniform = [self.uniform(v) for v in op.operands]
         has_barrier = self._has_barrier(before) or self._has_barrier(after)
         start_acc, start_bar = len(self.accesses), len(self.barriers)
-        ind: dict = {}
+        cond_op, term = before.terminator, after.terminator
+        fwd = cond_op.operands[1:] if cond_op is not None else []
+        ys = term.operands if term is not None else []
+        carried = _Carried(self, op.operands,
+                           self._inductions(op, before.args, ys, {a.id: v for a, v in zip(after.args, fwd)}))
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
             lp = _Loop(op, self._has_barrier(after, direct=True) or self._has_barrier(before, direct=True))
             self.loops.append(lp)
-            m = self.table.fresh("iter", nonneg=True, uniform=all(carried_uniform))
+            m = self.table.fresh("iter", nonneg=True, uniform=all(carried.uniform))
             self.table.info[next(iter(m.symbols()))].loops = self._loop_ids()
-            self._bind_carried(before.args, op.operands, carried_uniform, ind, m)
-            self.ctrl.append(("while-before", op, all(carried_uniform)))
+            carried.bind(before.args, m)
+            saved = self.facts
+            self.ctrl.append(("while-before", op, all(carried.uniform)))
             self.block(before)
             self.ctrl.pop()
-            cond_op = before.terminator
             c = self.get(cond_op.operands[0]) if cond_op is not None else Cond("opaque")
-            fwd = cond_op.operands[1:] if cond_op is not None else []
             for a, v in zip(after.args, fwd):
                 self.env[a.id] = self.get(v)
-            saved = self.facts
-            self.facts = saved + c.facts(True)
+            self.facts = self.facts + c.facts(True)
             self.ctrl.append(("while", op, c.uniform))
             self.block(after)
             self.ctrl.pop()
@@ -404,17 +534,11 @@ class Walk:
             self.loops.pop()
             if has_barrier:
                 self.cur = self.find(self.union(entry, self.cur))
-            term = after.terminator
-            ys = term.operands if term is not None else []
-            new = [u and self.uniform(y) for u, y in zip(carried_uniform, ys)]
-            new_ind = self._inductions(op, before.args, ys, ind)
-            if new == carried_uniform[:len(new)] and new_ind.keys() == ind.keys():
+            if not carried.update(before.args, ys):
                 break
-            carried_uniform = new + carried_uniform[len(new):]
-            ind = new_ind
             self.cur = entry
         for r in op.results:
-            self._opaque(r, c.uniform and all(carried_uniform))
+            self._opaque(r, c.uniform and all(carried.uniform))
 
     def op_yield(self, op, blk):
         pass

@@ -10,6 +10,9 @@ barrier, so its interval is the whole launch. Local arrays are private and not t
 Conflicts: write/write (two plain writes, or a plain write and an atomic) and read/write (a
 plain read and a plain write or atomic). Atomics among themselves never conflict. A thread
 never conflicts with itself.
+
+``dynamic_shared`` arrays are views of one per-block allocation: all views of it share one
+record, kept per byte, so an f64 view's element and the two f32 elements it overlaps conflict.
 """
 from __future__ import annotations
 
@@ -56,6 +59,7 @@ class Sanitizer:
         self.kernel, self.grid, self.block = kernel, grid, block
         self.ops: list = []
         self._op_index: dict[int, int] = {}
+        self._byte_trackers: dict[int, tuple] = {}   # id(dynamic shared bytes) -> (bytes, Tracker)
 
     # --- bookkeeping --------------------------------------------------------------------
     def _opid(self, op) -> int:
@@ -65,11 +69,24 @@ class Sanitizer:
             self.ops.append(op)
         return i
 
-    @staticmethod
-    def _tracker(buf):
+    def _tracker(self, buf):
         if buf.tracker is None:
-            buf.tracker = Tracker(len(buf.flat))
+            raw = _dynamic_bytes(buf)
+            if raw is None:
+                buf.tracker = Tracker(len(buf.flat))
+            else:   # one byte-level record for every view of the allocation
+                buf.tracker = self._byte_trackers.setdefault(id(raw), (raw, Tracker(len(raw))))[1]
         return buf.tracker
+
+    @staticmethod
+    def _units(buf, pos, th):
+        """Positions in the buffer's record and their threads: bytes for dynamic shared views
+        (each lane touches ``itemsize`` of them), elements otherwise."""
+        if _dynamic_bytes(buf) is None:
+            return pos, th
+        size = buf.dtype.itemsize
+        nbytes = (np.asarray(pos, dtype=np.int64)[:, None] * size + np.arange(size)).reshape(-1)
+        return nbytes, np.repeat(np.asarray(th), size)
 
     @staticmethod
     def _tracked(buf) -> bool:
@@ -97,6 +114,7 @@ class Sanitizer:
                     kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
                     line=op.loc.line if op.loc else None)
         self._check_owner(interp, op, buf, pos, th, "read")
+        pos, th = self._units(buf, pos, th)
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "read/write")
         self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "read/write")
         self._add_pair(tr, "r", pos, th, me)
@@ -106,6 +124,7 @@ class Sanitizer:
             return
         tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
         self._check_owner(interp, op, buf, pos, th, "write")
+        pos, th = self._units(buf, pos, th)
         self._check_within(buf, pos, th, me)
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
         self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
@@ -118,6 +137,7 @@ class Sanitizer:
         if not self._tracked(buf):
             return
         tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
+        pos, th = self._units(buf, pos, th)
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
         self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
         self._add_pair(tr, "a", pos, th, me)
@@ -126,7 +146,8 @@ class Sanitizer:
         """Start a new interval for the shared memory of the blocks that passed a barrier."""
         for buf in interp._static.values():
             if buf.tracker is not None:
-                buf.tracker.reset(blocks, buf.inst_stride)
+                unit = buf.dtype.itemsize if _dynamic_bytes(buf) is not None else 1
+                buf.tracker.reset(blocks, buf.inst_stride * unit)
 
     # --- checks -------------------------------------------------------------------------
     def _check_owner(self, interp, op, buf, pos, th, verb):
@@ -211,6 +232,8 @@ class Sanitizer:
 
     # --- reporting ----------------------------------------------------------------------
     def _index(self, buf, p: int) -> tuple:
+        if _dynamic_bytes(buf) is not None:
+            p //= buf.dtype.itemsize   # a byte of the allocation -> this view's element
         local = p % buf.inst_stride if buf.instances != "one" else p
         return tuple(int(i) for i in np.unravel_index(local, buf.shape))
 
@@ -241,6 +264,14 @@ class Sanitizer:
             "Region buffer with a partition, separate input and output buffers, or atomics"))
         raise RaceError("\n".join(lines), kernel=self.kernel.name, buffer=buf.name, index=idx,
                         threads=(t1, t2), lines=(l1, l2), kind=kind)
+
+
+def _dynamic_bytes(buf):
+    """The byte array under a ``dynamic_shared`` view (the interpreter makes every view with
+    ``ndarray.view`` of one per-batch byte array), or None for any other buffer. Static shared
+    and local arrays own their storage; global buffers are not in shared space."""
+    base = buf.flat.base
+    return base if buf.space == "shared" and base is not None and base.dtype == np.uint8 else None
 
 
 def _verb(op) -> str:
