@@ -1,0 +1,112 @@
+"""Running a fuzz campaign: kernels in batches (one generated module each), classified on the
+reference backend and, for accepted clean kernels, run differentially on the other backends;
+batches spread over worker processes (spawned, so each worker that uses CUDA owns its
+context), results folded into a :class:`kaio.conformance.fuzz.report.Summary`."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from kaio.backends.reference import ReferenceBackend
+
+from ..targets import using
+from . import differential, module
+from .classify import classify
+from .generate import generate
+from .report import Summary
+
+#: classes whose kernels carry their source in the result (the rest can be regenerated)
+WITH_SOURCE = {"accepted-racy", "internal", "invalid", "oob", "no-launch", "rejected-clean",
+               "shared-uninit"}
+
+
+@dataclass
+class Options:
+    count: int = 1000
+    seed: int = 1
+    backends: tuple = ("reference",)
+    jobs: int = 1
+    launches: int = 4            # launches per kernel under the sanitizer
+    diff_launches: int = 2       # of those, how many run on each other backend
+    batch: int = 25              # kernels per generated module
+    start: int = 0
+    only: tuple = ()             # kernel numbers to run instead of start..start+count
+    directory: str = ""          # where the generated modules go (a temp dir by default)
+    progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def indices(self) -> list:
+        return sorted(self.only) if self.only else list(range(self.start, self.start + self.count))
+
+
+_STATE: dict = {}
+
+
+def _record(o) -> dict:
+    d = o.as_dict()
+    if o.cls in WITH_SOURCE or any(s.get("mismatch") or s.get("error") for s in o.diff.values()):
+        d["source"] = o.case.source
+    if o.cls != "accepted-racy" and o.cls not in ("internal", "oob", "invalid"):
+        d["detail"] = d["detail"][:400]
+    return d
+
+
+def run_batch(task) -> list:
+    """Generate, classify and (differentially) run kernels ``indices`` of ``opts.seed``; returns
+    one record (a dict) per kernel."""
+    opts, indices = task
+    if "backends" not in _STATE:
+        _STATE["backends"] = differential.Backends(opts.backends)
+        _STATE["reference"] = ReferenceBackend(sanitize=True, check_ownership=True)
+    gpu, ref = _STATE["backends"], _STATE["reference"]
+    cases = [generate(opts.seed, i, opts.launches) for i in indices]
+    mod, first = module.load(cases, opts.seed, opts.directory, f"s{opts.seed}_{indices[0]}_{os.getpid()}")
+    outcomes = []
+    with using(ref, "fuzz:reference"):
+        for c in cases:
+            outcomes.append(classify(c, getattr(mod, c.name).fn, first[c.name], opts.seed))
+    for o in outcomes:
+        if o.cls == "accepted-clean" and gpu.names:
+            differential.run(o, gpu, opts.seed, opts.diff_launches)
+    return [_record(o) for o in outcomes]
+
+
+def run(opts: Options) -> Summary:
+    """Run the campaign and return its summary."""
+    own_dir = not opts.directory
+    if own_dir:
+        opts.directory = tempfile.mkdtemp(prefix="kaio-fuzz-")
+    idx = opts.indices()
+    tasks = [(opts, idx[i:i + opts.batch]) for i in range(0, len(idx), opts.batch)]
+    summary = Summary(opts)
+    t0 = time.time()
+    try:
+        if opts.jobs <= 1:
+            for t in tasks:
+                _fold(summary, run_batch(t), len(idx), t0, opts.progress)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(opts.jobs) as pool:
+                for records in pool.imap_unordered(run_batch, tasks):
+                    _fold(summary, records, len(idx), t0, opts.progress)
+    finally:
+        if own_dir:
+            shutil.rmtree(opts.directory, ignore_errors=True)
+            opts.directory = ""
+    summary.seconds = time.time() - t0
+    return summary
+
+
+def _fold(summary: Summary, records: list, total: int, t0: float, progress: bool) -> None:
+    before = summary.total // max(1, total // 20)
+    for r in records:
+        summary.add(r)
+    if progress and summary.total // max(1, total // 20) != before:
+        print(f"fuzz: {summary.total}/{total} kernels, {time.time() - t0:.0f} s, "
+              f"accepted-racy={summary.counts['accepted-racy']} internal={summary.counts['internal']}",
+              file=sys.stderr, flush=True)
