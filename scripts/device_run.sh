@@ -11,6 +11,7 @@
 #   before    the conformance report of the tree in .baseline/ (an exported earlier commit:
 #             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
+#   fuzz      10,000 generated kernels: checker vs sanitizer, differential reference/cuda/cuda-llvm
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 set -u
 cd "$(dirname "$0")/.."
@@ -54,6 +55,7 @@ for step in "$@"; do
             run conformance_compare 30 python3 scripts/compare_conformance.py \
                 "$OUT/conformance_before/conformance.json" "$OUT/conformance/conformance.json" ;;
     cuda-core) run cuda_core 200 python3 scripts/bench_cuda_core.py "$OUT" ;;
+    fuzz) run fuzz 550 python3 -m kaio.conformance.fuzz --count 10000 --seed 1 --backends reference,cuda,cuda-llvm --out "$OUT/fuzz" --time-limit 500 ;;
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
   esac
   collect   # after every step, so a call cut short by the device's time limit still returns logs

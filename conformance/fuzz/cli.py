@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 
 from . import differential
@@ -35,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--launches", type=int, default=4, help="sanitized launches per kernel")
     p.add_argument("--diff-launches", type=int, default=2, help="launches per kernel on each other backend")
+    p.add_argument("--time-limit", type=float, default=0,
+                   help="seconds: start no new batch after this (default: none); the report "
+                        "says the run is incomplete")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -56,11 +60,19 @@ def main(argv: list | None = None) -> int:
     backends = tuple(["reference"] + [n for n in names if n != "reference"])
     opts = Options(count=args.count, seed=args.seed, backends=backends,
                    jobs=args.jobs, launches=args.launches, diff_launches=args.diff_launches,
-                   start=args.start, only=only, progress=not args.quiet,
+                   start=args.start, only=only, progress=not args.quiet, time_limit=args.time_limit,
                    extra={"command": "python3 -m kaio.conformance.fuzz " + shlex.join(argv)})
+    signal.signal(signal.SIGTERM, _interrupt)   # a timeout still gets the counts so far
     summary = run(opts)
     summary.print()
     if args.out:
         paths = summary.write(args.out)
         print("report: " + ", ".join(paths), file=sys.stderr)
+    print(summary.line())
+    if summary.incomplete == "interrupted":
+        return 143
     return 1 if summary.failed else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

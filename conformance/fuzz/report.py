@@ -29,6 +29,7 @@ class Summary:
         self.opts = opts
         self.total = 0
         self.seconds = 0.0
+        self.incomplete = ""       # why the run stopped early, if it did
         self.counts = Counter()
         self.by_partition = defaultdict(Counter)
         self.by_dtype = defaultdict(Counter)
@@ -85,6 +86,7 @@ class Summary:
         o = self.opts
         return {
             "command": o.extra.get("command", ""), "seed": o.seed, "count": self.total,
+            "requested": len(o.indices()), "incomplete": self.incomplete,
             "backends": list(o.backends), "launches_per_kernel": o.launches,
             "diff_launches": o.diff_launches, "seconds": round(self.seconds, 1),
             "counts": {c: self.counts[c] for c in CLASSES},
@@ -141,12 +143,25 @@ class Summary:
                 d.add_row(b, *(str(c[k]) for k in ("kernels", "launches", "identical", "close", "mismatch",
                                                     "error")))
             console.print(d)
-        for name, why in self.opts.extra.get("unavailable", {}).items():
-            console.print(f"[yellow]{name}: not run ({why})[/yellow]")
+        if self.incomplete:
+            console.print(f"[yellow]incomplete ({self.incomplete}): {self.total} of "
+                          f"{len(self.opts.indices())} kernels[/yellow]")
         for r in self.interesting[:10]:
             if r["cls"] in FAILING:
                 console.print(f"[red]{r['cls']}[/red] {r['name']}: {r['finding'] or r['verdict']} "
                               f"{r['detail'].splitlines()[0] if r['detail'] else ''}")
+
+    def line(self) -> str:
+        """One line for logs: the failing classes count as failed."""
+        bad = {c: self.counts[c] for c in FAILING}
+        c = self.counts
+        tail = f"; incomplete: {self.incomplete}" if self.incomplete else ""
+        return (f"fuzz: {self.total} kernels, {sum(bad.values()) + self.mismatches} failed ("
+                + ", ".join(f"{k}={n}" for k, n in bad.items())
+                + f", differential mismatches/errors={self.mismatches}); "
+                f"accepted-clean={c['accepted-clean']}, rejected-racy={c['rejected-racy']}, "
+                f"rejected-clean={c['rejected-clean']} (false-positive rate {100 * self.fp_rate:.1f}%)"
+                + tail)
 
     def write(self, out_dir: str) -> list:
         """DIR/fuzz.json and DIR/kernels/<class>/<name>.py; returns the JSON path."""

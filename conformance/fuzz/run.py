@@ -38,6 +38,7 @@ class Options:
     only: tuple = ()             # kernel numbers to run instead of start..start+count
     directory: str = ""          # where the generated modules go (a temp dir by default)
     progress: bool = False
+    time_limit: float = 0.0      # seconds; 0: none. Past it, no new batch starts
     extra: dict = field(default_factory=dict)
 
     def indices(self) -> list:
@@ -88,18 +89,31 @@ def run(opts: Options) -> Summary:
     try:
         if opts.jobs <= 1:
             for t in tasks:
+                if _out_of_time(opts, t0, summary):
+                    break
                 _fold(summary, run_batch(t), len(idx), t0, opts.progress)
         else:
             ctx = multiprocessing.get_context("spawn")
             with ctx.Pool(opts.jobs) as pool:
                 for records in pool.imap_unordered(run_batch, tasks):
                     _fold(summary, records, len(idx), t0, opts.progress)
+                    if _out_of_time(opts, t0, summary):
+                        break   # leaving the block terminates the workers
+    except KeyboardInterrupt:    # Ctrl-C, or SIGTERM from a timeout (the CLI turns it into this)
+        summary.incomplete = "interrupted"
     finally:
         if own_dir:
             shutil.rmtree(opts.directory, ignore_errors=True)
             opts.directory = ""
     summary.seconds = time.time() - t0
     return summary
+
+
+def _out_of_time(opts: Options, t0: float, summary: Summary) -> bool:
+    if opts.time_limit and time.time() - t0 > opts.time_limit:
+        summary.incomplete = f"time limit of {opts.time_limit:.0f} s reached"
+        return True
+    return False
 
 
 def _fold(summary: Summary, records: list, total: int, t0: float, progress: bool) -> None:
