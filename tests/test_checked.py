@@ -255,14 +255,23 @@ def test_checked_launch_refuses_graph_capture():
     _on_reference(capture)
 
 
+def test_the_record_parameter_name_is_reserved():
+    def clash(x: kaio.In[f32], _kaio_fault: kaio.Raw[kaio.i64]):
+        _kaio_fault[0] = kaio.i64(x[0])
+    with pytest.raises(kaio.CompileError, match="reserved for checked mode"):
+        kaio.kernel(clash, checked=True).emit("ptx", "sm_90")
+    assert "_kaio_fault" in kaio.kernel(clash, checked=False).emit("ptx", "sm_90")
+
+
 def test_site_table_follows_program_order():
-    k = bounds_check.with_record_param(CHECKED["shared_overrun"].specialize_ir())
-    s = bounds_check.sites(k)
+    t = get_target("sm_90")
+    arts = t.run(CHECKED["shared_overrun"].specialize_ir(), t.options(KernelOptions(checked=True)),
+                 until="lowered")
+    s = bounds_check.sites(arts["ir"])
     assert [(x.opcode, x.buffer, x.param, x.static_shape) for x in s] == [
         ("load", "x", 0, None), ("store", "sh", None, (32,)), ("load", "sh", None, (32,)),
         ("store", "y", 1, None)]
-    lowered = get_target("sm_90").run(k, get_target("sm_90").options(KernelOptions(checked=True)),
-                                      until="lowered")["lowered"]
+    lowered = arts["lowered"]
     recorded = sorted(op.operands[-1].owner.attrs["value"] for op in lowered.walk()
                       if op.opcode == "atomic" and op.operands[0] is lowered.args[-1])
     assert recorded == [1, 2, 3, 4]   # site + 1, one compare-and-swap per site
@@ -349,3 +358,26 @@ def test_checked_ptx_runs_in_the_simulator(name):
                                   "row_overrun", "atomic_overrun"])
 def test_checked_llvm_ir_runs_on_the_host(name):
     _same_as_reference(_llvm_jit, name)
+
+
+@pytest.mark.parametrize("name", ["off_by_one_read", "row_overrun"])
+def test_checked_launch_through_the_fake_hip_runtime(monkeypatch, name):
+    """The whole HIP path with no AMD GPU: a validated gfx90a code object, the fault record
+    packed as one more kernel argument, copied in and back (tests/test_hip_runtime.py's fake
+    device runs the same guarded IR on this CPU), then the reference's error, word for word."""
+    from test_hip_runtime import NO_LLD, FakeHip
+
+    from kaio.backends import hip
+    if NO_LLD:
+        pytest.skip(NO_LLD)
+    want, want_args = _on_reference(lambda: _error(CHECKED[name], name))
+    fake = FakeHip()
+    monkeypatch.setattr(hip, "_hip_module", fake)
+    monkeypatch.setattr(be, "_instances", {})
+    monkeypatch.setattr(be, "_current", "hip")
+    fake.kernel = bounds_check.run(clone_kernel(CHECKED[name].specialize_ir()))
+    got, args = _error(CHECKED[name], name)
+    assert str(got) == str(want)
+    for a, b in zip(args, want_args):
+        np.testing.assert_array_equal(a, b)
+    assert not fake.mem, "temporaries must be freed"

@@ -36,6 +36,7 @@ import itertools
 from dataclasses import dataclass
 
 from .. import dtypes as dt
+from ..errors import CompileError
 from ..ir.builder import Builder
 from ..ir.core import Kernel, Loc, Op, Param, Value
 from ..ir.rewrite import clone_kernel, expand_in_place
@@ -121,10 +122,12 @@ def add_record_param(kernel: Kernel) -> Value:
 
 
 def with_record_param(kernel: Kernel) -> Kernel:
-    """A copy of ``kernel`` taking the fault record as its last parameter: the signature a
-    checked kernel is launched with (the frontend's cached kernel stays as it is)."""
-    if record_param(kernel) is not None:
-        return kernel
+    """A copy of ``kernel`` (as the frontend made it) taking the fault record as its last
+    parameter: the signature a checked kernel is launched with."""
+    if any(p.name == RECORD_PARAM for p in kernel.params):
+        raise CompileError.at(kernel.loc, f"parameter name '{RECORD_PARAM}' is reserved for "
+                              "checked mode's fault record", kernel=kernel.name,
+                              hint="rename the parameter")
     k = clone_kernel(kernel)
     add_record_param(k)
     return k
