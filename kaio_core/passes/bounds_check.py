@@ -135,9 +135,6 @@ def with_record_param(kernel: Kernel) -> Kernel:
 
 def run(kernel: Kernel) -> Kernel:
     """Guard every access of ``kernel`` (in place); returns it, with the record parameter."""
-    for v in kernel.args:
-        if isinstance(v.type, BufType) and v.type.ndim > MAX_NDIM:
-            raise ValueError(f"checked mode handles buffers of up to {MAX_NDIM} dimensions")
     rec = add_record_param(kernel)
     params = _params(kernel)
     count = itertools.count()
@@ -152,12 +149,15 @@ def run(kernel: Kernel) -> Kernel:
 def _guard(b: Builder, op: Op, rec: Value, site: int) -> list[Value]:
     buf, *rest = op.operands
     t: BufType = buf.type
+    if t.ndim > MAX_NDIM:
+        raise CompileError.at(op.loc, f"checked mode handles buffers of up to {MAX_NDIM} "
+                              f"dimensions, not {t.ndim}")
     idx, values = rest[:t.ndim], rest[t.ndim:]
     ok = None
     for d, i in enumerate(idx):
         wide = dt.u64 if i.type.itemsize == 8 else dt.u32
-        n = b.shape(buf, d) if t.static_shape is None else None
-        n = b.const(t.static_shape[d], wide) if n is None else b.cast(n, wide)
+        n = (b.const(t.static_shape[d], wide) if t.static_shape is not None
+             else b.cast(b.shape(buf, d), wide))
         in_d = b.cmp("lt", b.cast(i, wide), n)
         ok = in_d if ok is None else b.binary("and", ok, in_d)
     result_types = [r.type for r in op.results]
