@@ -130,10 +130,11 @@ class Poly:
             out[tuple(rest)] = int(q) if q.denominator == 1 else q
         return Poly(out)
 
-    def evaluate(self, env) -> Fraction:
-        total = Fraction(0)
+    def evaluate(self, env):
+        """The value at ``env`` (symbol -> number): an int where everything is one."""
+        total = 0
         for m, c in self.t.items():
-            v = Fraction(c)
+            v = c
             for s in m:
                 v *= env[s]
             total += v

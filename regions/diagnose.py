@@ -116,7 +116,7 @@ class Concrete:
         if op in ("div", "rem"):
             if y == 0:
                 return 0
-            q = Fraction(int(x / y))
+            q = int(Fraction(x) / Fraction(y))   # truncating, as the IR divides
             return q if op == "div" else x - y * q
         return min(x, y) if op == "min" else max(x, y)
 
@@ -147,7 +147,8 @@ class _Lazy(dict):
         self.conc = conc
 
     def __missing__(self, s):
-        return Fraction(self.conc.value(s, self))
+        v = Fraction(self.conc.value(s, self))
+        return int(v) if v.denominator == 1 else v
 
 
 def region_collision(walk, access, partition, shape_ok=None) -> str | None:

@@ -103,6 +103,7 @@ class Elementwise(Partition):
 
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         size = math.prod(shape)
+        _require_i32(self, "the number of elements", size, shape, grid, block, buffer, kernel)
         threads = math.prod(grid) * math.prod(block)
         if threads < size:
             raise LaunchError(

@@ -107,7 +107,9 @@ class _Carried:
     def __init__(self, walk, inits, ind: dict):
         self.walk, self.inits, self.ind = walk, list(inits), ind
         self.uniform = [walk.uniform(v) for v in inits]
-        self.ranges = [walk.range_of(v) for v in inits]
+        # an induction's range is only used for the loop's results (an induction that turns out
+        # not to be one is then known to be in its type's range, no more)
+        self.ranges = [type_range(v.type) if k in ind else walk.range_of(v) for k, v in enumerate(inits)]
         self.rounds = 0
 
     def bind(self, args, counter):
@@ -128,6 +130,8 @@ class _Carried:
         ind = {k: d for k, d in self.ind.items() if w.get(ys[k]) - w.get(args[k]) == d}
         ranges = list(self.ranges)
         for k, (a, y) in enumerate(zip(args, ys)):
+            if k in self.ind:
+                continue
             (lo, hi), (ylo, yhi) = ranges[k], w.range_of(y)
             if lo is not None and (ylo < lo or yhi > hi):
                 ranges[k] = (min(lo, ylo), max(hi, yhi)) if self.rounds < self.ROUNDS else type_range(a.type)
@@ -172,7 +176,8 @@ class Walk:
             if part is not None:
                 self.pins.update(part.launch_pins())
                 self.launch_facts += part.launch_facts(self.math, v)
-        self.fits = Fits(self.table, self.pins, self.launch_facts + geometry_facts(self.math))
+        axes, products = geometry_facts(self.math)
+        self.fits = Fits(self.table, self.pins, self.launch_facts + axes, products)
         self.block(kernel.body)
 
     def shape(self, buf, axis) -> Poly:

@@ -29,13 +29,14 @@ def type_range(t) -> tuple[int, int]:
     return int(t.min_value()), int(t.max_value())
 
 
-def geometry_facts(math) -> list:
+def geometry_facts(math) -> tuple[list, list]:
     """Facts (``p >= 0``) every valid launch guarantees about the thread geometry, written with
-    ``math`` (a :class:`kaio.regions.affine.SymMath`)."""
-    facts = [MAX_BLOCK_THREADS - math.block_threads(), I32_MAX - math.global_linear_id(),
-             I32_MAX + 1 - math.total_threads()]
-    facts += [I32_MAX - math.global_id(a) for a in range(3)]
-    return facts
+    ``math`` (a :class:`kaio.regions.affine.SymMath`): (per-axis global ids, which searches use;
+    the products over all axes, which only :meth:`Fits.nonneg`'s one-step check uses)."""
+    axes = [I32_MAX - math.global_id(a) for a in range(3)]
+    products = [MAX_BLOCK_THREADS - math.block_threads(), I32_MAX - math.global_linear_id(),
+                I32_MAX + 1 - math.total_threads()]
+    return axes, products
 
 
 def range_facts(symbols, table) -> list:
@@ -55,8 +56,8 @@ def range_facts(symbols, table) -> list:
 class Fits:
     """Proves that a polynomial stays inside an integer type's range where an op runs."""
 
-    def __init__(self, table, pins: dict, launch: list, budget: int = 600):
-        self.table, self.launch = table, list(launch)
+    def __init__(self, table, pins: dict, launch: list, products: list = (), budget: int = 150):
+        self.table, self.launch, self.products = table, list(launch), list(products)
         self.prover = Prover(table, pin=pins, budget=budget)
         self.cache: dict = {}
 
@@ -83,6 +84,7 @@ class Fits:
         # a launch fact often dominates the goal term by term (g - f has only non-negative
         # terms once the extents are shifted to 1 + e): cheaper than a search, and a search
         # cannot scale a fact by a quotient of extents
-        ok = any(trivially_nonneg(pv.pinned(g - f), self.table) for f in self.launch) or pv.nonneg(g, allf)
+        ok = (any(trivially_nonneg(pv.pinned(g - f), self.table) for f in self.launch + self.products)
+              or pv.nonneg(g, allf))
         self.cache[key] = ok
         return ok

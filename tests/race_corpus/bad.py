@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import kaio
-from kaio import f32, i32
+from kaio import f32, f64, i8, i32
 from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 
 
@@ -277,6 +277,73 @@ def warp_partials_half(x: kaio.In[f32], total: kaio.Atomic[f32]):
         kaio.atomic_add(total, 0, partial[0])
 
 
+# --- soundness of the proofs themselves ("issue 12"): each was accepted, and raced -----------
+@kaio.func
+def _dyn_len():
+    y = kaio.dynamic_shared(f32)   # named like the Region: its length is not y.shape[0]
+    return y.shape[0]
+
+
+@kaio.kernel
+def shadowed_length(x: kaio.In[f32], y: kaio.Region[f32]):
+    g = kaio.global_id()
+    i = g + (_dyn_len() - y.shape[0])
+    if g < y.shape[0] and i < y.shape[0]:
+        y[g] = x[g]
+        y[i] = x[g]  # RACE
+
+
+@kaio.kernel
+def narrow_param_wrap(x: kaio.In[f32], y: kaio.Region[f32], k: i8):
+    g = kaio.global_id()
+    i = g + (i32(k + k) - 2 * i32(k))   # k + k wraps in i8 for k = 100
+    if g < y.shape[0]:
+        y[g] = x[g]
+        if i >= 0:
+            y[i] = x[g]  # RACE
+
+
+@kaio.kernel
+def narrow_counter_wrap(x: kaio.In[f32], y: kaio.Out[f32, blocked(200)]):
+    g = kaio.global_id()
+    c = i8(0)
+    for _j in range(200):
+        i = g * 200 + i32(c)   # c wraps to -128 after 127
+        if i >= 0 and i < y.shape[0]:
+            y[i] = x[i]  # RACE
+        c = c + 1
+
+
+@kaio.kernel
+def wrapped_guard(x: kaio.In[f32], y: kaio.Region[f32]):
+    g = kaio.global_id()
+    if g < y.shape[0]:
+        y[g] = x[g]
+        if g + 2147483647 < 0 and 2 * g < y.shape[0]:   # true for g >= 1: the add wraps
+            y[2 * g] = x[g]  # RACE
+
+
+@kaio.kernel
+def shift_roundtrip(x: kaio.In[f32], y: kaio.Region[f32]):
+    g = kaio.global_id()
+    i = (g << 12) >> 12   # g for g < 2**19 only
+    if g < y.shape[0] and i >= 0:
+        y[g] = x[g]
+        y[i] = x[g]  # RACE
+
+
+@kaio.kernel
+def dyn_views_overlap(x: kaio.In[f32], y: kaio.Out[f32]):
+    a = kaio.dynamic_shared(f32)
+    b = kaio.dynamic_shared(f64)   # the same bytes: b[t] is a[2t] and a[2t + 1]
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    a[t] = x[g]
+    b[t] = f64(x[g])  # RACE
+    kaio.sync()
+    y[g] = a[t]
+
+
 # name -> (buffer the message names, launch for the sanitizer run, args maker, what the reference
 # backend raises when the kernel runs with the checker disabled: "race" (kaio.RaceError),
 # "barrier" (divergent barrier), "uninit" (Out read before write), "frontend" (the frontend
@@ -322,5 +389,13 @@ CASES = {
     "store_to_in": ("x", ((1,), (32,)), lambda: (_f(32),), "frontend"),
     "shared_two_writers": ("sh", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
     "warp_partials_half": ("partial", ((1,), (64,)), lambda: (_f(64), np.zeros(1, np.float32)), "race"),
+    # dynamic shared of 65 floats: i = g + 1
+    "shadowed_length": ("y", ((2,), (32,), 4 * 65), lambda: (_f(64), _f(64)), "race"),
+    "narrow_param_wrap": ("y", ((2,), (256,)), lambda: (_f(512), _f(512), 100), "race"),
+    "narrow_counter_wrap": ("y", ((1,), (4,)), lambda: (_f(800), _f(800)), "race"),
+    "wrapped_guard": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
+    # 2**20 + 256 threads: thread 2**20 writes y[0]
+    "shift_roundtrip": ("y", ((4097,), (256,)), lambda: (_f(2**20 + 256), _f(2**20 + 256)), "race"),
+    "dyn_views_overlap": ("b", ((1,), (32,), 8 * 32), lambda: (_f(32), _f(32)), "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

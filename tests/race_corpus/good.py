@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import kaio
-from kaio import f32, i32
+from kaio import f32, f64, i8, i32
 from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 
 RNG = np.random.default_rng(7)
@@ -591,6 +591,110 @@ def run_warp_partials(v):
     total = np.zeros(1, np.float32)
     warp_partials[(-(-x.size // 128),), (128,)](x, total)
     np.testing.assert_allclose(total[0], x.sum(), rtol=1e-4, atol=1e-4)
+
+
+# --- twins of the soundness corpus (bad.py, "issue 12"): the same features, used safely -------
+@kaio.func
+def _stage(v):
+    y = kaio.dynamic_shared(f32)   # named like the kernel's Region: a different array
+    t = kaio.thread_idx.x
+    if t < y.shape[0]:
+        y[t] = v
+    kaio.sync()
+    w = v
+    if t < y.shape[0]:
+        w = y[t]
+    return w
+
+
+@kaio.kernel
+def dyn_named_like_region(x: kaio.In[f32], y: kaio.Region[f32]):
+    g = kaio.global_id()
+    v = _stage(x[g] if g < x.shape[0] else 0.0)
+    if g < y.shape[0]:
+        y[g] = v * 2.0
+
+
+def run_dyn_named_like_region(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    dyn_named_like_region[(-(-x.size // 64),), (64,), 4 * 64](x, y)
+    _close(y, x * 2)
+
+
+@kaio.kernel
+def narrow_exact(x: kaio.In[f32], y: kaio.Out[f32, blocked(4)], k: i8):
+    g = kaio.global_id()
+    d = i32(k) + i32(k) - 2 * i32(k)   # widened before adding: 0, with no wrap
+    c = i8(0)
+    for _j in range(4):
+        i = g * 4 + i32(c) + d         # c <= 4 never wraps in i8
+        if i < y.shape[0]:
+            y[i] = x[i] + 1.0
+        c = c + 1
+
+
+def run_narrow_exact(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    narrow_exact(x, y, 100)
+    _close(y, x + 1)
+
+
+@kaio.kernel
+def guard_arith_fits(x: kaio.In[f32], y: kaio.Region[f32]):
+    g = kaio.global_id()
+    if g - y.shape[0] >= 0:   # g - n cannot wrap: both are in [0, 2**31 - 1]
+        return
+    y[g] = x[g] * 3.0
+
+
+def run_guard_arith_fits(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    guard_arith_fits[(-(-x.size // 32),), (32,)](x, y)
+    _close(y, x * 3)
+
+
+@kaio.kernel
+def shift_thread_ids(x: kaio.In[f32], y: kaio.Out[f32]):
+    sh = kaio.shared_array(f32, 256)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    if t < 256:
+        sh[(t << 2) >> 2] = x[g] if g < x.shape[0] else 0.0   # t < 1024: t << 2 fits
+    kaio.sync()
+    if g < y.shape[0] and t < 256:
+        y[g] = sh[t]
+
+
+def run_shift_thread_ids(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    shift_thread_ids[(-(-x.size // 128),), (128,)](x, y)
+    _close(y, x)
+
+
+@kaio.kernel
+def dyn_views_disjoint(x: kaio.In[f32], y: kaio.Out[f32]):
+    a = kaio.dynamic_shared(f32)
+    b = kaio.dynamic_shared(f64)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    v = x[g] if g < x.shape[0] else 0.0
+    if t < 64:
+        a[t] = v            # bytes [4t, 4t + 4): inside [0, 256)
+        b[t + 32] = f64(v)  # bytes [256 + 8t, 264 + 8t): after all of a's
+    kaio.sync()
+    if g < y.shape[0] and t < 64:
+        y[g] = a[t] + f32(b[t + 32])
+
+
+def run_dyn_views_disjoint(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    dyn_views_disjoint[(-(-x.size // 64),), (64,), 8 * 96](x, y)
+    _close(y, x * 2)
 
 
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
