@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from race_corpus import bad
 from race_corpus.irkit import buf, kernel
+from race_corpus.sanitizing import sanitizing
 
 import kaio
 from kaio import dtypes as dt
@@ -40,15 +41,8 @@ def accepted(k) -> bool:
 @pytest.fixture
 def racing():
     """The reference backend with the sanitizer on and its ownership check off."""
-    from kaio import backends as be
-    previous = be._current
-    kaio.set_backend("reference")
-    backend = kaio.get_backend()
-    old = backend.sanitize, backend.check_ownership
-    backend.sanitize, backend.check_ownership = True, False
-    yield backend
-    backend.sanitize, backend.check_ownership = old
-    be._current = previous
+    with sanitizing(ownership=False) as backend:
+        yield backend
 
 
 @pytest.mark.parametrize("name", NEW_BAD)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from race_corpus import bad, good, randgen
+from race_corpus.sanitizing import sanitizing
 
 import kaio
 from kaio.backends.reference import ReferenceBackend
@@ -24,15 +25,8 @@ from kaio.regions import checker
 
 @pytest.fixture
 def sanitized():
-    from kaio import backends as be
-    previous = be._current
-    kaio.set_backend("reference")
-    backend = kaio.get_backend()
-    old = backend.sanitize, backend.check_ownership
-    backend.sanitize = backend.check_ownership = True  # races, and any touch of a non-owned element
-    yield backend
-    backend.sanitize, backend.check_ownership = old
-    be._current = previous
+    with sanitizing(ownership=True) as backend:  # races, and any touch of a non-owned element
+        yield backend
 
 
 def test_corpus_sizes():
