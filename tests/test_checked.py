@@ -381,3 +381,20 @@ def test_checked_launch_through_the_fake_hip_runtime(monkeypatch, name):
     for a, b in zip(args, want_args):
         np.testing.assert_array_equal(a, b)
     assert not fake.mem, "temporaries must be freed"
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("codegen", ["ptx", "llvm"])
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_checked_on_cuda_with_both_code_generators(monkeypatch, codegen, name):
+    """On an NVIDIA GPU: kaio's PTX and the LLVM nvptx64 path each raise the reference's error
+    word for word and leave the same arrays (the access skipped, no CUDA fault)."""
+    from kaio.backends.cuda import CudaBackend
+    want, want_args = _on_reference(lambda: _error(CHECKED[name], name))
+    monkeypatch.setitem(be._instances, "cuda", CudaBackend(codegen=codegen))
+    monkeypatch.setattr(be, "_current", "cuda")
+    got, args = _error(CHECKED[name], name)
+    assert str(got) == str(want)
+    for a, b in zip(args, want_args):
+        np.testing.assert_array_equal(a, b)
