@@ -61,7 +61,7 @@ def round_exact(dtype, x: Fraction):
         if abs(x) >= fmax + ulp / 2:
             return np_t(np.inf if x > 0 else -np.inf)
         if np.isinf(guess):
-            guess = np_t(fmax if x > 0 else -fmax)
+            guess = np_t(float(fmax) if x > 0 else -float(fmax))
     with np.errstate(all="ignore"):
         cands = [guess, np.nextafter(guess, np_t(np.inf)), np.nextafter(guess, np_t(-np.inf))]
     cands = [c for c in cands if np.isfinite(c)]
@@ -225,6 +225,18 @@ def test_float_to_float_rounds_to_nearest_even(frm, to, data):
     for v, g in zip(arr(frm, vals), got):
         w = round_exact(to, Fraction(float(v)))
         assert g == w or (g == 0 and w == 0), (v, g, w)
+
+
+@pytest.mark.parametrize("to", [dt.f16, dt.bf16, dt.f32], ids=lambda t: t.name)
+def test_float_cast_just_below_the_overflow_tie(to):
+    """Just below max + ulp/2 rounds to max, at or above it to inf (the oracle once failed on
+    the first of these: a value that rounds to inf through f32 but to max directly)."""
+    fmax = float(ml_dtypes.finfo(to.storage_np).max)
+    half_ulp = (fmax - float(np.nextafter(to.storage_np.type(fmax), to.storage_np.type(0)))) / 2
+    below = np.nextafter(fmax + half_ulp, 0.0)
+    got = S.cast(dt.f64, to, arr(dt.f64, [below, -below, fmax + half_ulp]))
+    want = [round_exact(to, Fraction(v)) for v in (below, -below, fmax + half_ulp)]
+    assert list(got) == want and float(want[0]) == fmax and np.isinf(want[2])
 
 
 def test_bitcast_roundtrip_and_nan_payload():
