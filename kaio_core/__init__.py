@@ -48,6 +48,7 @@ from .errors import (
     HipError,
     KaioError,
     LaunchError,
+    OutOfBoundsError,
     RaceError,
 )
 from .graphs import Graph, graph
