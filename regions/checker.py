@@ -7,6 +7,9 @@ Rules (docs/regions.md has examples):
   current thread, proved by :mod:`.affine` from loop ranges, guards and thread geometry.
   Out buffers additionally may be read only where this thread already wrote the same index.
 - Shared memory (:mod:`.shared`) and barrier uniformity (:mod:`.uniformity`).
+- Every integer's polynomial is its machine value: arithmetic that may wrap is opaque
+  (:mod:`.widths`), so neither an index nor an unreachable branch rests on exact arithmetic
+  the hardware does not do. docs/regions.md states what is proved, under which launch limits.
 
 When a proof needs a flatter launch than the partitions guarantee (``y[kaio.global_id()]`` under
 the elementwise partition, which is defined on the 3-D linear id, needs a 1-D launch; a shared
