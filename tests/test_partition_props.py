@@ -14,11 +14,12 @@ import dataclasses
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import kaio
-from kaio.regions import PARTITIONS
+from kaio.regions import PARTITIONS, Blocked, Elementwise, GridStride, RowsPerBlock, Tiles
 from kaio.regions.affine import Divides, Eq, Nonneg, Poly, SymbolTable, SymMath
 from kaio.regions.partitions import NumericMath, owned_indices
 
@@ -223,3 +224,15 @@ def test_owned_spec_i32_arithmetic_never_wraps_on_accepted_launches(case):
 @given(st.sampled_from(PARTS).flatmap(lambda nc: big_case(nc[1])))
 def test_launch_facts_hold_on_accepted_launches(case):
     _launch_facts_hold(*case)
+
+
+@pytest.mark.parametrize("part, shape, grid, block", [
+    (Blocked(4), (100,), (2**21, 1, 1), (256, 1, 1)),            # g*4 + 4 past 2**31 - 1
+    (GridStride(), (2**31 - 100,), (1, 1, 1), (256, 1, 1)),      # i + G past it
+    (RowsPerBlock(), (2, 2**31 - 100), (2, 1, 1), (256, 1, 1)),  # column + B past it
+    (Tiles(2**30, 4), (4, 4), (1, 2, 1), (4, 4, 1)),             # (grid.y + 1) * th
+    (Elementwise(), (2**16, 2**15), (2**23, 1, 1), (256, 1, 1)),  # 2**31 elements
+])
+def test_launches_on_which_a_partitions_i32_arithmetic_wraps_are_refused(part, shape, grid, block):
+    with pytest.raises(kaio.LaunchError, match=r"i32 index arithmetic needs .* <= 2\*\*31 - 1"):
+        part.check_launch(shape, grid, block, buffer="y", kernel="k")
