@@ -16,6 +16,7 @@ from kaio.conformance.fuzz.generate import PARTITIONS
 from kaio.conformance.fuzz.launches import counterexample
 from kaio.conformance.fuzz.report import FAILING
 from kaio.conformance.fuzz.source import Gen
+from kaio.regions import checker
 
 SLICE = 150
 
@@ -90,3 +91,12 @@ def test_counterexample_launch_from_a_rejection_message():
     launch = counterexample(g, msg)
     assert launch.grid == (2, 1, 1) and launch.block == (8, 1, 1) and launch.shapes["y"] == (16,)
     assert counterexample(g, "no example here") is None
+
+
+def test_a_checker_that_accepts_everything_is_caught():
+    """The harness itself: with the checker off, racy kernels are 'accepted' and the slice
+    must report them as soundness bugs (so a zero above means something)."""
+    with checker.disabled():
+        s = run(Options(count=30, seed=20261201, jobs=1, launches=2))
+    assert s.counts["accepted-racy"] > 0 and s.failed
+    assert "source" in next(r for r in s.interesting if r["cls"] == "accepted-racy")

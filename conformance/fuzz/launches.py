@@ -59,17 +59,17 @@ def _y_shape(g: Gen, grid, block, stress: bool) -> tuple:
     if g.part == "elementwise":
         if g.ydims == 1:
             return (max(1, G - short),)
-        c = r.randint(1, 8)
+        c = r.randint(2 if stress else 1, 8)
         return (max(1, (G - short) // c) if c <= G else 1, min(c, G))
     if g.part == "blocked":
         return (max(1, G * g.k - r.choice([0, r.randint(0, g.k - 1), r.randint(0, G * g.k - 1)])),)
     if g.part == "grid_stride":
         return (2 * G + 3,) if stress else (r.choice([G + r.randint(1, G), 2 * G + 3, r.randint(1, G)]),)
     if g.part == "rows":
-        return (max(1, G - short), r.randint(1, 5))
+        return (max(1, G - short), 5 if stress else r.randint(1, 5))
     if g.part == "rows_per_block":
         return (grid[0] if stress else max(1, grid[0] - r.randint(0, grid[0] - 1)),
-                r.randint(1, 3 * math.prod(block)))
+                r.randint(2 if stress else 1, 3 * math.prod(block)))
     th, tw = g.tile
     return (grid[1] * th - r.randint(0, th - 1), grid[0] * tw - r.randint(0, tw - 1))
 

@@ -12,7 +12,7 @@ def store(g: Gen, idx: str, *labels: str) -> None:
     """``y[idx] = value``, with a Region read-back or an Out re-read, or (mutation) a read of
     an Out element before this thread wrote it, or a read of the neighbour's element."""
     if g.intent == "region" and g.ydims == 1 and g.mutate("neighbour read", 0.08):
-        with g.block(f"if {idx} + 1 < n:"):
+        with g.block(f"if {idx} + 1 >= 0 and {idx} + 1 < n:"):   # >= 0: a narrow index wraps
             g.emit(f"acc = acc + y[{idx} + 1]", "neighbour read")
     v = g.val()
     if "acc" not in v:   # every value computed before stays live (dead loads would be removed)
@@ -253,7 +253,8 @@ def grid_stride(g: Gen) -> None:
         with g.block(f"for i in range(u32({start}), u32(n), u32({stride})):", "unsigned index"):
             store(g, "i", "unsigned index", *extra)
     else:
-        with g.block(f"for i in range(kaio.block_idx.x * kaio.block_dim.x + t + {start} - g, n, {stride}):",
+        offset = " + 1" if start != "g" else ""
+        with g.block(f"for i in range(kaio.block_idx.x * kaio.block_dim.x + t{offset}, n, {stride}):",
                      "block offset"):
             store(g, "i", "block offset", *extra)
 
