@@ -424,8 +424,9 @@ class Walk:
         term = body.terminator
         ys = term.operands if term is not None else []
         carried = _Carried(self, inits, self._inductions(op, body.args[1:], ys, {}))
-        up = self._provably(step - 1)                  # runs while iv < ub
-        exact = up or self._provably(-step - 1)        # (or while iv > ub); else: sign unknown
+        up = self._provably(step - 1)                       # runs while iv < ub
+        down = not up and self._provably(-step - 1)         # runs while iv > ub
+        exact = up or down                                  # (unknown sign: iv is opaque)
         lo, hi = type_range(ivv.type)
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
@@ -440,7 +441,7 @@ class Walk:
             saved = self.facts
             if up:
                 self.facts = saved + [ub - 1 - iv]
-            elif exact or self._provably(-step - 1):
+            elif down:
                 self.facts = saved + [iv - ub - 1]
             self.ctrl.append(("for", op, uniform_bounds))
             self.block(body)
