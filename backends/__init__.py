@@ -14,6 +14,7 @@ from ..cache import default_cache
 from ..config import settings
 from ..errors import BackendUnavailable
 from ..options import CompileOptions, KernelOptions
+from .launch_checks import check_launch
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Compiled:
     handle: object = None                # backend-specific loaded function
     options: CompileOptions | None = None
     launch_plan: object = None           # backend-specific argument plan, built on first launch
+    checks: object = None                # its LaunchChecks (kaio.backends.launch_checks), likewise
 
 
 class Backend:
@@ -39,10 +41,15 @@ class Backend:
     - ``compile(kernel, kernel_options) -> Compiled``: the target's stages (through the compile
       cache), then ``load``; the same for every backend
     - ``load(kernel, artifacts, options)``: the runnable handle for the loadable artifact
-    - ``launch(compiled, grid, block, args, shared_bytes, stream)``: run it. ``args`` are in
-      IR parameter order: Python scalars (already range-checked) and buffers (numpy arrays or
-      the backend's device arrays); the backend copies host arrays by intent
-      (in: copy in; out: copy out; region: both; atomic/raw: both).
+    - ``launch(compiled, grid, block, args, shared_bytes, stream)``: check the launch
+      (:func:`kaio.backends.launch_checks.check_launch`: arguments, launch shape, partitions,
+      index bounds, aliasing), then run it. ``args`` are in IR parameter order: scalars and
+      buffers (numpy arrays, the backend's device arrays, ``__cuda_array_interface__``
+      objects); ``grid=None`` takes the first Region/Out parameter's default launch shape.
+      The backend copies host arrays by intent (in: copy in; out: copy out; region: both;
+      atomic/raw: both).
+    - ``_launch(compiled, grid, block, args, shared_bytes, stream)``: internal, the backend's
+      own part of ``launch``, given a launch that ``launch`` has checked; never call it directly.
     """
 
     name = "?"
@@ -70,6 +77,13 @@ class Backend:
         return None
 
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Check the launch, then run it (see the class docstring); nothing is copied or
+        launched when a check fails. Returns the launch shape used, as 3-tuples."""
+        grid, block, args = check_launch(compiled, grid, block, args)
+        self._launch(compiled, grid, block, args, shared_bytes, stream)
+        return grid, block
+
+    def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         raise NotImplementedError
 
     def devices(self) -> list[str]:

@@ -214,13 +214,10 @@ class CudaBackend(Backend):
         return cuda_runtime.runtime(self.ctx.ordinal)
 
     # --- launching ------------------------------------------------------------------------
-    def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
-        """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
+    def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Run a launch that ``Backend.launch`` checked; ``args`` in IR parameter order."""
         lk: LoadedKernel = compiled.handle
         plan = compiled.launch_plan or _param_plan(compiled)
-        if len(args) != len(plan):
-            raise LaunchError(f"kernel '{compiled.kernel.name}': {len(args)} arguments given, "
-                              f"the kernel takes {len(plan)}")
         self.ctx.make_current()
         rt = self.runtime
         graph, stream = capture_target(stream)

@@ -395,13 +395,10 @@ class HipBackend(Backend):
         return hip_runtime(self.device)
 
     # --- launching -----------------------------------------------------------------------------
-    def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
-        """Run a compiled kernel; ``args`` in IR parameter order (see :class:`Backend`)."""
+    def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Run a launch that ``Backend.launch`` checked; ``args`` in IR parameter order."""
         lk: LoadedKernel = compiled.handle
         kernel = compiled.kernel
-        if len(args) != len(kernel.args):
-            raise LaunchError(f"kernel '{kernel.name}': {len(args)} arguments given, "
-                              f"the kernel takes {len(kernel.args)}")
         for g, b, ax in zip(grid, block, "xyz"):
             if g * b >= 2**32:   # HIP's limit on work-items per dimension
                 raise LaunchError(f"kernel '{kernel.name}': grid.{ax} * block.{ax} = {g * b} work-items; "

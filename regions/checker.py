@@ -22,7 +22,7 @@ import contextlib
 import threading
 
 from ..errors import CompileError
-from . import shared, uniformity
+from . import bounds, shared, uniformity
 from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision
 from .walk import Walk
@@ -65,6 +65,7 @@ def check(kernel):
         c = Checker(kernel, walk)
         c.run()
         shared.check(c)
+        reach = bounds.index_bounds(c)
     except CompileError:
         raise
     except Exception as exc:  # a checker bug must not pass a kernel unchecked, nor hide itself
@@ -74,6 +75,11 @@ def check(kernel):
                                    "without the checker") from exc
     if c.level < c.start_level:
         kernel.attrs["launch_dims"] = c.level
+    if reach:
+        kernel.attrs["index_bounds"] = reach
+    for p, v in zip(kernel.params, kernel.args):  # the launch checks the partitions proved against
+        if v.is_buffer and v.type.intent in ("region", "out") and p.partition is None:
+            p.partition = c.partition(v)
     return kernel
 
 

@@ -87,7 +87,8 @@ def test_scalar_param_types_and_device_array_rejected():
     assert (out == 200).all()
 
     class DeviceArray:
-        __cuda_array_interface__ = {}
+        __cuda_array_interface__ = {"shape": (5,), "typestr": "|u1", "data": (1 << 20, False),
+                                    "version": 3}
     with pytest.raises(TypeError, match="numpy arrays"):
         run(k, 1, 8, 3, DeviceArray())
 

@@ -16,7 +16,7 @@ from test_cuda_runtime import saxpy, scale_out  # the GPU suite's kernels, here 
 from test_hip_runtime import NO_LLD, FakeHip, unpack
 
 import kaio
-from kaio import f32
+from kaio import f32, i32
 from kaio.backends.abi import kernel_abi
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,13 +160,13 @@ def test_reference_memory_starts_as_nan(reference):
 
 def test_reference_failed_launch_leaves_device_arrays_untouched(reference):
     @kaio.kernel
-    def bad(x: kaio.Raw[f32], y: kaio.Region[f32]):
+    def bad(j: kaio.In[i32], x: kaio.Raw[f32], y: kaio.Region[f32]):
         for i in y.owned():
-            y[i] = x[i + 1]                      # the last thread reads past the end
+            y[i] = x[j[i]]     # an index read from memory: past the end only when it runs
 
     dx, dy = kaio.to_device(np.ones(8, np.float32)), kaio.to_device(np.zeros(8, np.float32))
     with pytest.raises(Exception, match="out of bounds"):
-        bad(dx, dy)
+        bad(np.arange(1, 9, dtype=np.int32), dx, dy)   # the last thread reads x[8]
     np.testing.assert_array_equal(dy.to_host(), np.zeros(8))
 
 
@@ -179,7 +179,7 @@ def test_reference_refuses_other_memory_and_streams(reference):
     with pytest.raises(TypeError, match="parameter 'x'.* got a cuda device array"):
         saxpy(1.0, foreign, y)
     with pytest.raises(TypeError, match="belongs to the cuda backend"):
-        saxpy[(1,), (8,), 0, kaio.Stream(runtime=other)](1.0, y, y.copy_(y))
+        saxpy[(1,), (8,), 0, kaio.Stream(runtime=other)](1.0, kaio.to_device(np.ones(8, np.float32)), y)
     with pytest.raises(ValueError, match="must be a reference device array"):
         y.copy_(foreign)
     assert not hasattr(y, "__cuda_array_interface__")  # host memory never passes for device memory

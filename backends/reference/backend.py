@@ -92,15 +92,12 @@ class ReferenceBackend(Backend):
         return ReferenceBlas(self.runtime)
 
     # --- launching ----------------------------------------------------------------------
-    def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
-        """Run a kernel on ``args`` (numpy arrays, this backend's device arrays, scalars).
-        Inside ``kaio.graph()`` the launch is recorded on the capture stream, not run."""
+    def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
+        """Run a checked launch (``Backend.launch``; ``compiled`` may also be a bare IR kernel)
+        on ``args`` (numpy arrays, this backend's device arrays, scalars). Inside
+        ``kaio.graph()`` the launch is recorded on the capture stream, not run."""
         kernel = compiled.artifacts["lowered"] if isinstance(compiled, Compiled) else compiled
-        grid, block = _dim3(grid), _dim3(block)
         params = kernel.body.args
-        if len(args) != len(params):
-            raise TypeError(f"kernel '{kernel.name}' takes {len(params)} arguments, "
-                            f"got {len(args)}")
         rt = self.runtime
         graph, stream = capture_target(stream)
         h = rt.stream_handle(stream)
@@ -173,11 +170,6 @@ def _buf(name, btype, arr) -> Buf:
     else:
         flat = np.array(arr, order="C").reshape(-1)
     return Buf(name, btype.dtype, arr.shape, flat, "global", intent)
-
-
-def _dim3(v):
-    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
-    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
 def _scalar(kernel, name, dtype, value):

@@ -118,6 +118,23 @@ class Name(AttrType):
         return "an identifier"
 
 
+class Records(AttrType):
+    """A tuple of structured attributes all registered under one mnemonic (the launch facts
+    :mod:`kaio.regions.bounds` records on a checked kernel)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def check(self, v):
+        if isinstance(v, (list, tuple)) and all(
+                isinstance(x, StructAttr) and _MNEMONICS.get(type(x)) == self.name for x in v):
+            return tuple(v)
+        return None
+
+    def describe(self):
+        return f"a list of #{self.name} attributes"
+
+
 def convert(schema: dict | None, key: str, value, what: str):
     """``value`` checked against ``schema[key]`` (its stored form); AttrError naming ``what``
     when the key is not declared or the value has the wrong type. A ``None`` schema (an
@@ -165,8 +182,11 @@ class Attrs(dict):
 
 
 #: kernel attributes: ``launch_dims`` (the race checker's proof assumes a 1-D or 2-D launch;
-#: :func:`kaio.regions.check_launch_attrs`) and ``max_registers`` (a register cap).
-KERNEL_ATTRS = {"launch_dims": Int(1, 3), "max_registers": Int(1)}
+#: :func:`kaio.regions.check_launch_attrs`), ``max_registers`` (a register cap) and
+#: ``index_bounds`` (how far each buffer access reaches, checked at launch:
+#: :mod:`kaio.regions.bounds`).
+KERNEL_ATTRS = {"launch_dims": Int(1, 3), "max_registers": Int(1),
+                "index_bounds": Records("index_bound")}
 
 
 # --- structured attributes ------------------------------------------------------------------

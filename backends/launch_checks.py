@@ -1,0 +1,290 @@
+"""The one checked launch path: everything a launch must satisfy, checked before anything is
+copied or launched.
+
+Every way to launch a kernel goes through :func:`check_launch`: ``kernel(...)`` and
+``kernel[grid, block, ...](...)`` (:mod:`kaio.launch`), launches captured by ``kaio.graph()``
+(they are ordinary launches on the capture stream), and ``Backend.launch`` itself, which checks
+and then hands the launch to the backend's internal ``_launch``. It checks, in order:
+
+1. the arguments: count, scalar types and ranges, each buffer's kind, dtype, rank, contiguity
+   and writability (numpy arrays, kaio device arrays, ``__cuda_array_interface__`` objects);
+2. the launch shape: 1 to 3 positive extents within the limits of every backend, or, with none
+   given, the first Region/Out parameter's default (:meth:`Partition.launch_shape`);
+3. for the shapes and scalars of this launch (memoised per kernel): each partition's
+   ``check_launch`` (every element one owner, no i32 overflow in its index formulas), the launch
+   dimensionality the race proof assumed (``launch_dims``) and the kernel's index bounds and
+   ranges (:mod:`kaio.regions.bounds`);
+4. aliasing: a written buffer must not overlap any other buffer argument, compared as byte
+   ranges in one memory space (host memory for numpy and reference device arrays, device memory
+   for CUDA/HIP device arrays and ``__cuda_array_interface__`` objects).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.array_utils import byte_bounds
+
+from .. import dtypes as dt
+from ..errors import LaunchError
+from ..ir.types import BufType
+from ..regions import bounds
+from ..regions.base import GRID_LIMITS, INDEX_LIMIT, MAX_BLOCK_THREADS, MAX_THREADS
+from ..regions.checker import check_launch_attrs
+from .runtime import DeviceArray, check_cuda_array_interface
+
+_MEMO_SIZE = 256
+
+
+# --- launch shape ----------------------------------------------------------------------------
+def _dim3(v, what: str, kernel: str) -> tuple[int, int, int]:
+    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+    if not 1 <= len(t) <= 3 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                       for x in t):
+        raise LaunchError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
+    t = tuple(int(x) for x in t) + (1,) * (3 - len(t))
+    if any(x < 1 for x in t):
+        raise LaunchError(f"kernel '{kernel}': {what} dimensions must be >= 1, got {t}")
+    return t
+
+
+_LAUNCH_MEMO: dict = {}
+
+
+def normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
+    """(grid, block) as validated 3-tuples; valid shapes are memoised (launches repeat)."""
+    plain = _plain_dims(grid) and _plain_dims(block)  # bools hash like ints: keep them out
+    if plain:
+        hit = _LAUNCH_MEMO.get((grid, block))
+        if hit is not None:
+            return hit
+    out = _normalize_launch(kernel, grid, block)
+    if plain and len(_LAUNCH_MEMO) < 4096:
+        _LAUNCH_MEMO[(grid, block)] = out
+    return out
+
+
+def _plain_dims(v) -> bool:
+    if type(v) is int:
+        return True
+    return type(v) is tuple and all(type(x) is int for x in v)
+
+
+def _normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
+    grid, block = _dim3(grid, "grid", kernel), _dim3(block, "block", kernel)
+    if math.prod(block) > MAX_BLOCK_THREADS:
+        raise LaunchError(f"kernel '{kernel}': block {block} has {math.prod(block)} threads; "
+                          f"the limit is {MAX_BLOCK_THREADS}")
+    for g, lim, ax in zip(grid, GRID_LIMITS, "xyz"):
+        if g > lim:
+            raise LaunchError(f"kernel '{kernel}': grid.{ax} = {g} exceeds the limit {lim}")
+    threads = math.prod(grid) * math.prod(block)
+    if threads > MAX_THREADS:
+        # kernels compute thread ids in i32 and the race proofs take them as exact integers
+        raise LaunchError(f"kernel '{kernel}': the launch grid={grid} block={block} has {threads} "
+                          f"threads; kaio computes global thread ids in 32 bits, so a launch has at "
+                          f"most 2**31 = {MAX_THREADS} threads (ids up to {INDEX_LIMIT}); use fewer "
+                          f"blocks, e.g. a grid-stride partition")
+    return grid, block
+
+
+# --- arguments -------------------------------------------------------------------------------
+def check_scalar(kernel: str, name: str, t: dt.DType, value):
+    """The Python value for scalar parameter ``name`` of type ``t``, or TypeError/ValueError."""
+    if type(value) is float and t.is_float:  # the common case, one range test
+        if abs(value) <= _float_max(t) or value != value or abs(value) == float("inf"):
+            return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
+        ok = True
+    elif isinstance(value, int):
+        ok = not t.is_bool
+    elif isinstance(value, float):
+        ok = t.is_float
+    else:
+        ok = False
+    if not ok:
+        raise TypeError(f"kernel '{kernel}': parameter '{name}' expects a {t.name} scalar, "
+                        f"got {type(value).__name__} {value!r}")
+    if t.is_int and not (t.min_value() <= int(value) <= t.max_value()):
+        raise ValueError(f"kernel '{kernel}': parameter '{name}' is {t.name} "
+                         f"(range {t.min_value()}..{t.max_value()}) but got {value}")
+    if t.is_float and np.isfinite(value) and abs(value) > t.max_value():
+        raise ValueError(f"kernel '{kernel}': parameter '{name}' is {t.name} but {value!r} "
+                         f"overflows it (max {t.max_value()})")
+    return value
+
+
+_FLOAT_MAX: dict = {}
+
+
+def _float_max(t: dt.DType) -> float:
+    m = _FLOAT_MAX.get(t.name)
+    if m is None:
+        m = _FLOAT_MAX[t.name] = t.max_value()
+    return m
+
+
+def _fast_shape(t: BufType, arr):
+    """The shape of a well-formed numpy array or kaio device array (the common cases, checked
+    without building any message), or None."""
+    if type(arr) is np.ndarray:
+        ok = (arr.dtype == t.dtype.storage_np and arr.ndim == t.ndim and arr.flags.c_contiguous
+              and (t.intent == "in" or arr.flags.writeable)
+              and (arr.size == 0 or max(arr.shape) <= INDEX_LIMIT))
+        return arr.shape if ok else None
+    if type(arr) is DeviceArray:
+        shape = arr.shape
+        ok = (arr.dtype == t.dtype.storage_np and len(shape) == t.ndim
+              and (not shape or max(shape) <= INDEX_LIMIT))
+        return shape if ok else None
+    return None
+
+
+def check_buffer(kernel: str, name: str, t: BufType, arr) -> tuple:
+    """The shape of buffer argument ``name``: its dtype, rank, contiguity, writability and
+    extents checked (TypeError / ValueError naming kernel, parameter, expected and got)."""
+    shape = _fast_shape(t, arr)
+    if shape is not None:
+        return shape
+    what = f"kernel '{kernel}': parameter '{name}' ({t.intent.capitalize()} {t.dtype.name}, {t.ndim}-d)"
+    if isinstance(arr, np.ndarray) or isinstance(arr, DeviceArray):
+        adt, shape = arr.dtype, tuple(arr.shape)
+    elif hasattr(arr, "__cuda_array_interface__"):  # torch / CuPy: dtype, shape, strides from it
+        try:
+            adt, shape = check_cuda_array_interface(arr.__cuda_array_interface__, what)
+        except (KeyError, TypeError, IndexError) as e:
+            raise TypeError(f"{what}: the {type(arr).__name__}'s __cuda_array_interface__ is "
+                            f"malformed ({type(e).__name__}: {e})") from e
+    else:
+        raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
+    if np.dtype(adt) != t.dtype.storage_np:
+        raise TypeError(f"{what} expects dtype {t.dtype.name} ({t.dtype.storage_np}), got {adt}; "
+                        "kaio never casts arrays silently: convert with .astype()")
+    if len(shape) != t.ndim:
+        raise ValueError(f"{what} expects a {t.ndim}-d array, got shape {shape}")
+    if any(s > INDEX_LIMIT for s in shape):
+        raise ValueError(f"{what}: extent {max(shape)} exceeds the i32 index range of kernels")
+    if isinstance(arr, np.ndarray):
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{what} expects a C-contiguous array, got strides {arr.strides}; "
+                             "pass np.ascontiguousarray(x)")
+        if t.intent != "in" and not arr.flags.writeable:
+            raise ValueError(f"{what} is written by the kernel but the array is read-only")
+    return shape
+
+
+def _span(a):
+    """(memory space, first byte, end) of a buffer argument, or None when it holds no bytes."""
+    if isinstance(a, np.ndarray):
+        return ("host", *byte_bounds(a)) if a.nbytes else None
+    if isinstance(a, DeviceArray):  # reference device arrays are host memory
+        space = "host" if a.runtime.dlpack_device == 1 else "device"
+        return (space, a.ptr, a.ptr + a.nbytes) if a.nbytes and a.ptr else None
+    cai = a.__cuda_array_interface__
+    dtype, shape = check_cuda_array_interface(cai)
+    nbytes = math.prod(shape) * dtype.itemsize
+    return ("device", int(cai["data"][0]), int(cai["data"][0]) + nbytes) if nbytes else None
+
+
+def check_aliasing(kernel: str, names: list, types: list, values: list) -> None:
+    """A written buffer must not overlap any other buffer argument (that would be a race, and
+    LLVM marks kernel pointers ``noalias``): numpy arrays compared exactly, everything else by
+    the byte ranges of their memory."""
+    bufs = [(n, t, v) for n, t, v in zip(names, types, values) if isinstance(t, BufType)]
+    spans: dict = {}
+    for i, (p, tp, a) in enumerate(bufs):
+        for q, tq, b in bufs[i + 1:]:
+            if tp.intent == "in" and tq.intent == "in":
+                continue
+            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+                # may_share_memory is a cheap bounds test; the exact test only runs when it says yes
+                overlap = np.may_share_memory(a, b) and np.shares_memory(a, b)
+            else:
+                sa = spans[p] if p in spans else spans.setdefault(p, _span(a))
+                sb = spans[q] if q in spans else spans.setdefault(q, _span(b))
+                overlap = sa is not None and sb is not None and sa[0] == sb[0] and \
+                    sa[1] < sb[2] and sb[1] < sa[2]
+            if overlap:
+                raise LaunchError(f"kernel '{kernel}': parameters '{p}' and '{q}' share memory but "
+                                  "one of them is written; pass separate arrays")
+
+
+# --- the checked path ------------------------------------------------------------------------
+class LaunchChecks:
+    """The checks of one kernel (an IR kernel, checked or not), prepared once; calling it checks
+    one launch and returns ``(grid, block, args)`` (scalars as Python values)."""
+
+    def __init__(self, kernel):
+        self.name = kernel.name
+        self.kernel = kernel
+        self.names = [p.name for p in kernel.params]
+        self.types = [v.type for v in kernel.args]
+        # the partitions the IR declares (the frontend and the race checker always declare
+        # them; IR built by hand and never checked may leave them out)
+        self.owners = [(i, p.name, p.partition) for i, (p, t) in enumerate(zip(kernel.params, self.types))
+                       if isinstance(t, BufType) and t.intent in ("region", "out") and p.partition]
+        self.bounds = kernel.attrs.get("index_bounds", ())
+        used = {s for r in self.bounds for e in r.upper + r.lower for s in bounds.symbols(e)}
+        self.scalars = [i for i, (n, t) in enumerate(zip(self.names, self.types))
+                        if n in used and not isinstance(t, BufType)]
+        bufs = [t for t in self.types if isinstance(t, BufType)]
+        self.buffer_pos = {i: k for k, i in enumerate(
+            i for i, t in enumerate(self.types) if isinstance(t, BufType))}
+        self.buffer_names = [n for n, t in zip(self.names, self.types) if isinstance(t, BufType)]
+        self.alias = len(bufs) > 1 and any(t.intent != "in" for t in bufs)
+        self.memo: dict = {}
+
+    def __call__(self, grid, block, args):
+        if len(args) != len(self.types):
+            raise LaunchError(f"kernel '{self.name}': {len(args)} arguments given, the kernel takes "
+                              f"{len(self.types)} ({', '.join(self.names)})")
+        args, shapes = list(args), []
+        for i, (n, t, a) in enumerate(zip(self.names, self.types, args)):
+            if isinstance(t, BufType):
+                shapes.append(tuple(check_buffer(self.name, n, t, a)))
+            else:
+                args[i] = check_scalar(self.name, n, t, a)
+        if grid is None:
+            grid, block = self._default_shape(shapes)
+        grid, block = normalize_launch(self.name, grid, block)
+        key = (grid, block, tuple(shapes), tuple(args[i] for i in self.scalars))
+        if key not in self.memo:
+            self._check_shapes(grid, block, shapes, args)
+            if len(self.memo) < _MEMO_SIZE:
+                self.memo[key] = True
+        if self.alias:
+            check_aliasing(self.name, self.names, self.types, args)
+        return grid, block, args
+
+    def _default_shape(self, shapes):
+        if not self.owners:
+            raise LaunchError(f"kernel '{self.name}' has no Region/Out parameter to derive its launch "
+                              f"shape from; launch it explicitly: {self.name}[grid, block](...)")
+        i, _, part = self.owners[0]
+        return part.launch_shape(shapes[self.buffer_pos[i]])
+
+    def _check_shapes(self, grid, block, shapes, args) -> None:
+        for i, name, part in self.owners:
+            part.check_launch(shapes[self.buffer_pos[i]], grid, block, buffer=name, kernel=self.name)
+        check_launch_attrs(self.kernel, grid, block)
+        if self.bounds:
+            scalars = {self.names[i]: int(args[i]) for i in self.scalars}
+            env = bounds.launch_env(grid, block, dict(zip(self.buffer_names, shapes)), scalars)
+            bounds.check(self.name, self.bounds, env)
+
+
+def check_launch(compiled, grid, block, args):
+    """Check one launch of ``compiled`` (a :class:`kaio.backends.Compiled`, or an IR kernel)
+    before anything is copied or launched; returns ``(grid, block, args)``: the launch shape as
+    3-tuples (``grid=None``: the default for the first Region/Out parameter) and the arguments
+    with scalars as Python values. Raises LaunchError, TypeError or ValueError naming the kernel
+    and what is wrong."""
+    kernel = getattr(compiled, "kernel", compiled)
+    checks = getattr(compiled, "checks", None)
+    if checks is None:
+        checks = LaunchChecks(kernel)
+        if hasattr(compiled, "checks"):
+            compiled.checks = checks
+    return checks(grid, block, args)
