@@ -466,6 +466,26 @@ def test_cuda_array_interface_inputs(fake):
                   [1.0, kaio.to_device(np.zeros(16, np.float64)), y])
 
 
+def test_overlapping_device_memory_refused_before_any_copy_or_launch(fake):
+    """Aliasing is checked for every kind of array: the same device array twice, a
+    ``__cuda_array_interface__`` view of it, or one overlapping part of it (byte ranges)."""
+    from kaio.backends.cuda import CudaBackend
+    be = CudaBackend()
+    fake.kernels["saxpy"] = _saxpy_impl
+    c = _compiled(be, _saxpy_ir("region"))
+    x = kaio.to_device(np.arange(16, dtype=np.float32))
+    part = types.SimpleNamespace(__cuda_array_interface__={
+        "shape": (16,), "typestr": "<f4", "data": (x.ptr + 60, False), "version": 3})
+    kaio.transfer_stats().reset()
+    for a, b in ((x, x), (_ForeignArray(x), x), (x, _ForeignArray(x)), (part, x)):
+        with pytest.raises(kaio.LaunchError, match="'x' and 'y' share memory"):
+            be.launch(c, (1, 1, 1), (16, 1, 1), [1.0, a, b])
+    assert not fake.launches and kaio.transfer_stats().snapshot()["htod_copies"] == 0
+    y = kaio.to_device(np.zeros(16, np.float32))
+    be.launch(c, (1, 1, 1), (16, 1, 1), [1.0, _ForeignArray(x), y])   # separate memory
+    np.testing.assert_array_equal(y.to_host(), np.arange(16, dtype=np.float32))
+
+
 def test_jit_error_log_in_exception(fake):
     from kaio.backends.abi import KernelABI
     from kaio.backends.cuda import CudaBackend
