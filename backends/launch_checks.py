@@ -14,9 +14,10 @@ and then hands the launch to the backend's internal ``_launch``. It checks, in o
    ``check_launch`` (every element one owner, no i32 overflow in its index formulas), the launch
    dimensionality the race proof assumed (``launch_dims``) and the kernel's index bounds and
    ranges (:mod:`kaio.regions.bounds`);
-4. aliasing: a written buffer must not overlap any other buffer argument, compared as byte
-   ranges in one memory space (host memory for numpy and reference device arrays, device memory
-   for CUDA/HIP device arrays and ``__cuda_array_interface__`` objects).
+4. aliasing: a written buffer must not overlap any other buffer argument (a race, and LLVM
+   marks kernel pointers ``noalias``), compared as byte ranges in one memory space (host memory
+   for numpy and reference device arrays, device memory for CUDA/HIP device arrays and
+   ``__cuda_array_interface__`` objects, DLPack tensors being viewed as device arrays).
 """
 from __future__ import annotations
 
@@ -67,7 +68,11 @@ def normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
 def _plain_dims(v) -> bool:
     if type(v) is int:
         return True
-    return type(v) is tuple and all(type(x) is int for x in v)
+    if type(v) is not tuple:
+        return False
+    if len(v) == 3:  # the common case: a shape normalized already
+        return type(v[0]) is int and type(v[1]) is int and type(v[2]) is int
+    return all(type(x) is int for x in v)
 
 
 def _normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
@@ -188,27 +193,17 @@ def _span(a):
     return ("device", int(cai["data"][0]), int(cai["data"][0]) + nbytes) if nbytes else None
 
 
-def check_aliasing(kernel: str, names: list, types: list, values: list) -> None:
-    """A written buffer must not overlap any other buffer argument (that would be a race, and
-    LLVM marks kernel pointers ``noalias``): numpy arrays compared exactly, everything else by
-    the byte ranges of their memory."""
-    bufs = [(n, t, v) for n, t, v in zip(names, types, values) if isinstance(t, BufType)]
-    spans: dict = {}
-    for i, (p, tp, a) in enumerate(bufs):
-        for q, tq, b in bufs[i + 1:]:
-            if tp.intent == "in" and tq.intent == "in":
-                continue
-            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-                # may_share_memory is a cheap bounds test; the exact test only runs when it says yes
-                overlap = np.may_share_memory(a, b) and np.shares_memory(a, b)
-            else:
-                sa = spans[p] if p in spans else spans.setdefault(p, _span(a))
-                sb = spans[q] if q in spans else spans.setdefault(q, _span(b))
-                overlap = sa is not None and sb is not None and sa[0] == sb[0] and \
-                    sa[1] < sb[2] and sb[1] < sa[2]
-            if overlap:
-                raise LaunchError(f"kernel '{kernel}': parameters '{p}' and '{q}' share memory but "
-                                  "one of them is written; pass separate arrays")
+def _overlap(a, b) -> bool:
+    """Whether two buffer arguments share memory: numpy arrays exactly, kaio device arrays of
+    one runtime by address range, anything else by the byte ranges of :func:`_span`."""
+    if type(a) is DeviceArray and type(b) is DeviceArray and a.runtime is b.runtime:
+        return a is b or (a.nbytes > 0 and b.nbytes > 0 and a.ptr < b.ptr + b.nbytes
+                          and b.ptr < a.ptr + a.nbytes)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        # may_share_memory is a cheap bounds test; the exact test only runs when it says yes
+        return np.may_share_memory(a, b) and np.shares_memory(a, b)
+    sa, sb = _span(a), _span(b)
+    return sa is not None and sb is not None and sa[0] == sb[0] and sa[1] < sb[2] and sb[1] < sa[2]
 
 
 # --- the checked path ------------------------------------------------------------------------
@@ -229,33 +224,44 @@ class LaunchChecks:
         used = {s for r in self.bounds for e in r.upper + r.lower for s in bounds.symbols(e)}
         self.scalars = [i for i, (n, t) in enumerate(zip(self.names, self.types))
                         if n in used and not isinstance(t, BufType)]
-        bufs = [t for t in self.types if isinstance(t, BufType)]
-        self.buffer_pos = {i: k for k, i in enumerate(
-            i for i, t in enumerate(self.types) if isinstance(t, BufType))}
-        self.buffer_names = [n for n, t in zip(self.names, self.types) if isinstance(t, BufType)]
-        self.alias = len(bufs) > 1 and any(t.intent != "in" for t in bufs)
+        self.plan = [(i, n, t, isinstance(t, BufType))
+                     for i, (n, t) in enumerate(zip(self.names, self.types))]
+        bufs = [i for i, _, _, is_buf in self.plan if is_buf]
+        self.buffer_pos = {i: k for k, i in enumerate(bufs)}
+        self.buffer_names = [self.names[i] for i in bufs]
+        # pairs that must not overlap: at least one of the two is written
+        self.pairs = [(i, j) for k, i in enumerate(bufs) for j in bufs[k + 1:]
+                      if self.types[i].intent != "in" or self.types[j].intent != "in"]
         self.memo: dict = {}
 
     def __call__(self, grid, block, args):
         if len(args) != len(self.types):
             raise LaunchError(f"kernel '{self.name}': {len(args)} arguments given, the kernel takes "
                               f"{len(self.types)} ({', '.join(self.names)})")
-        args, shapes = list(args), []
-        for i, (n, t, a) in enumerate(zip(self.names, self.types, args)):
-            if isinstance(t, BufType):
-                shapes.append(tuple(check_buffer(self.name, n, t, a)))
+        shapes, given = [], args
+        for i, n, t, is_buf in self.plan:
+            a = args[i]
+            if is_buf:
+                shape = _fast_shape(t, a)
+                shapes.append(shape if shape is not None else tuple(check_buffer(self.name, n, t, a)))
             else:
-                args[i] = check_scalar(self.name, n, t, a)
+                v = check_scalar(self.name, n, t, a)
+                if v is not a:  # a numpy scalar as a Python value
+                    args = list(args) if args is given else args
+                    args[i] = v
         if grid is None:
             grid, block = self._default_shape(shapes)
         grid, block = normalize_launch(self.name, grid, block)
-        key = (grid, block, tuple(shapes), tuple(args[i] for i in self.scalars))
+        key = (grid, block, *shapes, *[args[i] for i in self.scalars])
         if key not in self.memo:
             self._check_shapes(grid, block, shapes, args)
             if len(self.memo) < _MEMO_SIZE:
                 self.memo[key] = True
-        if self.alias:
-            check_aliasing(self.name, self.names, self.types, args)
+        for i, j in self.pairs:
+            if _overlap(args[i], args[j]):
+                raise LaunchError(f"kernel '{self.name}': parameters '{self.names[i]}' and "
+                                  f"'{self.names[j]}' share memory but one of them is written; "
+                                  "pass separate arrays")
         return grid, block, args
 
     def _default_shape(self, shapes):

@@ -295,7 +295,8 @@ def test_unbounded_indices_launch_as_before(reference):
 
 
 def test_an_index_before_the_start_is_refused(reference):
-    with pytest.raises(kaio.LaunchError, match=r"reads x\[i - 1\].* down to index -1.*before the start of 'x'"):
+    with pytest.raises(kaio.LaunchError,
+                       match=r"reads x\[i - 1\].* down to index -1.*before the start of 'x'"):
         left_neighbour(np.ones(8, np.float32), np.zeros(8, np.float32))
 
 
@@ -303,7 +304,8 @@ def test_bound_over_a_scalar_argument(reference):
     x, y = np.arange(5, dtype=np.float32), np.zeros(2, np.float32)
     prefix(5, x, y)
     np.testing.assert_array_equal(y, [10, 10])
-    with pytest.raises(kaio.LaunchError, match=r"'x' is too short.*index 5 \(`n - 1`.*at least 6, but it has 5"):
+    with pytest.raises(kaio.LaunchError,
+                       match=r"'x' is too short.*index 5 \(`n - 1`.*at least 6, but it has 5"):
         prefix(6, x, y)
 
 
