@@ -29,10 +29,14 @@ from numpy.lib.array_utils import byte_bounds
 from .. import dtypes as dt
 from ..errors import LaunchError
 from ..ir.types import BufType
-from ..regions import bounds
-from ..regions.base import GRID_LIMITS, INDEX_LIMIT, MAX_BLOCK_THREADS, MAX_THREADS
-from ..regions.checker import check_launch_attrs
-from .runtime import DeviceArray, check_cuda_array_interface
+from ..regions import bounds, check_launch_attrs
+from ..regions.affine import GRID_YZ_MAX, I32_MAX, MAX_BLOCK_THREADS
+
+GRID_LIMITS = (I32_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
+INDEX_LIMIT = I32_MAX  # buffer extents: kernels read them as i32
+#: threads in one launch: linear global ids, which kernels compute in i32, up to I32_MAX (the
+#: race checker assumes this on every launch: kaio.regions.widths.geometry_facts)
+MAX_THREADS = I32_MAX + 1
 
 _MEMO_SIZE = 256
 
@@ -131,6 +135,30 @@ def _float_max(t: dt.DType) -> float:
     return m
 
 
+def check_cuda_array_interface(cai: dict, what: str = "argument") -> tuple[np.dtype, tuple]:
+    """(dtype, shape) of a ``__cuda_array_interface__`` dict; ValueError unless C-contiguous
+    and unmasked."""
+    shape = tuple(int(s) for s in cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    strides = cai.get("strides")
+    if strides is not None:
+        acc = dtype.itemsize
+        for st, sh in zip(reversed(tuple(strides)), reversed(shape)):
+            if sh > 1 and st != acc:  # extents of 1 may carry any stride
+                raise ValueError(f"{what} is not C-contiguous (strides {tuple(strides)} for shape "
+                                 f"{shape}); make it contiguous first (e.g. tensor.contiguous())")
+            acc *= sh
+    if cai.get("mask") is not None:
+        raise ValueError(f"{what}: masked arrays are not supported")
+    return dtype, shape
+
+
+def _kaio_array(a) -> bool:
+    """A :class:`kaio.backends.runtime.DeviceArray` (by its marker: that module imports this
+    one)."""
+    return getattr(a, "__kaio_device__", False)
+
+
 def _fast_shape(t: BufType, arr):
     """The shape of a well-formed numpy array or kaio device array (the common cases, checked
     without building any message), or None."""
@@ -139,7 +167,7 @@ def _fast_shape(t: BufType, arr):
               and (t.intent == "in" or arr.flags.writeable)
               and (arr.size == 0 or max(arr.shape) <= INDEX_LIMIT))
         return arr.shape if ok else None
-    if type(arr) is DeviceArray:
+    if _kaio_array(arr):
         shape = arr.shape
         ok = (arr.dtype == t.dtype.storage_np and len(shape) == t.ndim
               and (not shape or max(shape) <= INDEX_LIMIT))
@@ -154,7 +182,7 @@ def check_buffer(kernel: str, name: str, t: BufType, arr) -> tuple:
     if shape is not None:
         return shape
     what = f"kernel '{kernel}': parameter '{name}' ({t.intent.capitalize()} {t.dtype.name}, {t.ndim}-d)"
-    if isinstance(arr, np.ndarray) or isinstance(arr, DeviceArray):
+    if isinstance(arr, np.ndarray) or _kaio_array(arr):
         adt, shape = arr.dtype, tuple(arr.shape)
     elif hasattr(arr, "__cuda_array_interface__"):  # torch / CuPy: dtype, shape, strides from it
         try:
@@ -184,7 +212,7 @@ def _span(a):
     """(memory space, first byte, end) of a buffer argument, or None when it holds no bytes."""
     if isinstance(a, np.ndarray):
         return ("host", *byte_bounds(a)) if a.nbytes else None
-    if isinstance(a, DeviceArray):  # reference device arrays are host memory
+    if _kaio_array(a):  # reference device arrays are host memory
         space = "host" if a.runtime.dlpack_device == 1 else "device"
         return (space, a.ptr, a.ptr + a.nbytes) if a.nbytes and a.ptr else None
     cai = a.__cuda_array_interface__
@@ -196,7 +224,7 @@ def _span(a):
 def _overlap(a, b) -> bool:
     """Whether two buffer arguments share memory: numpy arrays exactly, kaio device arrays of
     one runtime by address range, anything else by the byte ranges of :func:`_span`."""
-    if type(a) is DeviceArray and type(b) is DeviceArray and a.runtime is b.runtime:
+    if _kaio_array(a) and _kaio_array(b) and a.runtime is b.runtime:
         return a is b or (a.nbytes > 0 and b.nbytes > 0 and a.ptr < b.ptr + b.nbytes
                           and b.ptr < a.ptr + a.nbytes)
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
@@ -211,7 +239,7 @@ class LaunchChecks:
     """The checks of one kernel (an IR kernel, checked or not), prepared once; calling it checks
     one launch and returns ``(grid, block, args)`` (scalars as Python values)."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, index_bounds: bool = True):
         self.name = kernel.name
         self.kernel = kernel
         self.names = [p.name for p in kernel.params]
@@ -220,7 +248,7 @@ class LaunchChecks:
         # them; IR built by hand and never checked may leave them out)
         self.owners = [(i, p.name, p.partition) for i, (p, t) in enumerate(zip(kernel.params, self.types))
                        if isinstance(t, BufType) and t.intent in ("region", "out") and p.partition]
-        self.bounds = kernel.attrs.get("index_bounds", ())
+        self.bounds = kernel.attrs.get("index_bounds", ()) if index_bounds else ()
         used = {s for r in self.bounds for e in r.upper + r.lower for s in bounds.symbols(e)}
         self.scalars = [i for i, (n, t) in enumerate(zip(self.names, self.types))
                         if n in used and not isinstance(t, BufType)]
@@ -290,7 +318,10 @@ def check_launch(compiled, grid, block, args):
     kernel = getattr(compiled, "kernel", compiled)
     checks = getattr(compiled, "checks", None)
     if checks is None:
-        checks = LaunchChecks(kernel)
+        # checked mode bound-checks every access on the device, naming the thread and the exact
+        # index, and skips the access: the launch-time index bounds are left to it
+        checked = getattr(getattr(compiled, "options", None), "checked", False)
+        checks = LaunchChecks(kernel, index_bounds=not checked)
         if hasattr(compiled, "checks"):
             compiled.checks = checks
     return checks(grid, block, args)

@@ -26,6 +26,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import LaunchError
 from . import get_backend
+from .launch_checks import check_cuda_array_interface  # noqa: F401  (kaio.device re-exports it)
 
 
 # --- transfer accounting -----------------------------------------------------------------
@@ -585,22 +586,3 @@ def gemm_pointers(rt: Runtime, operands, beta: float, xfer: Transfers) -> list[i
     intents = {"a": "in", "b": "in", "out": "region" if beta != 0 else "out"}
     return [device_pointer(rt, o.value, intents[o.name], f"kaio.blas.gemm: parameter '{o.name}'",
                            xfer)[0] for o in operands]
-
-
-# --- foreign device arrays ---------------------------------------------------------------
-def check_cuda_array_interface(cai: dict, what: str = "argument") -> tuple[np.dtype, tuple]:
-    """(dtype, shape) of a ``__cuda_array_interface__`` dict; ValueError unless C-contiguous
-    and unmasked."""
-    shape = tuple(int(s) for s in cai["shape"])
-    dtype = np.dtype(cai["typestr"])
-    strides = cai.get("strides")
-    if strides is not None:
-        acc = dtype.itemsize
-        for st, sh in zip(reversed(tuple(strides)), reversed(shape)):
-            if sh > 1 and st != acc:  # extents of 1 may carry any stride
-                raise ValueError(f"{what} is not C-contiguous (strides {tuple(strides)} for shape "
-                                 f"{shape}); make it contiguous first (e.g. tensor.contiguous())")
-            acc *= sh
-    if cai.get("mask") is not None:
-        raise ValueError(f"{what}: masked arrays are not supported")
-    return dtype, shape

@@ -9,13 +9,6 @@ from ..errors import LaunchError
 from ..ir.attrs import StructAttr
 
 DEFAULT_BLOCK = 256
-#: launch limits on every backend: threads per block, blocks per grid axis
-MAX_BLOCK_THREADS = 1024
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
-#: kernels compute indices, extents and thread ids in i32: the largest value they can hold,
-#: and the most threads a launch may have (linear global ids up to INDEX_LIMIT)
-INDEX_LIMIT = 2**31 - 1
-MAX_THREADS = 2**31
 
 
 @dataclass

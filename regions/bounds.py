@@ -20,7 +20,6 @@ x.shape[0]``) nothing needs checking. The records are the typed kernel attribute
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -32,7 +31,6 @@ from .diagnose import index_text
 #: bounds kept per access and direction; search steps and depth spent finding them
 _MAX_BOUNDS, _BUDGET, _DEPTH = 4, 256, 8
 _EXTENTS = tuple(f"{k}.{a}" for k in ("block_dim", "grid_dim") for a in AXES)
-_SHAPE = re.compile(r"(\w+)\.shape\[(\d)\]$")
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ def index_bounds(c) -> tuple:
         for axis, i in enumerate(index):
             upper = [-e for e in _lowest(-i, facts, c.table, names)]
             lower = _lowest(i, facts, c.table, names)
-            last = names.shape(acc.buf, axis) - 1
+            last = c.walk.shape(acc.buf, axis) - 1
             if any(_signs_nonneg(last - b, c.table) for b in upper):
                 upper = []  # within its own extent on every launch: nothing to check
             if any(_signs_nonneg(e, c.table) for e in lower):
@@ -126,31 +124,23 @@ def _reachable(pv, guards, facts, table, names) -> tuple:
 
 class _LaunchNames:
     """Which of the checker's symbols are values known at launch, under which name: extents,
-    parameters' shapes, integer scalar parameters, and div/rem/min/max atoms of those."""
+    parameters' shapes (``y.shape[0]``), integer scalar parameters, and div/rem/min/max atoms
+    of those."""
 
     def __init__(self, c):
         self.table = c.table
         self.names = dict(zip(_EXTENTS, _EXTENTS))
-        self.buffers: dict = {}
         self.is_known: dict = {}
+        params = {v.id: p.name for p, v in zip(c.kernel.params, c.kernel.args)}
+        for s, (buf, axis) in c.table.shapes.items():   # keyed by buffer value: parameters only
+            if buf.id in params:
+                self.names[s] = f"{params[buf.id]}.shape[{axis}]"
         for p, v in zip(c.kernel.params, c.kernel.args):
-            if v.is_buffer:
-                self.buffers[v.id] = p.name
-            elif v.type.is_int and p.name in c.table.info:
+            if not v.is_buffer and v.type.is_int and p.name in c.table.info:
                 self.names[p.name] = p.name
 
-    def shape(self, buf, axis) -> Poly:
-        """The symbol of a buffer parameter's extent (as the walk names it)."""
-        return Poly.sym(f"{self.buffers[buf.id]}.shape[{axis}]")
-
     def name(self, s: str) -> str | None:
-        got = self.names.get(s)
-        if got is None and s not in self.names:
-            m = _SHAPE.match(s)
-            if m and m.group(1) in self.buffers.values():
-                got = s
-            self.names[s] = got
-        return got
+        return self.names.get(s)
 
     def known(self, s: str) -> bool:
         got = self.is_known.get(s)
@@ -168,7 +158,7 @@ class _LaunchNames:
                      for m, k in sorted(p.t.items()))
 
     def expr(self, p: Poly) -> LaunchExpr:
-        return LaunchExpr(render(p), self.terms(p))
+        return LaunchExpr(render(p, self.names), self.terms(p))
 
 
 def _facts(pv, table, facts, index) -> list | None:
