@@ -1,9 +1,10 @@
 """Shared memory: within one barrier interval, no two threads of a block may touch one element
 unless both only read (or both use atomics).
 
-For every pair of accesses to one shared array in the same interval (see :mod:`.walk` for how
-intervals are formed across if/for/while), thread 2's copy of the access gets its own symbols
-(thread ids, loop counters of loops it may be at a different iteration of, loaded data) while
+For every pair of accesses to one shared array in the same interval, or in two intervals one of
+which may follow the other with no barrier between (see :mod:`.walk` for how intervals are
+formed across if/for/while), thread 2's copy of the access gets its own symbols (thread ids,
+loop counters of loops it may be at a different iteration of, loaded data) while
 block-uniform values of the same iteration stay shared. For each way two threads can differ
 (``tid'.a > tid.a`` or ``tid'.a < tid.a`` on some axis a) the prover must show some index
 component differs. Accesses are assumed in bounds (the reference backend checks bounds).
@@ -34,14 +35,16 @@ def check(checker) -> None:
         key = "dyn" if acc.buf.owner is not None and getattr(acc.buf.owner, "opcode", "") == "dyn_shared" \
             else acc.buf.id
         groups.setdefault((key, walk.find(acc.interval)), []).append(acc)
-    for accs in groups.values():
-        for i, a1 in enumerate(accs):
-            for a2 in accs[i:]:
-                kinds = {a1.kind, a2.kind}
-                if kinds == {"load"} or kinds == {"atomic"}:
-                    continue
-                if not checker.prove_all(lambda pv, a1=a1, a2=a2: _disjoint(checker, pv, a1, a2)):
-                    _report(checker, a1, a2)
+    pairs = [(a1, a2) for accs in groups.values() for i, a1 in enumerate(accs) for a2 in accs[i:]]
+    for c1, c2 in walk.concurrent_classes():  # e.g. the code before a loop, and its iterations
+        for key in dict.fromkeys(k for k, c in groups if c == c1):
+            pairs += [(a1, a2) for a1 in groups[key, c1] for a2 in groups.get((key, c2), ())]
+    for a1, a2 in pairs:
+        kinds = {a1.kind, a2.kind}
+        if kinds == {"load"} or kinds == {"atomic"}:
+            continue
+        if not checker.prove_all(lambda pv, a1=a1, a2=a2: _disjoint(checker, pv, a1, a2)):
+            _report(checker, a1, a2)
 
 
 def _spans(a1, a2, idx1, idx2) -> list:

@@ -25,6 +25,7 @@ from .partitions import Elementwise
 from .widths import Fits, geometry_facts, type_range
 
 BARRIER_OPS = ("barrier", "block_reduce")
+MEMORY_OPS = ("load", "store", "atomic")
 
 
 @dataclass
@@ -150,6 +151,7 @@ class Walk:
         self.accesses: list[Access] = []
         self.barriers: list[Barrier] = []
         self.parent: dict[int, int] = {}
+        self.edges: list[tuple[int, int]] = []   # (a, b): b may follow a with no barrier between
         self.n_intervals = 0
         self.cur = self._new_interval()
         self.facts: list = []
@@ -200,6 +202,57 @@ class Walk:
         a, b = self.find(a), self.find(b)
         self.parent[b] = a
         return a
+
+    def concurrent_classes(self) -> list:
+        """Pairs (c1, c2) of distinct interval classes where c2 may follow c1 with no barrier
+        between (reachable over the edges): accesses in them may meet between the same two
+        barriers. All threads of a block take the same way at every loop that holds a
+        barrier (uniformity), so two threads in one phase are on one path: one's interval
+        reaches the other's."""
+        succ: dict = {}
+        for a, b in self.edges:
+            a, b = self.find(a), self.find(b)
+            if a != b:
+                succ.setdefault(a, []).append(b)
+        out = []
+        for c in sorted(succ):
+            seen, todo = set(), list(succ[c])
+            while todo:
+                d = todo.pop()
+                if d not in seen and d != c:
+                    seen.add(d)
+                    out.append((c, d))
+                    todo += succ.get(d, [])
+        return out
+
+    def _phased_loop(self, body_blocks, tail) -> bool:
+        """A loop leaves in a fresh phase when its iteration ends with a barrier every
+        iteration reaches: ``tail`` (where iterations end) holds a barrier directly, nothing
+        after its last one touches memory or holds a barrier, and ``body_blocks`` other than
+        tail (a while's condition) touch no memory and hold no barrier."""
+        def quiet(ops):
+            return not any(o.opcode in BARRIER_OPS + MEMORY_OPS for op in ops for o in op.walk())
+        last = max((k for k, o in enumerate(tail.ops) if o.opcode in BARRIER_OPS), default=None)
+        return (last is not None and quiet(tail.ops[last + 1:])
+                and all(quiet(b.ops) for b in body_blocks if b is not tail))
+
+    def _surely(self, c: Cond, truth: bool) -> bool:
+        """``c`` provably has the value ``truth`` where the walk is now."""
+        k = c.kind
+        if k == "const":
+            return bool(c.args[0]) == truth
+        if k == "not":
+            return self._surely(c.args[0], not truth)
+        if k in ("and", "or"):
+            both = (k == "and") == truth
+            parts = [self._surely(a, truth) for a in c.args]
+            return all(parts) if both else any(parts)
+        if k != "cmp":
+            return False
+        pred, a, b = c.args
+        if (pred == "ne") == truth:   # a != b: one of the strict orders
+            return self._provably(a - b - 1) or self._provably(b - a - 1)
+        return all(self._provably(f) for f in c.facts(truth))
 
     # --- values -----------------------------------------------------------------------
     def get(self, v):
@@ -428,6 +481,10 @@ class Walk:
         down = not up and self._provably(-step - 1)         # runs while iv > ub
         exact = up or down                                  # (unknown sign: iv is opaque)
         lo, hi = type_range(ivv.type)
+        phased = has_barrier and self._phased_loop([body], body)
+        if phased:
+            once = up and self._provably(ub - 1 - lb) or down and self._provably(lb - ub - 1)
+            before = self._enter_phased()
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
@@ -449,7 +506,7 @@ class Walk:
             end = self.facts    # what holds when an iteration completes (its accesses in bounds)
             self.facts = saved
             self.loops.pop()
-            if has_barrier:
+            if has_barrier and not phased:   # (a phased loop's last interval is empty)
                 self.cur = self.find(self.union(entry, self.cur))
             again = carried.update(body.args[1:], ys)
             if exact and not self.fits.nonneg(hi - iv - step if up else iv + step - lo, end):
@@ -457,6 +514,8 @@ class Walk:
             if not again:
                 break
             self.cur = entry
+        if phased:
+            self._leave_phased(before, once)
         for r, u, (rlo, rhi) in zip(op.results, carried.uniform, carried.ranges):
             self._opaque(r, u and uniform_bounds, rlo, rhi)  # the last carried values
 
@@ -517,6 +576,10 @@ class Walk:
         ys = term.operands if term is not None else []
         carried = _Carried(self, op.operands,
                            self._inductions(op, before.args, ys, {a.id: v for a, v in zip(after.args, fwd)}))
+        phased = has_barrier and cond_op is not None and self._phased_loop([before, after], after)
+        if phased:
+            once = self._first_test(op, before, cond_op)
+            pre = self._enter_phased()
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
@@ -538,13 +601,42 @@ class Walk:
             self.ctrl.pop()
             self.facts = saved
             self.loops.pop()
-            if has_barrier:
+            if has_barrier and not phased:   # (a phased loop's last interval is empty)
                 self.cur = self.find(self.union(entry, self.cur))
             if not carried.update(before.args, ys):
                 break
             self.cur = entry
+        if phased:
+            self._leave_phased(pre, once)
         for r in op.results:
             self._opaque(r, c.uniform and all(carried.uniform))
+
+    def _enter_phased(self) -> int:
+        """Before a loop that leaves in a fresh phase (:meth:`_phased_loop`): its iterations
+        start an interval of their own that follows the code before the loop (an edge, not a
+        union, so the code after the loop stays apart from it). Each iteration ends in an
+        interval with no access (after the last barrier), so the back edge needs nothing.
+        Returns the interval before the loop."""
+        pre = self.cur
+        self.cur = self._new_interval()
+        self.edges.append((pre, self.cur))
+        return pre
+
+    def _leave_phased(self, pre: int, once: bool):
+        """After such a loop: a fresh interval, which follows the code before the loop unless
+        the loop provably runs at least once (with no iteration, no barrier separates them)."""
+        self.cur = self._new_interval()
+        if not once:
+            self.edges.append((pre, self.cur))
+
+    def _first_test(self, op, before, cond_op) -> bool:
+        """A while loop's condition provably holds on entry: its condition region (memory-free
+        and barrier-free, see :meth:`_phased_loop`) walked with the carried values' initial
+        values."""
+        for a, v in zip(before.args, op.operands):
+            self.env[a.id] = self.get(v)
+        self.block(before)
+        return self._surely(self.get(cond_op.operands[0]), True)
 
     def op_yield(self, op, blk):
         pass

@@ -357,6 +357,36 @@ def _f2(r, c):
     return np.arange(r * c, dtype=np.float32).reshape(r, c)
 
 
+@kaio.kernel
+def tree_read_early_barrier(x: kaio.In[f32], y: kaio.Out[f32]):
+    buf = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    buf[t] = x[g]
+    kaio.sync()
+    s = 32
+    while s > 0:
+        kaio.sync()   # at the start: the last iteration's writes meet the read below
+        if t < s:
+            buf[t] += buf[t + s]
+        s = s // 2
+    y[g] = buf[0]  # RACE
+
+
+@kaio.kernel
+def loop_may_skip(x: kaio.In[f32], y: kaio.Out[f32], n: i32):
+    flag = kaio.shared_array(f32, 1)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    if t == 0:
+        flag[0] = 2.0
+    s = n
+    while s > 0:   # may run zero times: then no barrier separates the write from the read
+        kaio.sync()
+        s = s // 2
+    y[g] = x[g] * flag[0]  # RACE
+
+
 CASES = {
     "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), "race"),
     "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), "race"),
@@ -397,5 +427,7 @@ CASES = {
     # 2**20 + 256 threads: thread 2**20 writes y[0]
     "shift_roundtrip": ("y", ((4097,), (256,)), lambda: (_f(2**20 + 256), _f(2**20 + 256)), "race"),
     "dyn_views_overlap": ("b", ((1,), (32,), 8 * 32), lambda: (_f(32), _f(32)), "race"),
+    "tree_read_early_barrier": ("buf", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
+    "loop_may_skip": ("flag", ((1,), (32,)), lambda: (_f(32), _f(32), 0), "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

@@ -697,5 +697,56 @@ def run_dyn_views_disjoint(v):
     _close(y, x * 2)
 
 
+@kaio.kernel
+def tree_then_read(x: kaio.In[f32], y: kaio.Out[f32]):
+    buf = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    v = 0.0
+    if g < x.shape[0]:
+        v = x[g]
+    buf[t] = v
+    kaio.sync()
+    s = kaio.block_dim.x // 2
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        kaio.sync()   # ends every iteration: the read below is in a fresh phase
+        s = s // 2
+    if g < y.shape[0]:
+        y[g] = buf[0]
+
+
+def run_tree_then_read(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    nb = -(-x.size // 64)
+    tree_then_read[(nb,), (64,)](x, y)
+    sums = np.add.reduceat(np.pad(x, (0, nb * 64 - x.size)), np.arange(0, nb * 64, 64))
+    np.testing.assert_allclose(y, np.repeat(sums, 64)[:x.size], rtol=1e-4, atol=1e-4)
+
+
+@kaio.kernel
+def loop_runs_once(x: kaio.In[f32], y: kaio.Out[f32]):
+    flag = kaio.shared_array(f32, 1)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    if t == 0:
+        flag[0] = 2.0
+    s = 4
+    while s > 0:   # runs at least once: its barrier separates the write from the read
+        kaio.sync()
+        s = s // 2
+    if g < y.shape[0]:
+        y[g] = x[g] * flag[0]
+
+
+def run_loop_runs_once(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    loop_runs_once[(-(-x.size // 32),), (32,)](x, y)
+    _close(y, x * 2)
+
+
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
 KERNELS = {name: globals()[name] for name in CASES}
