@@ -18,7 +18,7 @@ from kaio.conformance.fuzz.report import FAILING
 from kaio.conformance.fuzz.source import Gen
 from kaio.regions import checker
 
-SLICE = 150
+SLICE = 120
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ from .case import Case, Launch, make_args
 
 #: CompileError message fragments -> rejection kind
 KINDS = (("internal error in the race checker", "internal"), ("is not provably owned", "ownership"),
-         ("read of Out buffer", "out-read"), ("shared array", "shared"),
+         ("read of Out buffer", "out-read"), ("shared array", "shared"), ("dynamic shared views", "shared"),
          ("would deadlock", "barrier"), ("read-only buffer", "intent"), ("Atomic buffer", "intent"))
 
 RACY = {"race", "ownership", "barrier", "out-uninit"}
