@@ -82,7 +82,7 @@ def index_bounds(c) -> tuple:
     (:class:`kaio.regions.checker.Checker`, after its run) accepted."""
     names = _LaunchNames(c)
     pv = c.prover(c.level)   # its pins and launch facts
-    out, seen = [], set()
+    out, seen, memo = [], set(), {}
     for acc in c.walk.accesses:
         buf = c.names.get(acc.buf.id)   # parameters only
         if buf is None or acc.buf.type.space != "global":
@@ -91,9 +91,17 @@ def index_bounds(c) -> tuple:
         facts = _facts(pv, c.table, acc.facts, index)
         if facts is None:  # contradictory facts: the access never runs
             continue
+        facts_key = tuple(f.key() for f in facts)
+
+        def lowest(p, facts=facts, facts_key=facts_key):  # accesses under one guard share these
+            got = memo.get((p.key(), facts_key))
+            if got is None:
+                got = memo[p.key(), facts_key] = _lowest(p, facts, c.table, names)
+            return got
+
         for axis, i in enumerate(index):
-            upper = [-e for e in _lowest(-i, facts, c.table, names)]
-            lower = _lowest(i, facts, c.table, names)
+            upper = [-e for e in lowest(-i)]
+            lower = lowest(i)
             last = c.walk.shape(acc.buf, axis) - 1
             if any(_signs_nonneg(last - b, c.table) for b in upper):
                 upper = []  # within its own extent on every launch: nothing to check
@@ -106,17 +114,17 @@ def index_bounds(c) -> tuple:
                 out.append(IndexBound(buf, axis, acc.kind, index_text(acc, c.names), line,
                                       tuple(names.expr(b) for b in upper),
                                       tuple(names.expr(b) for b in lower),
-                                      _reachable(pv, acc.facts, facts, c.table, names)))
+                                      _reachable(pv, acc.facts, lowest, c.table, names)))
     return tuple(out)
 
 
-def _reachable(pv, guards, facts, table, names) -> tuple:
+def _reachable(pv, guards, lowest, table, names) -> tuple:
     """Conditions over launch values (each ``>= 0``) without which the access never runs: a
     guard or loop fact ``g >= 0`` with ``g <= u`` needs ``u >= 0`` (``i < n`` with ``i >= 0``
     needs ``n >= 1``), so an access to an empty buffer's elements is not checked."""
     out: dict = {}
     for g in guards:
-        for e in _lowest(-pv.pinned(g), facts, table, names):
+        for e in lowest(-pv.pinned(g)):
             if not _signs_nonneg(-e, table):
                 out.setdefault((-e).key(), -e)
     return tuple(names.expr(u) for u in list(out.values())[:2 * _MAX_BOUNDS])

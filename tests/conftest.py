@@ -67,3 +67,14 @@ def backend(request):
     kaio.set_backend(request.param)
     yield request.param
     be._current = previous
+
+
+@pytest.fixture
+def reference():
+    """Run the test body on the reference backend only."""
+    import kaio
+    from kaio import backends as be
+    previous = be._current
+    kaio.set_backend("reference")
+    yield
+    be._current = previous

@@ -12,15 +12,6 @@ from kaio.kernels.ml import quant
 ML_CASES = [c.name for c in K.cases("ml")]
 
 
-@pytest.fixture
-def reference():
-    from kaio import backends as be
-    previous = be._current
-    kaio.set_backend("reference")
-    yield
-    be._current = previous
-
-
 def test_registry_has_the_nine_ops_in_three_dtypes():
     names = set(ML_CASES)
     for op in ("silu_gate", "gelu_exact", "gelu_tanh", "rmsnorm", "layernorm", "softmax"):

@@ -16,15 +16,6 @@ from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 
 
 @pytest.fixture
-def reference():
-    from kaio import backends as be
-    previous = be._current
-    kaio.set_backend("reference")
-    yield
-    be._current = previous
-
-
-@pytest.fixture
 def counted():
     """The copy counters, reset; a test asserts nothing was copied."""
     stats = kaio.transfer_stats()

@@ -21,15 +21,6 @@ REQUIRED = {
 }
 
 
-@pytest.fixture
-def reference():
-    from kaio import backends as be
-    previous = be._current
-    kaio.set_backend("reference")
-    yield
-    be._current = previous
-
-
 def test_every_required_kernel_is_registered_in_its_group():
     assert len(RAJA_CASES) >= 30
     for group, names in REQUIRED.items():

@@ -164,15 +164,6 @@ def test_divisibility_for_strided_ownership():
 
 
 # --- checker mechanics --------------------------------------------------------------------
-@pytest.fixture
-def reference():
-    from kaio import backends as be
-    previous = be._current
-    kaio.set_backend("reference")
-    yield
-    be._current = previous
-
-
 def _shift_kernel(shift):
     b, m, v = kernel("shift", [("x", buf("in"), None), ("y", buf("region"), None)])
     g = m.global_id(0)
