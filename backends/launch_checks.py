@@ -221,7 +221,7 @@ def _span(a):
     return ("device", int(cai["data"][0]), int(cai["data"][0]) + nbytes) if nbytes else None
 
 
-def _overlap(a, b) -> bool:
+def overlaps(a, b) -> bool:
     """Whether two buffer arguments share memory: numpy arrays exactly, kaio device arrays of
     one runtime by address range, anything else by the byte ranges of :func:`_span`."""
     if _kaio_array(a) and _kaio_array(b) and a.runtime is b.runtime:
@@ -286,7 +286,7 @@ class LaunchChecks:
             if len(self.memo) < _MEMO_SIZE:
                 self.memo[key] = True
         for i, j in self.pairs:
-            if _overlap(args[i], args[j]):
+            if overlaps(args[i], args[j]):
                 raise LaunchError(f"kernel '{self.name}': parameters '{self.names[i]}' and "
                                   f"'{self.names[j]}' share memory but one of them is written; "
                                   "pass separate arrays")

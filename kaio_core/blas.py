@@ -23,6 +23,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .backends import get_backend
+from .backends.launch_checks import overlaps
 from .device import DeviceArray, check_cuda_array_interface
 from .errors import LaunchError
 
@@ -106,8 +107,8 @@ def check_gemm(a, b, out, alpha, beta, trans_a, trans_b) -> tuple[Operand, Opera
     if len(hosts) > 1:
         raise LaunchError("kaio.blas.gemm: mix of numpy and device arrays; pass all on the host "
                           "(copied for you) or all on the device")
-    for x, y in ((A, C), (B, C)):
-        if y is not None and (x.value is y.value or x.on_host and np.shares_memory(x.value, y.value)):
+    for x, y in ((A, C), (B, C)):  # by memory, for every kind of array (views included)
+        if y is not None and overlaps(x.value, y.value):
             raise LaunchError(f"kaio.blas.gemm: parameter 'out' overlaps '{x.name}'")
     return A, B, C
 

@@ -237,6 +237,17 @@ def test_device_arrays_and_dlpack_views_that_overlap_are_refused(reference):
     np.testing.assert_array_equal(a[8:], np.arange(8) + np.arange(8, 16))
 
 
+def test_gemm_refuses_an_out_overlapping_an_input_through_views(reference):
+    """Two device views of one buffer (here DLPack views of one numpy array) overlap although
+    they are different objects."""
+    base = np.zeros(32, np.float32)
+    a = kaio.from_dlpack(base[:16].reshape(4, 4))
+    b = kaio.to_device(np.eye(4, dtype=np.float32))
+    with pytest.raises(kaio.LaunchError, match="'out' overlaps 'a'"):
+        kaio.blas.gemm(a, b, out=kaio.from_dlpack(base[12:28].reshape(4, 4)))
+    kaio.blas.gemm(a, b, out=kaio.from_dlpack(base[16:].reshape(4, 4)))   # adjacent: fine
+
+
 class _CAI:
     """A foreign device array: only ``__cuda_array_interface__`` (what torch and CuPy give)."""
 
