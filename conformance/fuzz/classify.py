@@ -40,6 +40,9 @@ KINDS = (("internal error in the race checker", "internal"), ("is not provably o
          ("would deadlock", "barrier"), ("read-only buffer", "intent"), ("Atomic buffer", "intent"))
 
 RACY = {"race", "ownership", "barrier", "out-uninit"}
+#: classes whose kernels are deterministic on the launches they ran (no conflict seen), so they
+#: also run on the other backends; a rejected kernel runs there as compiled without the checker
+DIFFERENTIAL = ("accepted-clean", "rejected-clean")
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Outcome:
     outputs: list = field(default_factory=list)
     diff: dict = field(default_factory=dict)
     diff_details: list = field(default_factory=list)
-    kernel: object = None        # the checked kernel object (accepted kernels)
+    kernel: object = None        # the kernel object that ran (rejected: compiled unchecked)
     full_message: str = ""
     counter_run: bool = False    # the rejection's own example launch was run too
 
@@ -170,9 +173,8 @@ def _launch_one(out: Outcome, k, launch, seed: int) -> bool:
         out.finding, out.detail, out.bad_launch = "internal", traceback.format_exc(), launch
         return False
     out.ran += 1
-    if out.verdict == "accepted":
-        out.outputs.append((launch, [np.array(a, copy=True) for a, p in zip(args, case.params)
-                                     if p.role in ("region", "out", "atomic")]))
+    out.outputs.append((launch, [np.array(a, copy=True) for a, p in zip(args, case.params)
+                                 if p.role in ("region", "out", "atomic")]))
     return True
 
 
@@ -182,10 +184,10 @@ def classify(case: Case, fn, first: int, seed: int) -> Outcome:
     k = verdict(out, fn, first)
     if k is not None:
         sanitize(out, k, seed)
-        out.kernel = k if out.verdict == "accepted" else None
+        out.kernel = k
     out.cls = _cls(out)
-    if out.cls != "accepted-clean":
-        out.outputs = []
+    if out.cls not in DIFFERENTIAL:
+        out.outputs, out.kernel = [], None
     return out
 
 

@@ -1,9 +1,10 @@
-"""The differential: a kernel the checker accepted and the sanitizer saw run clean is run again
-on other backends (kaio's PTX, LLVM nvptx64) with the same inputs, and every buffer it writes
-is compared with the reference interpreter's: bit for bit (NaNs of any payload are equal), or
-within a small tolerance where the kernel uses float atomics (order-dependent). Elements of an
-Out buffer that the reference never wrote (still its poison value) are not compared: on a GPU
-they hold whatever the memory held."""
+"""The differential: a kernel the sanitizer saw run clean on every launch (accepted by the
+checker, or rejected and compiled without it) runs again on other backends (kaio's PTX, LLVM
+nvptx64) on the same launches with the same inputs, and every buffer it writes is compared with
+the reference interpreter's: bit for bit (NaNs of any payload are equal), or within a small
+tolerance where the kernel uses float atomics (order-dependent). Elements of an Out buffer that
+the reference never wrote (still its poison value) are not compared: on a GPU they hold
+whatever the memory held."""
 from __future__ import annotations
 
 import traceback
@@ -73,7 +74,7 @@ def compare(ref: np.ndarray, got: np.ndarray, dtype: str, out_buffer: bool, tole
 
 
 def run(out, backends: Backends, seed: int, max_launches: int) -> None:
-    """Run an accepted, clean kernel (``out.kernel``) on every backend; fills ``out.diff``."""
+    """Run a clean kernel (``out.kernel``) on every backend; fills ``out.diff``."""
     case = out.case
     written = [p for p in case.params if p.role in ("region", "out", "atomic")]
     for name in backends.names:

@@ -16,7 +16,7 @@ from kaio.backends.reference import ReferenceBackend
 
 from ..targets import using
 from . import differential, module
-from .classify import classify
+from .classify import DIFFERENTIAL, classify
 from .generate import generate
 from .report import Summary
 
@@ -72,7 +72,7 @@ def run_batch(task) -> list:
         for c in cases:
             outcomes.append(classify(c, getattr(mod, c.name).fn, first[c.name], opts.seed))
     for o in outcomes:
-        if o.cls == "accepted-clean" and gpu.names:
+        if o.cls in DIFFERENTIAL and gpu.names:
             differential.run(o, gpu, opts.seed, opts.diff_launches)
     return [_record(o) for o in outcomes]
 
