@@ -100,17 +100,23 @@ class _Loop:
 
 class _Carried:
     """What a loop's carried values are known to be in every iteration: block-uniform or not,
-    an interval (the hull of the initial and every yielded value, widened to the type's range
-    after a few rounds), and which are induction variables (init + d * iteration)."""
+    an interval, and which are induction variables (init + d * iteration).
+
+    The interval is the hull of the initial value and every yielded value, each bounded with
+    the facts that hold where the iteration ends (the loop test among them: ``while s < 256:
+    s *= 2`` yields at most 510). After a few rounds a growing interval is widened to the
+    type's range, then narrowed once to the hull of the initial value and one more update.
+    The walk stops only when a round's yielded values lie in the interval its carried values
+    were bound to, so the interval holds in every iteration."""
 
     ROUNDS = 3
 
     def __init__(self, walk, inits, ind: dict):
         self.walk, self.inits, self.ind = walk, list(inits), ind
         self.uniform = [walk.uniform(v) for v in inits]
-        # an induction's range is only used for the loop's results (an induction that turns out
-        # not to be one is then known to be in its type's range, no more)
-        self.ranges = [type_range(v.type) if k in ind else walk.range_of(v) for k, v in enumerate(inits)]
+        self.start = [walk.range_of(v) for v in inits]
+        self.ranges = list(self.start)   # (an induction's: only for the loop's results)
+        self.widened, self.narrowed = set(), set()
         self.rounds = 0
 
     def bind(self, args, counter):
@@ -121,21 +127,35 @@ class _Carried:
             else:
                 w._opaque(a, u, lo, hi)
 
-    def update(self, args, ys) -> bool:
-        """Fold in the walk of the body just done; True when the body must be walked again.
-        Inductions stay only where the update was exact (every add/sub on the way provably
-        did not wrap, given the value was exact on entry)."""
+    def update(self, args, ys, facts: list) -> bool:
+        """Fold in the walk of the body just done (``facts``: what holds where it yields);
+        True when the body must be walked again. Inductions stay only where the update was
+        exact (every add/sub on the way provably did not wrap, given the value was exact on
+        entry)."""
         w = self.walk
         self.rounds += 1
         uniform = [u and w.uniform(y) for u, y in zip(self.uniform, ys)] + self.uniform[len(ys):]
         ind = {k: d for k, d in self.ind.items() if w.get(ys[k]) - w.get(args[k]) == d}
         ranges = list(self.ranges)
         for k, (a, y) in enumerate(zip(args, ys)):
-            if k in self.ind:
-                continue
             (lo, hi), (ylo, yhi) = ranges[k], w.range_of(y)
-            if lo is not None and (ylo < lo or yhi > hi):
-                ranges[k] = (min(lo, ylo), max(hi, yhi)) if self.rounds < self.ROUNDS else type_range(a.type)
+            if lo is None:
+                continue
+            narrow = k in self.widened and k not in self.narrowed
+            late = self.rounds >= self.ROUNDS or k in self.narrowed
+            if (ylo < lo or yhi > hi) and late or narrow:
+                ylo, yhi = w.tighten(y, ylo, yhi, facts)   # (a search: only before widening)
+            if ylo < lo or yhi > hi:
+                if not late:
+                    ranges[k] = (min(lo, ylo), max(hi, yhi))
+                    if ranges[k] == type_range(a.type):   # as wide as it gets: narrow next
+                        self.widened.add(k)
+                else:
+                    ranges[k] = type_range(a.type)
+                    self.widened.add(k)
+            elif narrow:   # from a range holding every value: the start and one more update
+                self.narrowed.add(k)
+                ranges[k] = (min(self.start[k][0], ylo), max(self.start[k][1], yhi))
         again = uniform != self.uniform or ind.keys() != self.ind.keys() or ranges != self.ranges
         self.uniform, self.ind, self.ranges = uniform, ind, ranges
         return again
@@ -508,7 +528,7 @@ class Walk:
             self.loops.pop()
             if has_barrier and not phased:   # (a phased loop's last interval is empty)
                 self.cur = self.find(self.union(entry, self.cur))
-            again = carried.update(body.args[1:], ys)
+            again = carried.update(body.args[1:], ys, end)
             if exact and not self.fits.nonneg(hi - iv - step if up else iv + step - lo, end):
                 exact, again = False, True   # the increment may wrap: iv is only known to pass its test
             if not again:
@@ -559,6 +579,23 @@ class Walk:
             node = node.parent
         return self.get(v)
 
+    def tighten(self, v, lo: int, hi: int, facts: list) -> tuple:
+        """The integer value ``v``, known to lie in [lo, hi], bounded more tightly with
+        ``facts`` (a binary search over what :meth:`Fits.nonneg` proves)."""
+        p = self.get(v)
+        if p.is_const:
+            return lo, hi
+        a, b = lo, hi           # the least provable upper bound
+        while a < b:
+            m = (a + b) // 2
+            a, b = (a, m) if self.fits.nonneg(m - p, facts) else (m + 1, b)
+        new_hi = b
+        a, b = lo, new_hi       # the greatest provable lower bound
+        while a < b:
+            m = (a + b + 1) // 2
+            a, b = (m, b) if self.fits.nonneg(p - m, facts) else (a, m - 1)
+        return a, new_hi
+
     def range_of(self, v) -> tuple:
         """(lo, hi) of an integer value (its type's range where nothing tighter is known)."""
         if not self._int(v):
@@ -599,17 +636,19 @@ class Walk:
             self.ctrl.append(("while", op, c.uniform))
             self.block(after)
             self.ctrl.pop()
-            self.facts = saved
+            end, self.facts = self.facts, saved
             self.loops.pop()
             if has_barrier and not phased:   # (a phased loop's last interval is empty)
                 self.cur = self.find(self.union(entry, self.cur))
-            if not carried.update(before.args, ys):
+            if not carried.update(before.args, ys, end):
                 break
             self.cur = entry
         if phased:
             self._leave_phased(pre, once)
-        for r in op.results:
-            self._opaque(r, c.uniform and all(carried.uniform))
+        for r, v in zip(op.results, fwd):   # the carried values the last test forwards
+            k = next((k for k, a in enumerate(before.args) if a is v), None)
+            rlo, rhi = carried.ranges[k] if k is not None else (None, None)
+            self._opaque(r, c.uniform and all(carried.uniform), rlo, rhi)
 
     def _enter_phased(self) -> int:
         """Before a loop that leaves in a fresh phase (:meth:`_phased_loop`): its iterations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import kaio
-from kaio import f32, f64, i8, i32
+from kaio import f32, f64, i8, i32, u32
 from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 
 
@@ -387,6 +387,38 @@ def loop_may_skip(x: kaio.In[f32], y: kaio.Out[f32], n: i32):
     y[g] = x[g] * flag[0]  # RACE
 
 
+@kaio.kernel
+def tree_u32_stride_le(x: kaio.In[f32], y: kaio.Out[f32]):
+    s = kaio.shared_array(f32, 512)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    if t < 256:
+        s[t] = x[g]
+        s[t + 256] = 0.0
+    kaio.sync()
+    stride = u32(128)
+    while stride > 0:
+        if t <= stride:   # thread `stride` writes the element thread 0 reads
+            s[t] += s[t + stride]  # RACE
+        kaio.sync()
+        stride //= 2
+    y[g] = s[0]
+
+
+@kaio.kernel
+def doubled_offset_halved_tid(x: kaio.In[f32], y: kaio.Out[f32]):
+    sh = kaio.shared_array(f32, 512)
+    t = u32(kaio.thread_idx.x)
+    g = kaio.global_id()
+    off = u32(1)
+    while off < 256:
+        off *= 2
+    if t < 256:
+        sh[t // 2 + off] = x[g]  # RACE
+    kaio.sync()
+    y[g] = sh[t // 2 + off]
+
+
 CASES = {
     "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), "race"),
     "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), "race"),
@@ -429,5 +461,7 @@ CASES = {
     "dyn_views_overlap": ("b", ((1,), (32,), 8 * 32), lambda: (_f(32), _f(32)), "race"),
     "tree_read_early_barrier": ("buf", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),
     "loop_may_skip": ("flag", ((1,), (32,)), lambda: (_f(32), _f(32), 0), "race"),
+    "tree_u32_stride_le": ("s", ((1,), (256,)), lambda: (_f(256), _f(256)), "race"),
+    "doubled_offset_halved_tid": ("sh", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import kaio
-from kaio import f32, f64, i8, i32
+from kaio import f32, f64, i8, i32, u32
 from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 
 RNG = np.random.default_rng(7)
@@ -746,6 +746,54 @@ def run_loop_runs_once(v):
     y = np.zeros_like(x)
     loop_runs_once[(-(-x.size // 32),), (32,)](x, y)
     _close(y, x * 2)
+
+
+@kaio.kernel
+def tree_u32_stride(x: kaio.In[f32], y: kaio.Out[f32]):
+    s = kaio.shared_array(f32, 256)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    s[t] = x[g] if g < x.shape[0] else 0.0
+    kaio.sync()
+    stride = u32(128)
+    while stride > 0:   # 128, 64, ..., 1, 0: only halved, never 2**32 - 1
+        if t < stride:
+            s[t] += s[t + stride]
+        kaio.sync()
+        stride //= 2
+    if g < y.shape[0]:
+        y[g] = s[0]
+
+
+def run_tree_u32_stride(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    nb = -(-x.size // 256)
+    tree_u32_stride[(nb,), (256,)](x, y)
+    sums = np.add.reduceat(np.pad(x, (0, nb * 256 - x.size)), np.arange(0, nb * 256, 256))
+    np.testing.assert_allclose(y, np.repeat(sums, 256)[:x.size], rtol=1e-4, atol=1e-4)
+
+
+@kaio.kernel
+def doubled_offset(x: kaio.In[f32], y: kaio.Out[f32]):
+    sh = kaio.shared_array(f32, 512)
+    t = u32(kaio.thread_idx.x)
+    g = kaio.global_id()
+    off = u32(1)
+    while off < 256:    # only doubled up to the bound: 1 <= off <= 510, so t + off cannot wrap
+        off *= 2
+    if t < 256:
+        sh[t + off] = x[g] if g < x.shape[0] else 0.0
+    kaio.sync()
+    if g < y.shape[0] and t < 256:
+        y[g] = sh[t + off]
+
+
+def run_doubled_offset(v):
+    x = _x(SIZES[v])
+    y = np.zeros_like(x)
+    doubled_offset[(-(-x.size // 128),), (128,)](x, y)
+    _close(y, x)
 
 
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
