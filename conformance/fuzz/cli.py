@@ -21,7 +21,9 @@ import sys
 from . import differential
 from .run import Options, run
 
-BACKENDS = ("reference", "cuda", "cuda-llvm", "reference-plain")
+#: reference-plain: the interpreter without the sanitizer; *-compile: PTX assembled by ptxas,
+#: no run (for machines without a GPU)
+BACKENDS = ("reference", "cuda", "cuda-llvm", "reference-plain", "cuda-compile", "cuda-llvm-compile")
 
 
 def parser() -> argparse.ArgumentParser:

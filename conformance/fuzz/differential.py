@@ -17,6 +17,7 @@ from kaio.backends.reference import ReferenceBackend
 from kaio.errors import CudaError
 
 from ..targets import make_backend, probe, using
+from . import assemble
 from .case import make_args
 
 #: results per backend and kernel
@@ -29,6 +30,9 @@ def available(names) -> dict:
     for name in names:
         if name == "reference-plain":
             out[name] = None
+            continue
+        if name in assemble.TARGETS:
+            out[name] = assemble.available(name)
             continue
         info = probe(name)
         out[name] = None if info.available else (info.reason or "not available")
@@ -78,6 +82,9 @@ def run(out, backends: Backends, seed: int, max_launches: int) -> None:
     case = out.case
     written = [p for p in case.params if p.role in ("region", "out", "atomic")]
     for name in backends.names:
+        if name in assemble.TARGETS:   # compile and assemble only (no GPU here)
+            out.diff[name] = assemble.run(out, name)
+            continue
         stats = dict.fromkeys(RESULTS, 0)
         stats["launches"] = 0
         if name in backends.broken:

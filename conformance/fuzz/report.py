@@ -137,11 +137,11 @@ class Summary:
         if self.diff:
             d = Table(title="differential (launches) against the reference interpreter")
             d.add_column("backend")
-            for k in ("kernels", "launches", "identical", "close", "mismatch", "error"):
+            cols = ("kernels", "launches", "identical", "close", "mismatch", "compiled", "error")
+            for k in cols:
                 d.add_column(k, justify="right")
             for b, c in self.diff.items():
-                d.add_row(b, *(str(c[k]) for k in ("kernels", "launches", "identical", "close", "mismatch",
-                                                    "error")))
+                d.add_row(b, *(str(c[k]) for k in cols))
             console.print(d)
         if self.incomplete:
             console.print(f"[yellow]incomplete ({self.incomplete}): {self.total} of "
