@@ -8,12 +8,13 @@ and then hands the launch to the backend's internal ``_launch``. It checks, in o
 
 1. the arguments: count, scalar types and ranges, each buffer's kind, dtype, rank, contiguity
    and writability (numpy arrays, kaio device arrays, ``__cuda_array_interface__`` objects);
-2. the launch shape: 1 to 3 positive extents within the limits of every backend, or, with none
-   given, the first Region/Out parameter's default (:meth:`Partition.launch_shape`);
+2. the launch shape: 1 to 3 positive extents within the limits of every backend and at most
+   ``2**31`` threads (global ids are i32), or, with none given, the first Region/Out
+   parameter's default (:meth:`Partition.launch_shape`);
 3. for the shapes and scalars of this launch (memoised per kernel): each partition's
    ``check_launch`` (every element one owner, no i32 overflow in its index formulas), the launch
-   dimensionality the race proof assumed (``launch_dims``) and the kernel's index bounds and
-   ranges (:mod:`kaio.regions.bounds`);
+   dimensionality the race proof assumed (``launch_dims``) and the kernel's index bounds
+   (:mod:`kaio.regions.bounds`);
 4. aliasing: a written buffer must not overlap any other buffer argument (a race, and LLVM
    marks kernel pointers ``noalias``), compared as byte ranges in one memory space (host memory
    for numpy and reference device arrays, device memory for CUDA/HIP device arrays and
@@ -249,7 +250,7 @@ class LaunchChecks:
         self.owners = [(i, p.name, p.partition) for i, (p, t) in enumerate(zip(kernel.params, self.types))
                        if isinstance(t, BufType) and t.intent in ("region", "out") and p.partition]
         self.bounds = kernel.attrs.get("index_bounds", ()) if index_bounds else ()
-        used = {s for r in self.bounds for e in r.upper + r.lower for s in bounds.symbols(e)}
+        used = {s for r in self.bounds for e in r.upper + r.lower + r.when for s in bounds.symbols(e)}
         self.scalars = [i for i, (n, t) in enumerate(zip(self.names, self.types))
                         if n in used and not isinstance(t, BufType)]
         self.plan = [(i, n, t, isinstance(t, BufType))

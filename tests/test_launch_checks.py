@@ -171,16 +171,17 @@ def test_bound_launch_and_stream_refuse(backend, counted):
 
 
 def test_graph_capture_refuses(backend):
-    dx, dy = kaio.to_device(np.ones(3, np.float32)), kaio.to_device(np.ones(8, np.float32))
-    saxpy(1.0, kaio.to_device(np.ones(8, np.float32)), dy)        # compiled before capturing
+    short, ones = kaio.to_device(np.ones(3, np.float32)), kaio.to_device(np.ones(8, np.float32))
+    dy = kaio.to_device(np.ones(8, np.float32))
+    saxpy(1.0, ones, dy)        # compiled (and dy = 2) before capturing
     with pytest.raises(kaio.LaunchError, match="buffer 'x' is too short"):
-        with kaio.graph() as g:
-            saxpy(2.0, dx, dy)
+        with kaio.graph():
+            saxpy(2.0, short, dy)
     with pytest.raises(kaio.LaunchError, match="'x' and 'y' share memory"):
-        with kaio.graph() as g:
+        with kaio.graph():
             saxpy(2.0, dy, dy)
     with kaio.graph() as g:       # a good launch is still captured and replayed
-        saxpy(2.0, kaio.to_device(np.ones(8, np.float32)), dy)
+        saxpy(2.0, ones, dy)
     g.replay()
     g.synchronize()
     np.testing.assert_array_equal(dy.to_host(), np.full(8, 4, np.float32))
