@@ -93,6 +93,10 @@ def _disjoint(checker, pv, a1, a2) -> bool:
     pr = _Primer(checker.table, a1, a2)
     idx2 = [pr.poly(p) for p in a2.index]
     facts = list(a1.facts) + [pr.poly(f) for f in a2.facts]
+    spans = _spans(a1, a2, a1.index, idx2)
+    # iteration counts thread 2 has its own copy of (a loop it may be at another iteration of)
+    counters = [(Poly.sym(s), Poly.sym(pr.cache[s])) for s in sorted(checker.walk.counters)
+                if s in pr.cache]
     axes = [a for a in "xyz" if f"thread_idx.{a}" not in pv.pin]
     for ax in axes:
         t1 = Poly.sym(f"thread_idx.{ax}")
@@ -101,10 +105,22 @@ def _disjoint(checker, pv, a1, a2) -> bool:
             if pv.nonneg(-case - 1, facts):
                 continue  # the guards already rule this ordering out (e.g. `if tid == 0`)
             cf = facts + [case]
-            if not any(pv.nonneg(lo1 - hi2 - 1, cf) or pv.nonneg(lo2 - hi1 - 1, cf)
-                       for (lo1, hi1), (lo2, hi2) in _spans(a1, a2, a1.index, idx2)):
+            if not _apart(pv, spans, cf) and not any(
+                    all(_apart(pv, spans, cf + order) for order in ([n2 - n1 - 1], [n1 - n2 - 1],
+                                                                    [n2 - n1, n1 - n2]))
+                    for n1, n2 in counters):
                 return False
     return True
+
+
+def _apart(pv, spans, facts) -> bool:
+    """Some index component of the two accesses provably differs under ``facts``. The caller
+    may split on the order of one loop's iteration counts in the two threads (n' > n, n' < n
+    or n' == n, which covers every case): that proves a block-stride loop `for b in range(t,
+    N, block_dim.x)` distinct per thread (b' - b = t' - t + block_dim.x * (n' - n), and
+    |t' - t| < block_dim.x)."""
+    return any(pv.nonneg(lo1 - hi2 - 1, facts) or pv.nonneg(lo2 - hi1 - 1, facts)
+               for (lo1, hi1), (lo2, hi2) in spans)
 
 
 def _report(checker, a1, a2):

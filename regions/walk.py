@@ -172,6 +172,7 @@ class Walk:
         self.barriers: list[Barrier] = []
         self.parent: dict[int, int] = {}
         self.edges: list[tuple[int, int]] = []   # (a, b): b may follow a with no barrier between
+        self.counters: set = set()   # loop iteration-count symbols
         self.n_intervals = 0
         self.cur = self._new_interval()
         self.facts: list = []
@@ -510,6 +511,7 @@ class Walk:
             entry = self.cur
             self.loops.append(_Loop(op, self._has_barrier(body, direct=True)))
             m = self.table.fresh(f"{ivv.name or 'iv'}_n", nonneg=True, uniform=uniform_bounds)
+            self.counters |= m.symbols()
             self.table.info[next(iter(m.symbols()))].loops = self._loop_ids()
             # iv = lb + step*m (m the iteration count) while no increment wraps; checked below
             iv = lb + step * m if exact else self._opaque(ivv, uniform_bounds)
@@ -623,6 +625,7 @@ class Walk:
             lp = _Loop(op, self._has_barrier(after, direct=True) or self._has_barrier(before, direct=True))
             self.loops.append(lp)
             m = self.table.fresh("iter", nonneg=True, uniform=all(carried.uniform))
+            self.counters |= m.symbols()
             self.table.info[next(iter(m.symbols()))].loops = self._loop_ids()
             carried.bind(before.args, m)
             saved = self.facts

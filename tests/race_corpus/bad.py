@@ -419,6 +419,21 @@ def doubled_offset_halved_tid(x: kaio.In[f32], y: kaio.Out[f32]):
     y[g] = sh[t // 2 + off]
 
 
+@kaio.kernel
+def histogram_clear_fixed_stride(data: kaio.In[i32], hist: kaio.Atomic[i32]):
+    h = kaio.shared_array(i32, 256)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    for b in range(t, 256, 32):   # threads t and t + 32 both clear bin t + 32
+        h[b] = 0  # RACE
+    kaio.sync()
+    if g < data.shape[0]:
+        kaio.atomic_add(h, data[g], 1)
+    kaio.sync()
+    for b in range(t, 256, kaio.block_dim.x):
+        kaio.atomic_add(hist, b, h[b])
+
+
 CASES = {
     "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), "race"),
     "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), "race"),
@@ -463,5 +478,7 @@ CASES = {
     "loop_may_skip": ("flag", ((1,), (32,)), lambda: (_f(32), _f(32), 0), "race"),
     "tree_u32_stride_le": ("s", ((1,), (256,)), lambda: (_f(256), _f(256)), "race"),
     "doubled_offset_halved_tid": ("sh", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
+    "histogram_clear_fixed_stride": ("h", ((1,), (64,)),
+                                     lambda: (np.zeros(64, np.int32), np.zeros(256, np.int32)), "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}

@@ -796,5 +796,27 @@ def run_doubled_offset(v):
     _close(y, x)
 
 
+@kaio.kernel
+def histogram_shared(data: kaio.In[i32], hist: kaio.Atomic[i32]):
+    h = kaio.shared_array(i32, 256)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    for b in range(t, 256, kaio.block_dim.x):   # b = t (mod block_dim.x): disjoint per thread
+        h[b] = 0
+    kaio.sync()
+    if g < data.shape[0]:
+        kaio.atomic_add(h, data[g], 1)
+    kaio.sync()
+    for b in range(t, 256, kaio.block_dim.x):
+        kaio.atomic_add(hist, b, h[b])
+
+
+def run_histogram_shared(v):
+    data = RNG.integers(0, 256, SIZES[v]).astype(np.int32)
+    hist = np.zeros(256, np.int32)
+    histogram_shared[(-(-data.size // 64),), (64,)](data, hist)
+    np.testing.assert_array_equal(hist, np.bincount(data, minlength=256))
+
+
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
 KERNELS = {name: globals()[name] for name in CASES}
