@@ -6,6 +6,7 @@ cannot pass by generating only trivial kernels."""
 from __future__ import annotations
 
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ SLICE = 120
 
 @pytest.fixture(scope="module")
 def summary():
-    # reference-plain: the accepted kernels again without the sanitizer, through the same
+    # reference-plain: the clean kernels again without the sanitizer, through the same
     # differential code the GPU backends use
     return run(Options(count=SLICE, seed=20261201, jobs=1, launches=3,
                        backends=("reference", "reference-plain")))
@@ -100,3 +101,13 @@ def test_a_checker_that_accepts_everything_is_caught():
         s = run(Options(count=30, seed=20261201, jobs=1, launches=2))
     assert s.counts["accepted-racy"] > 0 and s.failed
     assert "source" in next(r for r in s.interesting if r["cls"] == "accepted-racy")
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not found (the CUDA toolkit)")
+def test_clean_kernels_assemble_on_both_nvidia_paths():
+    """kaio's PTX and the LLVM nvptx64 path's PTX of generated kernels pass ptxas (sm_90)."""
+    s = run(Options(count=20, seed=20261202, jobs=1, launches=2,
+                    backends=("reference", "cuda-compile", "cuda-llvm-compile")))
+    for name in ("cuda-compile", "cuda-llvm-compile"):
+        d = s.diff[name]
+        assert d["compiled"] == d["kernels"] > 0 and d["error"] == 0, (name, dict(d), s.interesting)

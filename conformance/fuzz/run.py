@@ -61,10 +61,11 @@ def run_batch(task) -> list:
     """Generate, classify and (differentially) run kernels ``indices`` of ``opts.seed``; returns
     one record (a dict) per kernel."""
     opts, indices = task
-    if "backends" not in _STATE:
-        _STATE["backends"] = differential.Backends(opts.backends)
+    if opts.backends not in _STATE:   # per process: backends made once, CUDA contexts included
+        _STATE[opts.backends] = differential.Backends(opts.backends)
+    if "reference" not in _STATE:
         _STATE["reference"] = ReferenceBackend(sanitize=True, check_ownership=True)
-    gpu, ref = _STATE["backends"], _STATE["reference"]
+    gpu, ref = _STATE[opts.backends], _STATE["reference"]
     cases = [generate(opts.seed, i, opts.launches) for i in indices]
     mod, first = module.load(cases, opts.seed, opts.directory, f"s{opts.seed}_{indices[0]}_{os.getpid()}")
     outcomes = []
