@@ -24,7 +24,7 @@ import threading
 from ..errors import CompileError
 from . import bounds, shared, uniformity
 from .affine import Divides, Eq, Nonneg, Poly, Prover
-from .diagnose import index_text, region_collision
+from .diagnose import index_text, region_collision, unproved
 from .walk import Walk
 
 
@@ -168,8 +168,7 @@ class Checker:
             found = region_collision(self.walk, acc, part)
         except Exception:  # the example is a courtesy; never mask the real error
             found = None
-        if found:
-            msg += f"; {found}"
+        msg += f"; {found or unproved(self.walk, acc)}"
         hint, kind = self._hint(acc, name)
         self.error(acc, msg, hint, kind)
 

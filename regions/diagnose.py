@@ -8,6 +8,7 @@ from fractions import Fraction
 from ..ir.core import Block
 from .affine import AXES
 from .partitions import owner_map
+from .widths import type_range
 
 _INFIX = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("//", 2), "rem": ("%", 2),
           "and": ("&", 0), "or": ("|", 0), "xor": ("^", 0), "shl": ("<<", 0), "shr": (">>", 0)}
@@ -109,6 +110,10 @@ class Concrete:
             return env[s]
         info = self.table.info.get(s)
         atom = getattr(info, "atom", None)
+        if s in self.walk.wrapped:   # fixed-width arithmetic that may wrap: do it
+            p, t = self.walk.wrapped[s]
+            lo, hi = type_range(t)
+            return (int(p.evaluate(_Lazy(self, env))) - lo) % (hi - lo + 1) + lo
         if atom is None:
             return 0
         op, a, b = atom
@@ -120,16 +125,39 @@ class Concrete:
             return q if op == "div" else x - y * q
         return min(x, y) if op == "min" else max(x, y)
 
+    def free(self, polys, known=()) -> set:
+        """The symbols of ``polys`` (through atoms' operands) that no launch value fixes."""
+        out, todo = set(), [s for p in polys for s in p.symbols()]
+        while todo:
+            s = todo.pop()
+            if s in out or s in self.base or s in known or s.startswith(("thread_idx.", "block_idx.")):
+                continue
+            atom = getattr(self.table.info.get(s), "atom", None)
+            if atom is not None:
+                todo += [*atom[1].symbols(), *atom[2].symbols()]
+            elif s in self.walk.wrapped:
+                todo += list(self.walk.wrapped[s][0].symbols())
+            else:
+                out.add(s)
+        return out
+
+    def unconfirmable(self, access) -> list:
+        """Free symbols of the access no concrete run can pick a value for: anything but a loop
+        iteration count (loaded data, loop-carried values, results that may have wrapped)."""
+        return sorted(s for s in self.free(access.index + access.facts) if s not in self.walk.counters)
+
     def instances(self, access, tid, bid, fixed=None, limit=6):
-        """The index tuples this access touches for one thread (free symbols enumerated)."""
+        """The index tuples this access touches for one thread: loop iteration counts
+        enumerated, every fact (guards, loop tests) checked. Empty when the index depends on
+        a value no concrete run determines (:meth:`unconfirmable`)."""
         env = dict(self.base)
         for a in range(3):
             env[f"thread_idx.{AXES[a]}"] = tid[a]
             env[f"block_idx.{AXES[a]}"] = bid[a]
         env.update(fixed or {})
-        syms = set().union(*(p.symbols() for p in access.index + access.facts)) if access.index else set()
-        free = sorted(s for s in syms
-                      if s not in env and getattr(self.table.info.get(s), "atom", None) is None)
+        if not access.index or self.unconfirmable(access):
+            return []
+        free = sorted(self.free(access.index + access.facts, env))
         if len(free) > 3:
             return []
         out = []
@@ -175,22 +203,52 @@ def region_collision(walk, access, partition, shape_ok=None) -> str | None:
 
 
 def shared_collision(walk, a1, a2) -> str | None:
-    """`threads 0 and 1 both ... buf[0] ...` inside one block, or None."""
-    for grid, block in (((1, 1, 1), (8, 1, 1)), ((1, 1, 1), (4, 4, 1))):
+    """`threads 0 and 1 both ... buf[0] ...` inside one block, or None. Both threads are in
+    the same iteration of every loop they must share one of (a block-uniform loop whose
+    barriers put them in one interval), and each touches an element inside the array."""
+    segs = {k for k, v in a1.segs.items() if a2.segs.get(k) == v}
+    table = walk.table
+
+    def common(s):
+        info = table.info.get(s)
+        return info is not None and info.uniform and all(lp in segs for lp in info.loops)
+
+    shape = a1.buf.type.static_shape
+    for grid, block in (((1, 1, 1), (8, 1, 1)), ((1, 1, 1), (64, 1, 1)), ((1, 1, 1), (4, 4, 1))):
         conc = Concrete(walk, grid, block)
-        seen: dict = {}
-        for tid, bid in conc.threads():
-            t = conc.gid(tid, bid)
-            for acc in (a1, a2) if a1 is not a2 else (a1,):
-                for idx in conc.instances(acc, tid, bid, limit=4):
-                    for (t2, kind2) in seen.get(idx, ()):
-                        kinds = {kind2, acc.kind}
-                        if t2 != t and kinds != {"load"} and kinds != {"atomic"}:
-                            return (f"e.g. with block={block}: threads {t2} ({_VERB[kind2]}) and {t} "
-                                    f"({_VERB[acc.kind]}) touch element {_elem(idx)} between the same "
-                                    f"two barriers")
-                    seen.setdefault(idx, set()).add((t, acc.kind))
+        if conc.unconfirmable(a1) or conc.unconfirmable(a2):
+            return None
+        shared_syms = sorted(s for s in conc.free(a1.index + a1.facts) & conc.free(a2.index + a2.facts)
+                             if common(s))
+        if len(shared_syms) > 2:
+            return None
+        for vals in itertools.product(range(4), repeat=len(shared_syms)):
+            fixed = dict(zip(shared_syms, vals))
+            seen: dict = {}
+            for tid, bid in conc.threads():
+                t = conc.gid(tid, bid)
+                for acc in (a1, a2) if a1 is not a2 else (a1,):
+                    for idx in conc.instances(acc, tid, bid, fixed=fixed, limit=4):
+                        if shape is not None and not all(0 <= i < n for i, n in zip(idx, shape)):
+                            continue
+                        for (t2, kind2) in seen.get(idx, ()):
+                            kinds = {kind2, acc.kind}
+                            if t2 != t and kinds != {"load"} and kinds != {"atomic"}:
+                                return (f"e.g. with block={block}: threads {t2} ({_VERB[kind2]}) and "
+                                        f"{t} ({_VERB[acc.kind]}) touch element {_elem(idx)} between "
+                                        "the same two barriers")
+                        seen.setdefault(idx, set()).add((t, acc.kind))
     return None
+
+
+def unproved(walk, *accesses) -> str:
+    """Why no example is shown: what the index depends on that no small launch determines."""
+    conc = Concrete(walk, (1, 1, 1), (8, 1, 1))
+    syms = sorted({s.split("#")[0] for a in accesses for s in conc.unconfirmable(a)})
+    what = (f"the index depends on values it does not track ({', '.join(syms)}: loaded data, "
+            "loop-carried values or arithmetic that may wrap)" if syms else
+            "no two threads were found to collide on small launches")
+    return f"the checker could not prove it race-free, and found no concrete collision: {what}"
 
 
 _VERB = {"load": "reads", "store": "writes", "atomic": "atomic update"}

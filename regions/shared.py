@@ -20,7 +20,7 @@ import itertools
 
 from ..errors import CompileError
 from .affine import Poly
-from .diagnose import index_text, shared_collision
+from .diagnose import index_text, shared_collision, unproved
 
 _ids = itertools.count()
 
@@ -151,8 +151,7 @@ def _report(checker, a1, a2):
                "two barriers")
         hint = ("put kaio.sync() between them, or guard so that the threads touch disjoint elements "
                 "(e.g. `if tid < s: buf[tid] += buf[tid + s]`)")
-    if found:
-        msg += f"; {found}"
+    msg += f"; {found or unproved(checker.walk, a1, a2)}"
     err = CompileError.at(blame.op.loc, msg, kernel=checker.kernel.name, hint=hint)
     err.buffer, err.index, err.kind = buf, index_text(blame, names), "shared-race"
     raise err

@@ -173,6 +173,7 @@ class Walk:
         self.parent: dict[int, int] = {}
         self.edges: list[tuple[int, int]] = []   # (a, b): b may follow a with no barrier between
         self.counters: set = set()   # loop iteration-count symbols
+        self.wrapped: dict = {}      # opaque symbol -> (exact polynomial, type) it wraps
         self.n_intervals = 0
         self.cur = self._new_interval()
         self.facts: list = []
@@ -300,8 +301,9 @@ class Walk:
         """``r`` is ``p`` computed in r's fixed-width type: exact only where it cannot wrap."""
         if self.fits.check(p, r.type, self.facts):
             self.env[r.id] = p
-        else:
-            self._opaque(r, self.table.is_uniform(p))
+        else:   # (the diagnostics evaluate it concretely: p read in r's type)
+            o = self._opaque(r, self.table.is_uniform(p))
+            self.wrapped[next(iter(o.symbols()))] = (p, r.type)
 
     def _provably(self, p: Poly) -> bool:
         """``p >= 0`` where the walk is now."""

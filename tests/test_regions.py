@@ -290,3 +290,37 @@ def test_check_launch_attrs():
     check_launch_attrs(k, (4, 2, 1), (8, 4, 1))
     with pytest.raises(kaio.LaunchError):
         check_launch_attrs(k, (4, 2, 1), (8, 4, 2))
+
+
+# --- counterexamples are real: evaluated concretely, or not shown ---------------------------
+def _interleaved(x: kaio.In[kaio.f32], y: kaio.Out[kaio.f32]):
+    s = kaio.shared_array(kaio.f32, 512)
+    t = kaio.thread_idx.x
+    if t < 256:
+        s[t] = x[t]
+    kaio.sync()
+    stride = kaio.u32(1)
+    while stride < 256:   # race-free, but beyond the prover (t % (2*stride) is opaque)
+        if t % (2 * stride) == 0:
+            s[t] += s[t + stride]
+        kaio.sync()
+        stride *= 2
+
+
+def _clear_fixed_stride(y: kaio.Out[kaio.f32]):
+    h = kaio.shared_array(kaio.f32, 256)
+    for b in range(kaio.thread_idx.x, 256, 32):
+        h[b] = 0.0
+
+
+def test_no_counterexample_where_none_is_confirmed():
+    with pytest.raises(kaio.CompileError) as ei:
+        kaio.kernel(_interleaved).specialize_ir({})
+    msg = ei.value.bare_message
+    assert "e.g." not in msg and "could not prove it race-free" in msg and "stride" in msg
+
+
+def test_counterexample_is_a_real_collision_on_a_1d_block():
+    with pytest.raises(kaio.CompileError) as ei:
+        kaio.kernel(_clear_fixed_stride).specialize_ir({})
+    assert "block=(64, 1, 1): threads 0 (writes) and 32 (writes) touch element [32]" in str(ei.value)
