@@ -55,7 +55,7 @@ class ReferenceBackend(Backend):
     name = "reference"
 
     def __init__(self, warp_size: int | None = None, sanitize: bool | None = None,
-                 check_ownership: bool | None = None):
+                 check_ownership: bool | None = None, check_uninit_shared: bool = False):
         if warp_size is None:
             warp_size = settings().ref_warp_size
         if warp_size not in (1, 2, 4, 8, 16, 32, 64):
@@ -65,6 +65,9 @@ class ReferenceBackend(Backend):
         self.sanitize = settings().sanitize if sanitize is None else bool(sanitize)
         self.check_ownership = (settings().sanitize_ownership if check_ownership is None
                                 else bool(check_ownership))
+        # with the sanitizer on, also report a read (or atomic update) of a shared element no
+        # thread of the block wrote (the fuzz: such a kernel has no one defined result)
+        self.check_uninit_shared = bool(check_uninit_shared)
         self.target = f"reference-w{warp_size}"
 
     @classmethod
@@ -121,6 +124,8 @@ class ReferenceBackend(Backend):
             else:
                 values.append(a)
         san = Sanitizer(kernel, grid, block) if self.sanitize else None
+        if san is not None:
+            san.check_uninit_shared = self.check_uninit_shared
         if san is not None and self.check_ownership:
             for p, buf in zip(kernel.params, values):
                 if isinstance(buf, Buf) and buf.intent in ("region", "out") and p.partition:

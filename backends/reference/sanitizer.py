@@ -30,6 +30,7 @@ class Tracker:
     def __init__(self, n: int):
         self.n = n
         self.arrays: dict[str, np.ndarray] = {}
+        self.written = None   # shared memory: units written since the launch (not reset)
 
     def __getitem__(self, key):
         return self.arrays.get(key)
@@ -58,6 +59,7 @@ class Sanitizer:
     def __init__(self, kernel, grid, block):
         self.kernel, self.grid, self.block = kernel, grid, block
         self.ops: list = []
+        self.check_uninit_shared = False   # see _check_written
         self._op_index: dict[int, int] = {}
         self._byte_trackers: dict[int, tuple] = {}   # id(dynamic shared bytes) -> (bytes, Tracker)
 
@@ -114,7 +116,9 @@ class Sanitizer:
                     kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
                     line=op.loc.line if op.loc else None)
         self._check_owner(interp, op, buf, pos, th, "read")
-        pos, th = self._units(buf, pos, th)
+        upos, th = self._units(buf, pos, th)
+        self._check_written(interp, op, buf, tr, pos, upos, th, "read")
+        pos = upos
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "read/write")
         self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "read/write")
         self._add_pair(tr, "r", pos, th, me)
@@ -132,15 +136,19 @@ class Sanitizer:
         w, w_op = tr.ensure("w")
         w[pos] = th
         w_op[pos] = me
+        self._mark_written(buf, tr, pos)
 
     def atomic(self, interp, op, buf, pos, sel):
         if not self._tracked(buf):
             return
         tr, th, me = self._tracker(buf), self._threads(interp, sel), self._opid(op)
-        pos, th = self._units(buf, pos, th)
+        upos, th = self._units(buf, pos, th)
+        self._check_written(interp, op, buf, tr, pos, upos, th, "atomic update")
+        pos = upos
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
         self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
         self._add_pair(tr, "a", pos, th, me)
+        self._mark_written(buf, tr, pos)
 
     def barrier(self, interp, blocks):
         """Start a new interval for the shared memory of the blocks that passed a barrier."""
@@ -150,6 +158,35 @@ class Sanitizer:
                 buf.tracker.reset(blocks, buf.inst_stride * unit)
 
     # --- checks -------------------------------------------------------------------------
+    @staticmethod
+    def _mark_written(buf, tr, upos):
+        if buf.space == "shared":
+            if tr.written is None:
+                tr.written = np.zeros(tr.n, dtype=bool)
+            tr.written[upos] = True
+
+    def _check_written(self, interp, op, buf, tr, pos, upos, th, verb):
+        """Shared memory: a read (or atomic update) of an element no thread of the block has
+        written since the launch began reads garbage on a GPU (the interpreter's poison here):
+        an :class:`UninitializedReadError`. The record of written units outlives barriers.
+        Only with ``check_uninit_shared`` (ReferenceBackend's option; the fuzz sets it)."""
+        if buf.space != "shared" or not self.check_uninit_shared:
+            return
+        if tr.written is None:
+            tr.written = np.zeros(tr.n, dtype=bool)
+        unwritten = ~tr.written[upos]
+        if not unwritten.any():
+            return
+        k = int(np.argmax(unwritten))
+        idx = self._index(buf, int(upos[k]))
+        raise UninitializedReadError(
+            f"{interp.where(op)}in kernel '{self.kernel.name}': {verb} of shared array "
+            f"'{buf.name}' at index {idx} before any thread of the block wrote it "
+            f"({describe_gtid(int(th[k]), self.grid, self.block)}); shared memory starts "
+            f"undefined (the reference backend fills it with NaN / 0xA5 bytes)",
+            kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
+            line=op.loc.line if op.loc else None)
+
     def _check_owner(self, interp, op, buf, pos, th, verb):
         """Partitioned buffers: only the owner may touch an element."""
         if buf.owner is None:

@@ -64,7 +64,8 @@ def run_batch(task) -> list:
     if opts.backends not in _STATE:   # per process: backends made once, CUDA contexts included
         _STATE[opts.backends] = differential.Backends(opts.backends)
     if "reference" not in _STATE:
-        _STATE["reference"] = ReferenceBackend(sanitize=True, check_ownership=True)
+        _STATE["reference"] = ReferenceBackend(sanitize=True, check_ownership=True,
+                                              check_uninit_shared=True)
     gpu, ref = _STATE[opts.backends], _STATE["reference"]
     cases = [generate(opts.seed, i, opts.launches) for i in indices]
     mod, first = module.load(cases, opts.seed, opts.directory, f"s{opts.seed}_{indices[0]}_{os.getpid()}")

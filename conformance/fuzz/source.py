@@ -45,6 +45,7 @@ class Gen:
     uses: set = field(default_factory=set)      # optional params used: 'idx', 'p', 'h'
     atomic_dtype: str = "i32"
     atomic_len: int = 4
+    atomic_family: str = ""   # the family (stages.FAMILY) of the kernel's atomics on h
     tolerant: bool = False
     depth: int = 1
     _n: int = 0

@@ -63,6 +63,11 @@ def local(g: Gen) -> None:
     g.emit(f"acc = acc + {loc}[t % 4]")
 
 
+#: atomic op -> its commuting family (add and sub commute with each other, no two others do)
+FAMILY = {"add": "add", "sub": "add", "min": "min", "max": "max", "and": "and", "or": "or",
+          "xor": "xor"}
+
+
 def atomic(g: Gen) -> None:
     """A global atomic on h (its final contents are compared across backends)."""
     g.features.add("atomic")
@@ -71,6 +76,11 @@ def atomic(g: Gen) -> None:
     floaty = a.startswith("f")
     ops = ["add", "min", "max"] if floaty else ["add", "sub", "min", "max", "and", "or", "xor"]
     op = g.pick(ops)
+    # atomics of different kinds on h do not commute (min then and, add then max...): every
+    # atomic of a kernel stays in the family of its first, so h has one defined final value
+    if g.atomic_family and FAMILY[op] != g.atomic_family:
+        op = g.atomic_family
+    g.atomic_family = FAMILY[op]
     if floaty and op == "add":
         g.tolerant = True
     H = g.atomic_len
