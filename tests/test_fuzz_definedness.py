@@ -116,3 +116,18 @@ def test_generated_atomics_on_h_commute():
         seen += len(re.findall(r"kaio\.atomic_\w+\(h,", source)) > 1
         assert len({FAMILY[o] for o in ops}) <= 1, (i, ops)
     assert seen >= 5   # kernels with several atomics on h are still generated
+
+
+def test_rejected_clean_kernels_that_mismatch_are_listed_as_interesting():
+    """The differential runs rejected-clean kernels too; their mismatches must reach the
+    report's ``interesting`` list (not only the capped false-positive examples)."""
+    from kaio.conformance.fuzz.report import Summary
+    s = Summary(Options(count=2, seed=1))
+    base = {"partition": "elementwise", "dtype": "f32", "features": [], "mutations": [],
+            "verdict": "rejected", "kind": "ownership", "cause": ["x"], "message": "", "ran": 2}
+    bad = {"cuda": {"identical": 1, "close": 0, "mismatch": 1, "error": 0, "launches": 2}}
+    good = {"cuda": {"identical": 2, "close": 0, "mismatch": 0, "error": 0, "launches": 2}}
+    s.add({**base, "index": 1, "name": "k1", "cls": "rejected-clean", "diff": bad})
+    s.add({**base, "index": 2, "name": "k2", "cls": "rejected-clean", "diff": good})
+    assert [r["name"] for r in s.interesting] == ["k1"]
+    assert s.fp_causes["x"] == 2 and s.mismatches == 1

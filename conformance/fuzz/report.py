@@ -61,7 +61,9 @@ class Summary:
             self.fp_causes[cause] += 1
             if len(self.fp_examples[cause]) < KEEP:
                 self.fp_examples[cause].append(r)
-        elif cls not in ("accepted-clean", "rejected-racy") or bad_diff:
+        # a differential mismatch is interesting whatever the class (rejected-clean kernels run
+        # differentially too, and their false-positive examples are capped per cause)
+        if (cls not in ("accepted-clean", "rejected-racy", "rejected-clean")) or bad_diff:
             self.interesting.append(r)
 
     # --- numbers ------------------------------------------------------------------------
