@@ -107,14 +107,10 @@ class Sanitizer:
             unwritten = np.ones(len(pos), dtype=bool) if tr["w"] is None else tr["w"][pos] == -1
             if unwritten.any():
                 k = int(np.argmax(unwritten))
-                idx = self._index(buf, int(pos[k]))
-                raise UninitializedReadError(
-                    f"{interp.where(op)}in kernel '{self.kernel.name}': read of Out buffer "
-                    f"'{buf.name}' at index {idx} before any thread wrote it "
-                    f"({describe_gtid(int(th[k]), self.grid, self.block)}); Out buffers start "
-                    f"undefined (the reference backend fills them with NaN / 0xA5 bytes)",
-                    kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
-                    line=op.loc.line if op.loc else None)
+                self._uninitialized(interp, op, buf, int(pos[k]), int(th[k]),
+                                    "read of Out buffer", "any thread wrote it",
+                                    "Out buffers start undefined (the reference backend fills "
+                                    "them with NaN / 0xA5 bytes)")
         self._check_owner(interp, op, buf, pos, th, "read")
         upos, th = self._units(buf, pos, th)
         self._check_written(interp, op, buf, tr, pos, upos, th, "read")
@@ -178,13 +174,18 @@ class Sanitizer:
         if not unwritten.any():
             return
         k = int(np.argmax(unwritten))
-        idx = self._index(buf, int(upos[k]))
+        self._uninitialized(interp, op, buf, int(upos[k]), int(th[k]), f"{verb} of shared array",
+                            "any thread of the block wrote it", "shared memory starts undefined "
+                            "(the reference backend fills it with NaN / 0xA5 bytes)")
+
+    def _uninitialized(self, interp, op, buf, pos: int, thread: int, what: str, before: str,
+                       why: str):
+        """Raise the one UninitializedReadError shape (Out buffers and shared arrays)."""
+        idx = self._index(buf, pos)
         raise UninitializedReadError(
-            f"{interp.where(op)}in kernel '{self.kernel.name}': {verb} of shared array "
-            f"'{buf.name}' at index {idx} before any thread of the block wrote it "
-            f"({describe_gtid(int(th[k]), self.grid, self.block)}); shared memory starts "
-            f"undefined (the reference backend fills it with NaN / 0xA5 bytes)",
-            kernel=self.kernel.name, buffer=buf.name, index=idx, thread=int(th[k]),
+            f"{interp.where(op)}in kernel '{self.kernel.name}': {what} '{buf.name}' at index "
+            f"{idx} before {before} ({describe_gtid(thread, self.grid, self.block)}); {why}",
+            kernel=self.kernel.name, buffer=buf.name, index=idx, thread=thread,
             line=op.loc.line if op.loc else None)
 
     def _check_owner(self, interp, op, buf, pos, th, verb):
