@@ -16,7 +16,7 @@ from ..ir.ops import handler_table
 from ..ir.types import BufType
 from ..passes.expand_math import library_code
 from ..version import __version__
-from . import ptx_math, ptx_mem, ptx_ops, ptx_vec
+from . import ptx_math, ptx_mem, ptx_ops, ptx_vec, ptx_workarounds
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -47,7 +47,7 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
                          f"choose one of {', '.join(SUPPORTED)}")
     abi = kernel_abi(kernel)
     r = _Renderer(kernel, abi, arch, fast_math)
-    body = r.run()
+    body = ptx_workarounds.apply("\n".join(r.run()), arch).split("\n")
     version = ptx_version or ptx_version_for(arch)
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
             f".version {version}", f".target {arch}", ".address_size 64", ""]
@@ -61,6 +61,11 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     out += ["\t" + d for d in r.em.decls]
     out += [""] + body + ["\tret;", "}", ""]
     return "\n".join(out), abi
+
+
+def _is_zero(v) -> bool:
+    op = v.owner
+    return op is not None and getattr(op, "opcode", None) == "const" and op.attrs["value"] == 0
 
 
 def _quote(path: str) -> str:
@@ -180,6 +185,8 @@ class _Renderer:
 
     def op_binary(self, op):
         a, b = op.operands
+        if op.opcode == "sub" and a.type.is_int and _is_zero(a):  # 0 - b: one negation, which
+            return self.set(op, ptx_ops.unary(self.em, "neg", b.type, self.v(b)))  # ptx_workarounds sees
         self.set(op, ptx_ops.binary(self.em, op.opcode, a.type, self.v(a), self.v(b)))
 
     def op_unary(self, op):

@@ -34,6 +34,7 @@ from ..ir import print_kernel
 from ..options import CompileOptions, KernelOptions
 from ..passes import target_pipeline
 from ..passes.bounds_check import with_record_param
+from . import ptx_workarounds
 from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
 from .llvm import emit_llvm
@@ -164,6 +165,10 @@ def _asm(a, o):
     return llvm_to_asm(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
+def _nvptx_ptx(a, o):
+    return ptx_workarounds.apply(_asm(a, o), o.target)
+
+
 def _object(a, o):
     return llvm_to_object(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
@@ -182,7 +187,7 @@ _LOWERED = Stage("lowered", ("ir",), _lowered, doc="IR after the target pipeline
 _NVIDIA_STAGES = (_LOWERED, Stage("ptx", ("lowered",), _ptx, doc="kaio's PTX"),
                   Stage("cubin", ("ptx",), _cubin, binary=True, doc="ptxas output"))
 _NVPTX_STAGES = (_LOWERED, Stage("llvm", ("lowered",), _llvm, doc="LLVM IR"),
-                 Stage("ptx", ("llvm",), _asm, doc="PTX written by LLVM's NVPTX backend"),
+                 Stage("ptx", ("llvm",), _nvptx_ptx, doc="PTX written by LLVM's NVPTX backend"),
                  Stage("asm", ("ptx",), lambda a, o: a["ptx"], doc="the same PTX"))
 _AMDGPU_STAGES = (_LOWERED, Stage("llvm", ("lowered",), _llvm, doc="LLVM IR"),
                   Stage("asm", ("llvm",), _asm, doc="AMDGPU assembly"),
