@@ -189,16 +189,27 @@ class Checker:
                 "write a Region/Out), choose another partition, or use kaio.Atomic / kaio.Raw", "not-owned")
 
     def _written_before(self, load) -> bool:
-        anc, blk = set(), load.block
-        while blk is not None:
-            anc.add(id(blk))
-            blk = blk.parent.parent if blk.parent is not None else None
-        for acc in self.walk.accesses:
-            if acc is load:
-                return False
-            if acc.buf is load.buf and acc.kind == "store" and id(acc.block) in anc and all(
-                    not (a - b).t for a, b in zip(acc.index, load.index)):
+        """This thread surely stored the element ``load`` reads before the load runs: a store at
+        the same index (the same machine value) earlier in the load's block or an enclosing
+        one, or an ``if`` there whose two branches each surely store it. A store inside a loop
+        does not count after the loop (the loop may run zero times)."""
+        stores = {id(a.op) for a in self.walk.accesses
+                  if a.buf is load.buf and a.kind == "store"
+                  and all(not (x - y).t for x, y in zip(a.index, load.index))}
+
+        def writes(op) -> bool:
+            if id(op) in stores:
                 return True
+            return op.opcode == "if" and all(any(writes(o) for o in r.ops) for r in op.regions)
+
+        op = load.op
+        while op.parent is not None:
+            blk = op.parent
+            if any(writes(o) for o in blk.ops[:next(k for k, o in enumerate(blk.ops) if o is op)]):
+                return True
+            op = blk.parent
+            if op is None:
+                break
         return False
 
 
