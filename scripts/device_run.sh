@@ -11,7 +11,7 @@
 #   before    the conformance report of the tree in .baseline/ (an exported earlier commit:
 #             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
-#   fuzz      10,000 generated kernels: checker vs sanitizer, differential reference/cuda/cuda-llvm
+#   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 set -u
 cd "$(dirname "$0")/.."
@@ -55,7 +55,7 @@ for step in "$@"; do
             run conformance_compare 30 python3 scripts/compare_conformance.py \
                 "$OUT/conformance_before/conformance.json" "$OUT/conformance/conformance.json" ;;
     cuda-core) run cuda_core 200 python3 scripts/bench_cuda_core.py "$OUT" ;;
-    fuzz) run fuzz 550 python3 -m kaio.conformance.fuzz --count 10000 --seed 1 --backends reference,cuda,cuda-llvm --out "$OUT/fuzz" --time-limit 500 ;;
+    fuzz) run fuzz 570 python3 -m kaio.conformance.fuzz --count 24000 --seed 1 --backends reference,cuda,cuda-llvm --out "$OUT/fuzz" --time-limit 540 ;;
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
   esac
   collect   # after every step, so a call cut short by the device's time limit still returns logs
