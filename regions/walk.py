@@ -161,6 +161,18 @@ class _Carried:
         return again
 
 
+def _hull(k: str, a: tuple, b: tuple):
+    """The integers ``x k y`` can be for x in [a], y in [b] (None where a range is unknown)."""
+    if a[0] is None or b[0] is None:
+        return None
+    if k == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if k == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    ends = [x * y for x in a for y in b]
+    return min(ends), max(ends)
+
+
 class Walk:
     """Runs the symbolic pass; results in ``accesses``, ``barriers``, ``table``, ``env``."""
 
@@ -174,6 +186,7 @@ class Walk:
         self.edges: list[tuple[int, int]] = []   # (a, b): b may follow a with no barrier between
         self.counters: set = set()   # loop iteration-count symbols
         self.wrapped: dict = {}      # opaque symbol -> (exact polynomial, type) it wraps
+        self.hulls: dict = {}        # value id -> a range its exact result lies in (_fixed)
         self.n_intervals = 0
         self.cur = self._new_interval()
         self.facts: list = []
@@ -297,9 +310,16 @@ class Walk:
         self.env[v.id] = val
         return val
 
-    def _fixed(self, r, p: Poly):
-        """``r`` is ``p`` computed in r's fixed-width type: exact only where it cannot wrap."""
-        if self.fits.check(p, r.type, self.facts):
+    def _fixed(self, r, p: Poly, hull=None):
+        """``r`` is ``p`` computed in r's fixed-width type: exact only where it cannot wrap.
+        ``hull``: an interval the exact result lies in, from the operands' ranges (an i64
+        product of two i32 values always fits, though its polynomial's bounds do not show it)."""
+        lo, hi = type_range(r.type)
+        self.hulls.pop(r.id, None)
+        if hull is not None and lo <= hull[0] and hull[1] <= hi:
+            self.env[r.id] = p
+            self.hulls[r.id] = hull   # (i64(g) is below 2**31 though g's polynomial may not show it)
+        elif self.fits.check(p, r.type, self.facts):
             self.env[r.id] = p
         else:   # (the diagnostics evaluate it concretely: p read in r's type)
             o = self._opaque(r, self.table.is_uniform(p))
@@ -356,7 +376,8 @@ class Walk:
         k, t = op.opcode, r.type
         nonneg_a = not t.is_signed or trivially_nonneg(pa, self.table)
         if k in ("add", "sub", "mul"):
-            self._fixed(r, pa + pb if k == "add" else pa - pb if k == "sub" else pa * pb)
+            self._fixed(r, pa + pb if k == "add" else pa - pb if k == "sub" else pa * pb,
+                        _hull(k, self.range_of(a), self.range_of(b)))
         elif k in ("div", "rem", "min", "max"):
             self.env[r.id] = self.table.atom(k, pa, pb, type_range(t))
         elif k in ("shl", "shr") and pb.is_const and not 0 <= pb.value < t.bits:
@@ -366,7 +387,7 @@ class Walk:
             else:
                 self._opaque(r, self.uniform(a), lo=-1, hi=0)
         elif k == "shl" and pb.is_const:
-            self._fixed(r, pa * (1 << pb.value))
+            self._fixed(r, pa * (1 << pb.value), _hull("mul", self.range_of(a), (1 << pb.value,) * 2))
         elif k == "shr" and pb.is_const and nonneg_a:  # floor division of a value >= 0
             self.env[r.id] = self.table.atom("div", pa, Poly.const(1 << pb.value), type_range(t))
         else:
@@ -377,7 +398,8 @@ class Walk:
 
     def op_neg(self, op, blk):
         if self._int(op.result):
-            self._fixed(op.result, -self.get(op.operands[0]))
+            a = op.operands[0]
+            self._fixed(op.result, -self.get(a), _hull("sub", (0, 0), self.range_of(a)))
         else:
             self._opaque(op.result, self.uniform(op.operands[0]))
 
@@ -402,9 +424,9 @@ class Walk:
         if self._int(a) and self._int(r):  # the value survives exactly when it fits
             (alo, ahi), (rlo, rhi) = type_range(a.type), type_range(r.type)
             if rlo <= alo and ahi <= rhi:
-                self.env[r.id] = self.get(a)
-            else:
-                self._fixed(r, self.get(a))
+                self._fixed(r, self.get(a), self.range_of(a))
+            else:   # (narrowing, or a change of signedness)
+                self._fixed(r, self.get(a), self.range_of(a))
         elif self._int(r) and a.type.is_bool:
             self._opaque(r, self.uniform(a), lo=0, hi=1)
         else:
@@ -604,7 +626,7 @@ class Walk:
         """(lo, hi) of an integer value (its type's range where nothing tighter is known)."""
         if not self._int(v):
             return None, None
-        lo, hi = type_range(v.type)
+        lo, hi = self.hulls.get(v.id) or type_range(v.type)
         blo, bhi = bounds(self.get(v), self.table)
         return max(lo, blo), min(hi, bhi)
 
