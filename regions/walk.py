@@ -592,18 +592,36 @@ class Walk:
         d = self._offset(w, a, loop, alias, depth + 1) if inv is not None else None
         return None if d is None else d + inv
 
-    def _invariant(self, v, loop):
+    def _invariant(self, v, loop, depth=0):
         """The polynomial of ``v`` when it is the same in every iteration of ``loop``: a
-        constant, or a value defined outside the loop. None otherwise."""
+        constant, a value defined outside the loop, or one computed inside it from those and
+        the thread geometry by + - * (``i += kaio.grid_dim.x * kaio.block_dim.x``). None
+        otherwise. Only a candidate inside the loop: an induction stays only where the walked
+        update equals it (:meth:`_Carried.update`), so a product that wraps drops it."""
         op = v.owner
         if isinstance(op, Op) and op.opcode == "const":
             return Poly.const(int(op.attrs["value"])) if self._int(v) else None
         node = op
         while node is not None:   # op -> its block -> that block's op -> ...
             if node is loop:
-                return None
+                break
             node = node.parent
-        return self.get(v)
+        else:
+            return self.get(v)
+        if not isinstance(op, Op) or depth > 8 or not self._int(v):
+            return None
+        if op.opcode in ("thread_idx", "block_idx", "block_dim", "grid_dim"):
+            return self.table.geometry(op.opcode, op.attrs.get("axis", 0))
+        if op.opcode == "shape":
+            return self.shape(op.operands[0], op.attrs["axis"])
+        if op.opcode == "cast" and self._int(op.operands[0]):
+            return self._invariant(op.operands[0], loop, depth + 1)
+        if op.opcode not in ("add", "sub", "mul"):
+            return None
+        a, b = (self._invariant(x, loop, depth + 1) for x in op.operands)
+        if a is None or b is None:
+            return None
+        return a + b if op.opcode == "add" else a - b if op.opcode == "sub" else a * b
 
     def tighten(self, v, lo: int, hi: int, facts: list) -> tuple:
         """The integer value ``v``, known to lie in [lo, hi], bounded more tightly with
