@@ -15,6 +15,7 @@ from .config import settings
 SWITCHABLE_PASSES = {
     "full_tiles": "for lo, min(lo + C, n) loops: the full-tile case unrolled",
     "unroll": "small positive-step loops unrolled by 4",
+    "coarsen": "elementwise kernels: k elements per thread on default Regions (kaio.frontend.coarsen)",
 }
 
 CODEGENS = ("ptx", "llvm", "interp")

@@ -21,6 +21,7 @@ from .base import DEFAULT_BLOCK, OwnedSpec, Partition, check_launch_attrs
 from .partitions import (
     PARTITIONS,
     Blocked,
+    Coarsened,
     Elementwise,
     GridStride,
     Rows,
@@ -30,7 +31,7 @@ from .partitions import (
     owner_map,
 )
 
-__all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Elementwise", "GridStride", "OwnedSpec",
+__all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Coarsened", "Elementwise", "GridStride", "OwnedSpec",
            "Partition", "Rows", "RowsPerBlock", "Tiles", "blocked", "check_launch_attrs",
            "elementwise", "grid_stride",
            "owned_indices", "owner_map", "rows", "rows_per_block", "tiles"]

@@ -159,6 +159,30 @@ class Blocked(Partition):
 
 
 @dataclass(frozen=True, repr=False)
+class Coarsened(Blocked):
+    """The partition kaio gives a default Region of an elementwise kernel (one whose result
+    cannot depend on which thread computes which element; :mod:`kaio.frontend.coarsen`): thread
+    g, by global linear id of any 1-, 2- or 3-D launch, owns ``[g*k, g*k + k)``. It is
+    :class:`Blocked` without the 1-D launch requirement, so every launch the elementwise partition
+    accepts stays valid, and kaio's own launch shape uses k times fewer threads, each making
+    16-byte accesses (kaio.backends.ptx_vec)."""
+
+    name = "coarsened"
+    launch_1d = False
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        threads = math.prod(grid) * math.prod(block)
+        _require_i32(self, "threads * k", threads * self.k, shape, grid, block, buffer, kernel)
+        if threads * self.k < shape[0]:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {shape[0]} elements but the launch "
+                f"{_launch_text(grid, block)} has {threads} threads, which own {self.k} each "
+                f"under the coarsened({self.k}) partition kaio chose for this elementwise kernel; "
+                f"launch at least {-(-shape[0] // self.k)} threads")
+
+
+@dataclass(frozen=True, repr=False)
 class GridStride(Partition):
     """Grid-stride: thread g of G (1-D launch) owns g, g+G, g+2G, ... of a 1-D buffer. Valid for
     any 1-D launch."""
@@ -378,6 +402,6 @@ def owned_indices(part: Partition, ctx, buf):
     return out
 
 
-PARTITIONS = {c.name: c for c in (Elementwise, Blocked, GridStride, Rows, RowsPerBlock, Tiles)}
+PARTITIONS = {c.name: c for c in (Elementwise, Blocked, Coarsened, GridStride, Rows, RowsPerBlock, Tiles)}
 for _name, _cls in PARTITIONS.items():   # the IR prints them as #name{...} and parses them back
     register(_name, _cls)

@@ -13,6 +13,7 @@ import kaio
 from kaio.regions import (
     PARTITIONS,
     Blocked,
+    Coarsened,
     Elementwise,
     GridStride,
     Rows,
@@ -85,8 +86,8 @@ def test_bad_launch_is_rejected_naming_buffer_shape_and_launch(part, shape, grid
     assert "kernel 'k'" in str(ei.value)
 
 
-@pytest.mark.parametrize("part", [Elementwise(), Blocked(4), GridStride(), Rows(), RowsPerBlock(),
-                                  RowsPerBlock(64), Tiles(16, 8)])
+@pytest.mark.parametrize("part", [Elementwise(), Blocked(4), Coarsened(8), GridStride(), Rows(),
+                                  RowsPerBlock(), RowsPerBlock(64), Tiles(16, 8)])
 def test_default_launch_shape_is_valid(part):
     shape = (37,) if part.ndim in (None, 1) else (13, 29)
     grid, block = part.launch_shape(shape)
@@ -95,8 +96,8 @@ def test_default_launch_shape_is_valid(part):
     assert (owners >= 0).all()
 
 
-@pytest.mark.parametrize("part", [Elementwise(), Blocked(3), GridStride(), Rows(), RowsPerBlock(),
-                                  RowsPerBlock(32), Tiles(4, 8)])
+@pytest.mark.parametrize("part", [Elementwise(), Blocked(3), Coarsened(8), GridStride(), Rows(),
+                                  RowsPerBlock(), RowsPerBlock(32), Tiles(4, 8)])
 def test_partitions_are_ir_attributes_that_round_trip(part):
     """A partition is an object in the IR, printed as #name{fields} and parsed back equal."""
     from kaio.ir import BufType, Builder, Param, parse_kernel, print_kernel
@@ -107,7 +108,8 @@ def test_partitions_are_ir_attributes_that_round_trip(part):
     assert f"partition = #{part.name}{{{fields}}}" in text
     got = parse_kernel(text).params[0].partition
     assert got == part and type(got) is type(part) and hash(got) == hash(part)
-    assert set(PARTITIONS) == {"elementwise", "blocked", "grid_stride", "rows", "rows_per_block", "tiles"}
+    assert set(PARTITIONS) == {"elementwise", "blocked", "coarsened", "grid_stride", "rows",
+                               "rows_per_block", "tiles"}
 
 
 def test_constructors_and_annotations():

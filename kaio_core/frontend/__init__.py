@@ -6,19 +6,42 @@ documented in docs/language.md.
 """
 from __future__ import annotations
 
+from ..errors import CompileError
 from ..passes import constfold, cse, dce, verify
 from ..regions.checker import check as check_regions
 from .lowering import Lowerer
 
 
-def lower_kernel(fn, params, consts: dict, fast_math: bool = False):
+def lower_kernel(fn, params, consts: dict, fast_math: bool = False, coarsen: int | None = None):
     """Lower ``fn`` (a kernel's Python function) to a :class:`kaio.ir.Kernel`.
 
     ``params`` are the kernel's :class:`kaio.signature.ParamInfo` list; ``consts`` gives the
     values of its Const parameters (substituted as weakly typed literals); ``fast_math`` sets
-    ``fast`` on every ``math`` op. Raises :class:`kaio.CompileError` on any error in the source.
+    ``fast`` on every ``math`` op; ``coarsen``: k for :class:`~kaio.regions.partitions.Coarsened`
+    default Regions (from :func:`kaio.frontend.coarsen.coarsening`), None for elementwise.
+    Raises :class:`kaio.CompileError` on any error in the source.
     """
-    return Lowerer(fn, params, consts, fast_math).lower()
+    return Lowerer(fn, params, consts, fast_math, coarsen).lower()
+
+
+def checked_ir(fn, params, consts: dict, *, fast_math: bool = False, attrs=None,
+               coarsen: int | None = None):
+    """The checked IR of a kernel function: :func:`lower_kernel` then :func:`frontend_pipeline`,
+    with ``attrs`` set on the kernel in between. ``coarsen``: k elements per thread for default
+    Regions (:mod:`kaio.frontend.coarsen`); if that version is refused, the refusal users see is
+    the one for the elementwise partition they wrote against."""
+
+    def build(k):
+        kernel = lower_kernel(fn, params, consts, fast_math, k)
+        kernel.attrs.update(attrs or {})
+        return frontend_pipeline(kernel)
+
+    if coarsen:
+        try:
+            return build(coarsen)
+        except CompileError:
+            pass
+    return build(None)
 
 
 def frontend_pipeline(kernel):
@@ -35,4 +58,4 @@ def frontend_pipeline(kernel):
     return kernel
 
 
-__all__ = ["frontend_pipeline", "lower_kernel"]
+__all__ = ["checked_ir", "frontend_pipeline", "lower_kernel"]

@@ -565,13 +565,17 @@ class ControlMixin:
             else:
                 run()
 
+        # `for i in y.owned()` over one range: the loop variable is the user's i (in messages)
+        iv_names = ([names_t[0]] if len(ranges) == 1 and len(names_t) == 1 and nd == 1
+                    else [f"{pname}_r{k}" for k in range(len(ranges))])
+
         def level(k):
             if k == len(ranges):
                 return inner()
             lb, ub, st = ranges[k]
             names = self.carried_names(s.body, [brk, ret], exclude=set(names_t))
             self.emit_for(lb, ub, st, names, lambda iv: ivs.__setitem__(k, iv), lambda: level(k + 1),
-                          s, f"{pname}_r{k}", attrs={"owned": pname}, targets=set(names_t))
+                          s, iv_names[k], attrs={"owned": pname}, targets=set(names_t))
 
         if spec.guard is None:
             level(0)

@@ -17,7 +17,7 @@ from ..errors import CompileError
 from ..ir.builder import Builder
 from ..ir.core import Param, Value
 from ..ir.types import BufType
-from ..regions import Elementwise
+from ..regions import Coarsened, Elementwise
 from .analysis import always_returns, contains_return
 from .control import ControlMixin
 from .diagnostics import Source, error, parse_function
@@ -43,10 +43,11 @@ class Frame:
 
 
 class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
-    def __init__(self, fn, params, consts: dict, fast_math: bool):
+    def __init__(self, fn, params, consts: dict, fast_math: bool, coarsen: int | None = None):
         self.fn = fn
         self.kernel_name = fn.__name__
         self.fast_math = fast_math
+        self.coarsen = coarsen   # k for default Regions, or None: elementwise (frontend.coarsen)
         self.params = params
         self.consts = consts
         self.buf_params: dict[int, tuple] = {}   # Value.id -> (param name, partition)
@@ -83,7 +84,8 @@ class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
                 sig.append((p.name, p.spec, Param(p.name, "scalar")))
             elif p.kind == "buffer":
                 spec = p.spec
-                part = (spec.partition or Elementwise()) if spec.intent in ("region", "out") else None
+                default = Coarsened(self.coarsen) if self.coarsen else Elementwise()
+                part = (spec.partition or default) if spec.intent in ("region", "out") else None
                 sig.append((p.name, BufType(spec.dtype, spec.ndim, "global", spec.intent),
                             Param(p.name, "buffer", part)))
         self.b = Builder.for_kernel(self.kernel_name, sig, src.loc(tree))

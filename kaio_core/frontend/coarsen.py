@@ -1,0 +1,115 @@
+"""Automatic coarsening: kaio, not the kernel author, picks how many elements a thread handles.
+
+A kernel is *elementwise* when its result cannot depend on which thread computes which element:
+its body names no thread identity (``thread_idx``, ``global_id``, ``lane_id``, ...), no shared
+memory, barrier, atomic, warp or block collective, and calls no ``@kaio.func`` (whose body is not
+inspected here); its only ownership comes from ``y.owned()``. The README's
+``for i in y.owned(): y[i] = a * x[i] + y[i]`` is one. For such a kernel every 1-D Region/Out left
+on the default partition is given :class:`~kaio.regions.partitions.Coarsened` (k elements per
+thread, :func:`elements_per_thread`) instead of
+:class:`~kaio.regions.partitions.Elementwise`: kaio's launch shape then uses k times fewer
+threads, and the full-tile and vector passes turn each thread's k accesses into 16-byte ones.
+The results are identical, since no element's value depends on its thread.
+
+The decision reads the function's syntax and resolves names as the frontend does (parameters,
+locals, closure, globals); anything it cannot resolve to a known thread-independent object keeps
+the default. ``@kaio.kernel(disabled_passes=("coarsen",))`` turns it off.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+
+from ..lang import DeviceFunction, Intrinsic
+from .diagnostics import parse_function
+
+#: intrinsics that do not reveal or involve other threads
+THREAD_INDEPENDENT = frozenset({"static_range", "local_array"})
+
+#: bytes per thread and buffer: two 16-byte accesses for 4-byte types, as the blocked(8) saxpy
+#: that reached 4062 GB/s against 3336 one element per thread (H200, issue 13)
+_TARGET_BYTES = 32
+
+
+def elements_per_thread(itemsizes) -> int:
+    """k for buffers of these element sizes: 32 bytes of the widest, at most 8 elements."""
+    return max(1, min(8, _TARGET_BYTES // max(itemsizes)))
+
+
+def coarsening(fn, params, kernel_name: str) -> int | None:
+    """k for this kernel, or None when it must keep the elementwise partition."""
+    regions = [p for p in params if p.kind == "buffer" and p.spec.intent in ("region", "out")]
+    if not regions or any(p.spec.partition is not None or p.spec.ndim != 1 for p in regions):
+        return None
+    tree = parse_function(fn, kernel_name).tree
+    if not _thread_independent(tree, fn, {p.name for p in params}):
+        return None
+    return elements_per_thread([p.spec.dtype.itemsize for p in regions])
+
+
+def _thread_independent(tree, fn, param_names) -> bool:
+    local = set(param_names) | _assigned(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Global, ast.Nonlocal)) and node is not tree:
+            return False
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+            if not _allowed(_resolve(fn, node.id)):
+                return False
+        elif isinstance(node, ast.Attribute):
+            obj = _attribute(fn, node, local)
+            if obj is not _LOCAL and not _allowed(obj):
+                return False
+    return True
+
+
+_LOCAL = object()      # an attribute of a parameter or local (y.owned, x.shape): allowed
+_UNKNOWN = object()    # a name that does not resolve: keep the default
+
+
+def _assigned(tree) -> set:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+    return names
+
+
+def _resolve(fn, name):
+    code = fn.__code__
+    if fn.__closure__ and name in code.co_freevars:
+        try:
+            return fn.__closure__[code.co_freevars.index(name)].cell_contents
+        except ValueError:
+            return _UNKNOWN
+    if name in fn.__globals__:
+        return fn.__globals__[name]
+    return getattr(builtins, name, _UNKNOWN)
+
+
+def _attribute(fn, node, local):
+    chain = []
+    while isinstance(node, ast.Attribute):
+        chain.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return _LOCAL  # (expr).attr: its parts are walked on their own
+    if node.id in local:
+        return _LOCAL
+    obj = _resolve(fn, node.id)
+    for attr in reversed(chain):
+        if isinstance(obj, Intrinsic):  # thread_idx.x: the intrinsic decides
+            return obj
+        try:
+            obj = getattr(obj, attr)
+        except Exception:
+            return _UNKNOWN
+    return obj
+
+
+def _allowed(obj) -> bool:
+    if obj is _UNKNOWN or isinstance(obj, DeviceFunction):
+        return False
+    if isinstance(obj, Intrinsic):
+        return obj.name in THREAD_INDEPENDENT or obj.name.startswith("math.")
+    return True
