@@ -47,9 +47,11 @@ from .errors import (
     CudaError,
     HipError,
     KaioError,
+    KaioWarning,
     LaunchError,
     OutOfBoundsError,
     RaceError,
+    WarpWidthWarning,
 )
 from .graphs import Graph, graph
 from .lang import (

@@ -50,6 +50,16 @@ class CompileError(KaioError):
         return "\n".join(parts)
 
 
+class KaioWarning(UserWarning):
+    """Base class of kaio's warnings (filter them with ``warnings.filterwarnings``)."""
+
+
+class WarpWidthWarning(KaioWarning):
+    """A literal 32 (``t // 32``, ``t % 32``, ``t & 31``) where warp-level code means the warp
+    width, which is 64 on AMD gfx9: the message points at the line and says to use
+    ``kaio.warp_size``."""
+
+
 class RaceError(KaioError):
     """The race sanitizer saw two threads conflict on one element within a barrier interval."""
 

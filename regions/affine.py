@@ -473,11 +473,34 @@ class Prover:
         self.pin = {k: _p(v) for k, v in (pin or {}).items()}
         self.extra = list(extra)
         self.budget = budget
+        self._alias: dict = {}
 
     def pinned(self, p: Poly) -> Poly:
-        for s in p.symbols() & self.pin.keys():
-            p = p.subst(s, self.pin[s])
+        """``p`` under the pins: pinned symbols replaced by their values, and each div/rem/min/
+        max atom whose operands mention them by the atom of the pinned operands (equal under
+        the pins: ``rem(tx + bx * ty, 32)``, a lane id, is ``rem(tx, 32)`` on a 1-D launch)."""
+        for s in p.symbols():
+            val = self.pin.get(s) or self._canon(s)
+            if val is not None:
+                p = p.subst(s, val)
         return p
+
+    def _canon(self, s):
+        """The table's atom for ``s``'s operation on its pinned operands, where that is not ``s``
+        (also one atom for a thread-2 copy, :mod:`.shared`, and the atom written directly)."""
+        if s in self._alias:
+            return self._alias[s]
+        self._alias[s] = None   # (no atom mentions itself; this only stops a runaway)
+        info = self.table.info.get(s)
+        base = self.pin.get(s.split("'")[0])   # thread 2's copy of a pinned id or extent
+        if base is not None and base.is_const:
+            self._alias[s] = base
+        elif info is not None and info.atom is not None and self.pin:
+            op, a, b = info.atom
+            got = self.table.atom(op, self.pinned(a), self.pinned(b),
+                                  info.rng or (-I32_MAX - 1, I32_MAX))
+            self._alias[s] = None if got == Poly.sym(s) else got
+        return self._alias[s]
 
     def nonneg(self, goal: Poly, facts: list, depth: int = 8) -> bool:
         """Prove ``goal >= 0``. Symbols are integers, so an integral goal ``X + k >= 0`` may be

@@ -22,7 +22,7 @@ import contextlib
 import threading
 
 from ..errors import CompileError
-from . import bounds, shared, uniformity
+from . import bounds, shared, uniformity, warp
 from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision, unproved
 from .walk import Walk
@@ -56,31 +56,64 @@ def is_disabled() -> bool:
 
 
 def check(kernel):
-    """Reject the kernel with a CompileError if it may race; returns the kernel unchanged."""
+    """Reject the kernel with a CompileError if it may race; returns the kernel unchanged.
+
+    A kernel that reads ``kaio.warp_size`` or ``lane_id()`` is proved once per warp width a
+    backend can run (:data:`kaio.regions.warp.WARP_WIDTHS`), with the width a constant in each
+    proof; it also gets the literal-32 warning (:func:`kaio.regions.warp.warn_literal_widths`)."""
     if is_disabled():
         return kernel
+    runs = [_check_at(kernel, w) for w in warp.widths(kernel)]
+    warp.warn_literal_widths(kernel)
+    flat = min((c for c, _ in runs), key=lambda c: c.level)
+    if flat.level < flat.start_level:
+        kernel.attrs["launch_dims"] = flat.level
+    reach = warp.common_bounds([r for _, r in runs])
+    if reach:
+        kernel.attrs["index_bounds"] = reach
+    c = runs[0][0]
+    if runs[0][0].walk.warp_size is not None:
+        kernel.proved_warp_widths = (flat.level, warp.WARP_WIDTHS)   # (check_width reads it)
+    for p, v in zip(kernel.params, kernel.args):  # the launch checks the partitions proved against
+        if v.is_buffer and v.type.intent in ("region", "out") and p.partition is None:
+            p.partition = c.partition(v)
+    return kernel
+
+
+def check_width(kernel, warp_size: int) -> None:
+    """Before a target of ``warp_size`` lanes lowers ``kernel``: prove it at that width too if
+    the frontend proved it only at other widths (it reads the width; :mod:`.warp`). Raises a
+    CompileError if it may race at that width, or if the proof there needs a flatter launch
+    than the one recorded. (Index bounds are not re-derived: widths outside the GPUs' are the
+    reference backend's and the host target's, which check every index as they run.)"""
+    level, done = getattr(kernel, "proved_warp_widths", (None, (warp_size,)))
+    if warp_size in done or is_disabled():
+        return
+    c, _ = _check_at(kernel, warp_size)
+    if c.level < level:
+        raise warp.at_width(CompileError.at(
+            kernel.loc, f"the race-freedom proof needs a {c.level}-D launch", kernel=kernel.name,
+            hint="index with the linear thread id, or launch 1-D blocks"), warp_size)
+    kernel.proved_warp_widths = (level, done + (warp_size,))
+
+
+def _check_at(kernel, warp_size):
+    """One proof, at one warp width (None: the kernel never reads it): (checker, bounds)."""
     try:
-        walk = Walk(kernel)
+        walk = Walk(kernel, warp_size)
         uniformity.check(kernel, walk)
         c = Checker(kernel, walk)
         c.run()
         shared.check(c)
-        reach = bounds.index_bounds(c)
-    except CompileError:
+        return c, bounds.index_bounds(c)
+    except CompileError as err:
+        warp.at_width(err, warp_size)   # (says which width the proof failed at)
         raise
     except Exception as exc:  # a checker bug must not pass a kernel unchecked, nor hide itself
         raise CompileError.at(kernel.loc, f"internal error in the race checker: {type(exc).__name__}: "
                                           f"{exc}", kernel=kernel.name,
                               hint="please report it; kaio.regions.checker.disabled() compiles "
                                    "without the checker") from exc
-    if c.level < c.start_level:
-        kernel.attrs["launch_dims"] = c.level
-    if reach:
-        kernel.attrs["index_bounds"] = reach
-    for p, v in zip(kernel.params, kernel.args):  # the launch checks the partitions proved against
-        if v.is_buffer and v.type.intent in ("region", "out") and p.partition is None:
-            p.partition = c.partition(v)
-    return kernel
 
 
 class Checker:

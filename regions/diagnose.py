@@ -28,8 +28,8 @@ def expr_text(v, param_names: dict, top: bool = True, depth: int = 0) -> str:
         return str(op.attrs["value"])
     if k in ("thread_idx", "block_idx", "block_dim", "grid_dim"):
         return f"{k}.{AXES[op.attrs.get('axis', 0)]}"
-    if k in ("lane_id", "warp_size"):
-        return f"{k}()"
+    if k in ("lane_id", "warp_size"):   # as the user writes them
+        return "kaio.lane_id()" if k == "lane_id" else "kaio.warp_size"
     if k == "shape":
         return f"{sub[0]}.shape[{op.attrs['axis']}]"
     if k == "load":

@@ -176,8 +176,9 @@ def _hull(k: str, a: tuple, b: tuple):
 class Walk:
     """Runs the symbolic pass; results in ``accesses``, ``barriers``, ``table``, ``env``."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, warp_size: int | None = None):
         self.kernel = kernel
+        self.warp_size = warp_size   # the width this walk proves for (None: lanes are opaque)
         self.table = SymbolTable()
         self.env: dict[int, object] = {}
         self.accesses: list[Access] = []
@@ -434,10 +435,18 @@ class Walk:
 
     def _special(self, op, blk):
         axis = op.attrs.get("axis", 0)
+        w = self.warp_size
         if op.opcode == "lane_id":
-            self._opaque(op.result, False)
+            if w is None:
+                self._opaque(op.result, False)
+            else:   # warps are runs of consecutive linear thread ids on every target
+                self.env[op.result.id] = self.table.atom("rem", self.math.thread_linear_id(),
+                                                         Poly.const(w))
         elif op.opcode == "warp_size":
-            self._opaque(op.result, True)
+            if w is None:
+                self._opaque(op.result, True, lo=1, hi=64)
+            else:
+                self.env[op.result.id] = Poly.const(w)
         else:
             self.env[op.result.id] = self.table.geometry(op.opcode, axis)
 

@@ -274,7 +274,7 @@ def test_region_launch_error_before_running(reference):
 def test_internal_checker_error_is_a_compile_error(monkeypatch):
     from kaio.regions import walk
 
-    def boom(self, kernel):
+    def boom(self, kernel, *args):
         raise ZeroDivisionError("planted")
 
     monkeypatch.setattr(walk.Walk, "__init__", boom)

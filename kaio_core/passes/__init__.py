@@ -10,6 +10,7 @@ import contextlib
 import gc
 
 from ..ir.rewrite import clone_kernel
+from ..regions.checker import check_width
 from . import (
     bounds_check,
     constfold,
@@ -40,6 +41,7 @@ def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
 
 
 def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked):
+    check_width(kernel, warp_size)                  # race-free at this target's warp width too
     kernel = clone_kernel(kernel)
     if checked:
         kernel = bounds_check.run(kernel)            # checked mode: every access guarded

@@ -576,12 +576,12 @@ def warp_partials(x: kaio.In[f32], total: kaio.Atomic[f32]):
     if i < x.shape[0]:
         v = x[i]
     v = kaio.warp_sum(v)
-    if t % 32 == 0:
-        partial[t // 32] = v
+    if t % kaio.warp_size == 0:
+        partial[t // kaio.warp_size] = v
     kaio.sync()
     if t == 0:
         s = 0.0
-        for w in range(kaio.block_dim.x // 32):
+        for w in range(kaio.block_dim.x // kaio.warp_size):
             s = s + partial[w]
         kaio.atomic_add(total, 0, s)
 
