@@ -24,6 +24,7 @@ from .partitions import (
     Coarsened,
     Elementwise,
     GridStride,
+    PerBlock,
     Rows,
     RowsPerBlock,
     Tiles,
@@ -32,9 +33,9 @@ from .partitions import (
 )
 
 __all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Coarsened", "Elementwise", "GridStride", "OwnedSpec",
-           "Partition", "Rows", "RowsPerBlock", "Tiles", "blocked", "check_launch_attrs",
+           "Partition", "PerBlock", "Rows", "RowsPerBlock", "Tiles", "blocked", "check_launch_attrs",
            "elementwise", "grid_stride",
-           "owned_indices", "owner_map", "rows", "rows_per_block", "tiles"]
+           "owned_indices", "owner_map", "per_block", "rows", "rows_per_block", "tiles"]
 
 
 def elementwise() -> Elementwise:
@@ -65,3 +66,10 @@ def rows_per_block(block: int = DEFAULT_BLOCK) -> RowsPerBlock:
 def tiles(th: int = 16, tw: int = 16) -> Tiles:
     """``th`` x ``tw`` tiles of a 2-D buffer per block, split among the block's threads."""
     return Tiles(th, tw)
+
+
+def per_block() -> PerBlock:
+    """One element per block, written by its thread (0, 0, 0): block b (linear id) owns element b
+    of a 1-D buffer; block (bx, by) owns ``[by, bx]`` of a 2-D one. For per-block partial
+    results: ``if kaio.thread_idx.x == 0: partial[kaio.block_idx.x] = kaio.block_sum(s)``."""
+    return PerBlock()

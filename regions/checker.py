@@ -25,6 +25,7 @@ from ..errors import CompileError
 from . import bounds, shared, uniformity, warp
 from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision, unproved
+from .partitions import PerBlock, RowsPerBlock
 from .walk import Walk
 
 
@@ -63,6 +64,7 @@ def check(kernel):
     proof; it also gets the literal-32 warning (:func:`kaio.regions.warp.warn_literal_widths`)."""
     if is_disabled():
         return kernel
+    _check_ranks(kernel)
     runs = [_check_at(kernel, w) for w in warp.widths(kernel)]
     warp.warn_literal_widths(kernel)
     flat = min((c for c, _ in runs), key=lambda c: c.level)
@@ -114,6 +116,22 @@ def _check_at(kernel, warp_size):
                                           f"{exc}", kernel=kernel.name,
                               hint="please report it; kaio.regions.checker.disabled() compiles "
                                    "without the checker") from exc
+
+
+def _check_ranks(kernel):
+    """A partition of one rank on a buffer of another is a declaration error, said as one."""
+    for p, v in zip(kernel.params, kernel.args):
+        part, nd = p.partition, getattr(v.type, "ndim", None)
+        if not v.is_buffer or part is None or part.ndim in (None, nd):
+            continue
+        spec = part.spec()
+        hint = (f"declare it kaio.{'Out' if v.type.intent == 'out' else 'Region'}[T, {part.ndim}, "
+                f"kaio.regions.{spec}] or choose a partition for {nd}-d buffers")
+        if isinstance(part, RowsPerBlock) and nd == 1:
+            hint = ("for one element per block of a 1-D buffer use kaio.regions.per_block() (stored "
+                    f"under `if kaio.thread_idx.x == 0:`); or {hint}")
+        raise CompileError.at(kernel.loc, f"buffer '{p.name}' is {nd}-d, but the {spec} partition "
+                                          f"divides {part.ndim}-d buffers", kernel=kernel.name, hint=hint)
 
 
 class Checker:
@@ -215,11 +233,33 @@ class Checker:
         if any(_depends(v, opaque_ops) for v in idx):
             return ("the index uses arithmetic the checker cannot follow (//, %, bit operations); "
                     f"iterate `for i in {name}.owned()`, choose a partition that matches the "
-                    "pattern (kaio.regions.blocked / grid_stride / rows / rows_per_block / tiles), or "
-                    "use kaio.Raw", "non-affine")
+                    "pattern (kaio.regions.blocked / grid_stride / rows / rows_per_block / tiles / "
+                    "per_block), or use kaio.Raw", "non-affine")
+        block_hint = self._per_block_hint(acc, name)
+        if block_hint:
+            return block_hint, "not-owned"
         return (f"each thread may touch only the indices its partition gives it (`for i in {name}.owned()`); "
                 "to read neighbours use two buffers instead of updating in place (read a kaio.In, "
                 "write a Region/Out), choose another partition, or use kaio.Atomic / kaio.Raw", "not-owned")
+
+    def _per_block_hint(self, acc, name):
+        """For an index the same in every thread of a block and naming the block (one result
+        per block): how the per_block() partition fits it, or None."""
+        if not acc.index or not all(self.table.is_uniform(i) for i in acc.index) or not any(
+                s.startswith("block_idx.") for i in acc.index for s in i.symbols()):
+            return None
+        one = self.prover(1).eq_zero(Poly.sym("thread_idx.x"), acc.facts)   # a single writer
+        guard = "store it from one thread (`if kaio.thread_idx.x == 0:`)"
+        if not isinstance(self.partition(acc.buf), PerBlock):
+            return (f"the index is the same for every thread of a block: to write one element per "
+                    f"block, declare '{name}' with kaio.regions.per_block()"
+                    + ("" if one else f" and {guard}"))
+        if not one:
+            return (f"more than one thread of the block may store here, but under per_block() only "
+                    f"its thread (0, 0, 0) owns the block's element: {guard}, adding "
+                    "`and kaio.thread_idx.y == 0` on 2-D blocks")
+        return ("under per_block() the block with linear id b owns element b only (block (bx, by) "
+                f"owns [by, bx] of a 2-D buffer): store {name}[kaio.block_idx.x]")
 
     def _written_before(self, load) -> bool:
         """This thread surely stored the element ``load`` reads before the load runs: a store at

@@ -358,6 +358,70 @@ class Tiles(Partition):
                 f"with {self.th}x{self.tw} tiles; use at least grid=({need[0]}, {need[1]})")
 
 
+@dataclass(frozen=True, repr=False)
+class PerBlock(Partition):
+    """One element per block, owned by the block's first thread: the one result of a block
+    reduction. On a 1-D buffer the block with linear id b (``block_idx.x`` on a 1-D grid) owns
+    element b; on a 2-D buffer block (bx, by) owns ``[by, bx]``, on a 3-D one block (bx, by, bz)
+    owns ``[bz, by, bx]`` (the grid laid over the buffer, x fastest). Within the block only
+    thread (0, 0, 0) owns it, so the store is guarded: ``if kaio.thread_idx.x == 0:`` proves it
+    for 1-D blocks (the launch is then held to 1-D), ``... and kaio.thread_idx.y == 0`` for 2-D
+    ones. Launch: the grid covers the buffer (a 2-D buffer needs grid.z == 1); blocks past its
+    end own nothing."""
+
+    name = "per_block"
+
+    def spec(self):
+        return "per_block()"
+
+    @staticmethod
+    def _element(ctx, ndim) -> tuple:
+        """The index the current block owns, on a buffer of ``ndim`` dimensions."""
+        if ndim == 1:
+            return (ctx.block_linear_id(),)
+        return tuple(ctx.special("block_idx", a) for a in reversed(range(ndim)))
+
+    def owned_spec(self, ctx, buf):
+        idx = self._element(ctx, buf.type.ndim)
+        conds = [ctx.lt(ctx.special("thread_idx", a), 1) for a in range(3)]   # one per axis: no
+        conds += [ctx.lt(i, ctx.shape(buf, a)) for a, i in enumerate(idx)]    # linear-id product
+        guard = conds[0]
+        for c in conds[1:]:
+            guard = ctx.and_(guard, c)
+        return OwnedSpec(guard, [], lambda: idx)
+
+    def owned_affine(self, ctx, buf, index):
+        own = self._element(ctx, len(index))
+        return ([Eq(ctx.sub(i, b)) for i, b in zip(index, own)]
+                + [Eq(ctx.special("thread_idx", a)) for a in range(3)])
+
+    def launch_shape(self, shape):
+        grid = tuple(max(1, s) for s in reversed(shape)) + (1,) * (3 - len(shape))
+        return (grid if len(shape) > 1 else (max(1, shape[0]), 1, 1)), (DEFAULT_BLOCK, 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        nd = len(shape)
+        _require_i32(self, "the linear block id", math.prod(grid) - 1, shape, grid, block, buffer, kernel)
+        if nd == 1:
+            if math.prod(grid) < shape[0]:
+                raise LaunchError(
+                    f"kernel '{kernel}': Region '{buffer}' has {shape[0]} elements but the launch "
+                    f"{_launch_text(grid, block)} has only {math.prod(grid)} blocks; under "
+                    f"per_block() each block owns one element, so launch at least {shape[0]} blocks")
+            return
+        if nd == 2 and grid[2] != 1:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses per_block(), "
+                f"whose block (bx, by) owns [by, bx], so it needs grid.z == 1, but the launch is "
+                f"{_launch_text(grid, block)}")
+        if any(grid[a] < shape[nd - 1 - a] for a in range(nd)):
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has shape {tuple(shape)} but the launch "
+                f"{_launch_text(grid, block)} has too few blocks: under per_block() each block owns "
+                f"one element (block (bx, by) owns [by, bx]), so use at least "
+                f"grid={tuple(reversed(shape))}")
+
+
 def owner_map(part: Partition, shape, grid, block) -> np.ndarray:
     """Concrete owners: for each element, the global linear id of the thread owning it (-1 if
     none; ValueError if two threads own it). Enumerates ``owned_spec`` for every thread."""

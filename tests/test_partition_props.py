@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import kaio
-from kaio.regions import PARTITIONS, Blocked, Elementwise, GridStride, RowsPerBlock, Tiles
+from kaio.regions import PARTITIONS, Blocked, Elementwise, GridStride, PerBlock, RowsPerBlock, Tiles
 from kaio.regions.affine import Divides, Eq, Nonneg, Poly, SymbolTable, SymMath
 from kaio.regions.partitions import NumericMath, owned_indices
 
@@ -232,6 +232,7 @@ def test_launch_facts_hold_on_accepted_launches(case):
     (RowsPerBlock(), (2, 2**31 - 100), (2, 1, 1), (256, 1, 1)),  # column + B past it
     (Tiles(2**30, 4), (4, 4), (1, 2, 1), (4, 4, 1)),             # (grid.y + 1) * th
     (Elementwise(), (2**16, 2**15), (2**23, 1, 1), (256, 1, 1)),  # 2**31 elements
+    (PerBlock(), (4,), (2**31 - 1, 2, 1), (1, 1, 1)),            # the linear block id
 ])
 def test_launches_on_which_a_partitions_i32_arithmetic_wraps_are_refused(part, shape, grid, block):
     with pytest.raises(kaio.LaunchError, match=r"i32 index arithmetic needs .* <= 2\*\*31 - 1"):

@@ -109,7 +109,7 @@ def test_partitions_are_ir_attributes_that_round_trip(part):
     got = parse_kernel(text).params[0].partition
     assert got == part and type(got) is type(part) and hash(got) == hash(part)
     assert set(PARTITIONS) == {"elementwise", "blocked", "coarsened", "grid_stride", "rows",
-                               "rows_per_block", "tiles"}
+                               "rows_per_block", "tiles", "per_block"}
 
 
 def test_constructors_and_annotations():
