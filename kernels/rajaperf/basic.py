@@ -3,7 +3,7 @@ PI_REDUCE, MAT_MAT_SHARED.
 
 Reductions (REDUCE3_INT, TRAP_INT, PI_REDUCE) use the same shape as Stream DOT: a grid-stride
 loop of per-thread partials, ``kaio.block_sum/min/max`` per block, one value per block written
-through the ``rows_per_block`` partition of an [nblocks, 1] buffer, and a host combine.
+by the block's thread 0 under the ``per_block`` partition, and a host combine.
 """
 import functools
 import math
@@ -22,11 +22,6 @@ from .checksum import DataInit
 
 N = 1_000_000
 SMALL = 10_000
-
-
-def _per_block():
-    """One row per block, its threads striding the columns (the reductions' partition)."""
-    return regions.rows_per_block()
 
 
 # --- elementwise -------------------------------------------------------------------------------
@@ -79,8 +74,8 @@ def nested_init(array: kaio.Out[f64, 3]):
 @functools.lru_cache(maxsize=None)
 def _reduce3_kernel():
     @kaio.kernel
-    def reduce3_int(vec: kaio.In[i32], psum: kaio.Out[i32, _per_block()],
-                    pmin: kaio.Out[i32, _per_block()], pmax: kaio.Out[i32, _per_block()]):
+    def reduce3_int(vec: kaio.In[i32], psum: kaio.Out[i32, regions.per_block()],
+                    pmin: kaio.Out[i32, regions.per_block()], pmax: kaio.Out[i32, regions.per_block()]):
         s = i32(0)
         lo = i32(2147483647)
         hi = i32(-2147483648)
@@ -92,12 +87,10 @@ def _reduce3_kernel():
         bs = kaio.block_sum(s)
         bmin = kaio.block_min(lo)
         bmax = kaio.block_max(hi)
-        for b, col in psum.owned():
-            psum[b, col] = bs
-        for b, col in pmin.owned():
-            pmin[b, col] = bmin
-        for b, col in pmax.owned():
-            pmax[b, col] = bmax
+        if kaio.thread_idx.x == 0:
+            psum[kaio.block_idx.x] = bs
+            pmin[kaio.block_idx.x] = bmin
+            pmax[kaio.block_idx.x] = bmax
     return reduce3_int
 
 
@@ -111,35 +104,35 @@ def trap_int_func(x, y, xp, yp):
 def _trap_kernel():
     @kaio.kernel
     def trap_int(x0: f64, xp: f64, y: f64, yp: f64, h: f64, n: i32,
-                 partial: kaio.Out[f64, _per_block()]):
+                 partial: kaio.Out[f64, regions.per_block()]):
         s = f64(0.0)
         for i in range(kaio.global_id(), n, kaio.grid_dim.x * kaio.block_dim.x):
             x = x0 + f64(i) * h
             s += trap_int_func(x, y, xp, yp)
         total = kaio.block_sum(s)
-        for b, col in partial.owned():
-            partial[b, col] = total
+        if kaio.thread_idx.x == 0:
+            partial[kaio.block_idx.x] = total
     return trap_int
 
 
 @functools.lru_cache(maxsize=None)
 def _pi_kernel():
     @kaio.kernel
-    def pi_reduce(dx: f64, n: i32, partial: kaio.Out[f64, _per_block()]):
+    def pi_reduce(dx: f64, n: i32, partial: kaio.Out[f64, regions.per_block()]):
         s = f64(0.0)
         for i in range(kaio.global_id(), n, kaio.grid_dim.x * kaio.block_dim.x):
             x = (f64(i) + 0.5) * dx
             s += dx / (1.0 + x * x)
         total = kaio.block_sum(s)
-        for b, col in partial.owned():
-            partial[b, col] = total
+        if kaio.thread_idx.x == 0:
+            partial[kaio.block_idx.x] = total
     return pi_reduce
 
 
 def reduce3_int(vec: np.ndarray):
     """(sum, min, max) of an int32 vector."""
     blocks = reduction_grid(vec.shape[0])
-    ps, pn, px = (np.empty((blocks, 1), np.int32) for _ in range(3))
+    ps, pn, px = (np.empty(blocks, np.int32) for _ in range(3))
     _reduce3_kernel()[(blocks,), (BLOCK,)](vec, ps, pn, px)
     return int(ps.sum(dtype=np.int64)), int(pn.min()), int(px.max())
 
@@ -147,17 +140,17 @@ def reduce3_int(vec: np.ndarray):
 def trap_int(x0, xp, y, yp, h, n) -> float:
     """h * sum_{i<n} 1/sqrt((x0 + i h - xp)^2 + (y - yp)^2)."""
     blocks = reduction_grid(n)
-    partial = np.empty((blocks, 1), np.float64)
+    partial = np.empty(blocks, np.float64)
     _trap_kernel()[(blocks,), (BLOCK,)](x0, xp, y, yp, h, n, partial)
-    return math.fsum(partial[:, 0]) * h
+    return math.fsum(partial) * h
 
 
 def pi_reduce(n: int) -> float:
     """4 * sum_i dx / (1 + x_i^2), x_i = (i + 1/2) dx, dx = 1/n (midpoint rule for pi)."""
     blocks = reduction_grid(n)
-    partial = np.empty((blocks, 1), np.float64)
+    partial = np.empty(blocks, np.float64)
     _pi_kernel()[(blocks,), (BLOCK,)](1.0 / n, n, partial)
-    return 4.0 * math.fsum(partial[:, 0])
+    return 4.0 * math.fsum(partial)
 
 
 def mat_mat_shared(a: np.ndarray, b: np.ndarray) -> np.ndarray:

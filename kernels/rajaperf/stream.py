@@ -2,8 +2,8 @@
 
 Inputs follow the suite's set-up order (``a``, ``b``, ``c`` initialised with alternating
 factors). DOT is a reduction: each block reduces its grid-stride partial sums with
-``kaio.block_sum`` and writes one value per block (the ``rows_per_block`` partition of an
-[nblocks, 1] buffer); the host adds the per-block partials.
+``kaio.block_sum`` and its thread 0 writes one value per block (the ``per_block`` partition);
+the host adds the per-block partials.
 """
 import math
 
@@ -45,20 +45,15 @@ def stream_triad(b: kaio.In[f64], c: kaio.In[f64], a: kaio.Out[f64], alpha: f64)
         a[i] = b[i] + alpha * c[i]
 
 
-def _per_block():
-    """One row per block, its threads striding the columns (the reductions' partition)."""
-    return regions.rows_per_block()
-
-
 def _dot_kernel():
     @kaio.kernel
-    def stream_dot(a: kaio.In[f64], b: kaio.In[f64], partial: kaio.Out[f64, _per_block()]):
+    def stream_dot(a: kaio.In[f64], b: kaio.In[f64], partial: kaio.Out[f64, regions.per_block()]):
         s = f64(0.0)
         for i in range(kaio.global_id(), a.shape[0], kaio.grid_dim.x * kaio.block_dim.x):
             s += a[i] * b[i]
         total = kaio.block_sum(s)
-        for blk, col in partial.owned():
-            partial[blk, col] = total
+        if kaio.thread_idx.x == 0:
+            partial[kaio.block_idx.x] = total
     return stream_dot
 
 
@@ -70,7 +65,7 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     if not _DOT:
         _DOT.append(_dot_kernel())
     blocks = reduction_grid(a.shape[0])
-    partial = np.empty((blocks, 1), np.float64)
+    partial = np.empty(blocks, np.float64)
     _DOT[0][(blocks,), (BLOCK,)](a, b, partial)
     return float(partial.sum())
 
@@ -126,7 +121,7 @@ raja_case(name="DOT", group="stream", make=_setup(("a", "real"), ("b", "real")),
 def _dot_bench(i):
     dot(i["a"][:1], i["b"][:1])  # builds the kernel
     blocks = reduction_grid(i["a"].shape[0])
-    return launcher(_DOT[0], *up(i, "a", "b"), empty((blocks, 1), np.float64),
+    return launcher(_DOT[0], *up(i, "a", "b"), empty((blocks,), np.float64),
                     config=((blocks,), (BLOCK,)))
 
 
