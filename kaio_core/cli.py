@@ -3,6 +3,7 @@
     kaio info                                   versions, backends, devices
     kaio compile FILE.py:KERNEL --target sm_90 --emit ptx [-o PATH] [--const N=4 ...]
     kaio showcase | conformance | bench ...     (dispatched to their modules when installed)
+    kaio bench --ml [--quick] [--ops ...] [--dtypes ...] [--out DIR]   the ML ops vs Triton, torch
 
 ``kaio compile`` needs no GPU: it imports the file, finds the ``@kaio.kernel`` and prints the
 requested stage. Errors are reported as one clear line on stderr with exit status 2.

@@ -8,6 +8,7 @@
 #   showcase  kaio showcase --all at default sizes on CUDA
 #   conformance  the conformance report over reference, cuda, cuda-llvm, gfx90a, gfx942
 #   bench     benchmarks/bench_gpu.py (kaio vs CUDA C++ vs Triton vs torch/cuBLAS)
+#   ml        kaio bench --ml: the library's ML ops vs Triton vs torch, GB/s against the copy
 #   before    the conformance report of the tree in .baseline/ (an exported earlier commit:
 #             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
@@ -45,6 +46,7 @@ for step in "$@"; do
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
     conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
+    ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     variants) run softmax_variants 200 python3 benchmarks/softmax_variants.py --out "$OUT" ;;
     before) CONF="--target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942"
