@@ -76,7 +76,16 @@ def block_sums_gid_guard(x: kaio.In[f32], partial: kaio.Out[f32, kaio.regions.pe
         partial[kaio.block_idx.x] = total
 
 
-@pytest.mark.parametrize("k, dims", [(block_sums_owned, None), (block_sums_gid_guard, 1)])
+@kaio.kernel
+def block_sums_early_return(x: kaio.In[f32], partial: kaio.Out[f32, kaio.regions.per_block()]):
+    total = _block_total(x)
+    if kaio.thread_idx.x != 0:
+        return
+    partial[kaio.block_idx.x] = total
+
+
+@pytest.mark.parametrize("k, dims", [(block_sums_owned, None), (block_sums_gid_guard, 1),
+                                     (block_sums_early_return, 1)])
 def test_other_spellings_of_the_owner_thread(reference, k, dims):
     x = np.arange(700, dtype=np.float32)
     partial = np.zeros(GRID, np.float32)
