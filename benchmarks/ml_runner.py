@@ -41,20 +41,25 @@ class Env:
     """What every case shares: the device, the timer, the copy rates measured so far."""
 
     def __init__(self, reps: int = 20, rounds: int = 5):
-        kaio.set_backend("cuda")
+        self.kaio_error = None
+        try:
+            kaio.set_backend("cuda")
+        except Exception as e:  # Triton and torch can still be measured: kaio's cells say why
+            self.kaio_error = _why(e)
         self.dev = torch.device("cuda")
         self.timer = functools.partial(timed, reps=reps, rounds=rounds, warmup=3)
         self.reps, self.rounds = reps, rounds
         self.copy_rates: dict[int, dict] = {}
 
     def header(self) -> list[str]:
-        from kaio.config import settings
         try:
+            from kaio.config import settings
             codegen = settings().cuda_codegen
+            device = torch.cuda.get_device_name()
         except Exception as e:
-            codegen = f"? ({_why(e)})"
-        return [f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
-                f"triton {triton.__version__}  kaio {kaio.__version__} (cuda codegen: {codegen})  "
+            codegen = device = f"? ({_why(e)})"
+        return [f"device: {device}  torch {torch.__version__}  triton {triton.__version__}  "
+                f"kaio {getattr(kaio, '__version__', '?')} (cuda codegen: {codegen})  "
                 f"python {platform.python_version()}",
                 f"timing: CUDA events around {self.reps} back-to-back calls, median of "
                 f"{self.rounds} rounds; GB/s = bytes a kernel must move / time, (%) = of the "
@@ -155,7 +160,9 @@ def torch_view(arr, dtype):
 
 
 # --- implementations: (launch, output of a launch's result), plus what to report --------------
-def build_kaio(case: MlCase, d: dict, result: dict):
+def build_kaio(case: MlCase, d: dict, result: dict, env: Env):
+    if env.kaio_error:
+        raise RuntimeError(f"kaio's CUDA backend is unavailable: {env.kaio_error}")
     inputs = {k: host_copy(v) for k, v in d.items()}
     launch, result["kaio_source"] = ml_kaio.kaio_closure(case.op, case.dtype, inputs)
     del inputs  # the closure holds device copies
@@ -171,8 +178,8 @@ def build_kaio(case: MlCase, d: dict, result: dict):
     return launch, lambda _: torch_view(out, dtype).reshape(case.shape)
 
 
-def build_triton(case: MlCase, d: dict, result: dict):
-    out = torch.empty(case.shape, device=d[next(iter(d))].device, dtype=TORCH_DTYPES[case.dtype])
+def build_triton(case: MlCase, d: dict, result: dict, env: Env):
+    out = torch.empty(case.shape, device=env.dev, dtype=TORCH_DTYPES[case.dtype])
     x = d.get("x")
     launch = {
         "softmax": lambda: triton_ml.softmax(x, out),
@@ -204,7 +211,7 @@ def triton_attributes(compiled) -> dict:
         return {"error": _why(e)}
 
 
-def build_torch(case: MlCase, d: dict, result: dict):
+def build_torch(case: MlCase, d: dict, result: dict, env: Env):
     x, cols = d.get("x"), case.shape[-1]
     op = case.op
     if op == "softmax":
@@ -314,7 +321,7 @@ def _run_impls(case: MlCase, env: Env, result: dict) -> None:
     for name, build in BUILDERS.items():
         launch = output = None
         try:
-            launch, output = build(case, data, result)
+            launch, output = build(case, data, result, env)
             result["impls"][name] = measure(case, env, launch, output, ref, tol)
         except Exception as e:
             result["impls"][name] = {"error": _why(e)}

@@ -234,8 +234,9 @@ def test_kaio_closure_is_the_library_kernel_and_its_output_is_found(reference, o
     got = out.to_host().astype(np.float64).reshape(want.shape)
     rtol = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}[dt]
     np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6)
-    [k] = spy.kernels()
-    assert k["block"] is not None and k["regs"] is None and k["local_bytes"] is None  # no driver here
+    ks = spy.kernels()
+    assert ks and all(k["block"] is not None and k["regs"] is None and k["local_bytes"] is None
+                      for k in ks)  # no driver here
 
 
 def test_function_attributes_without_a_function():
@@ -296,7 +297,7 @@ def test_run_case_on_cpu_checks_times_and_marks_failures(reference, monkeypatch)
     monkeypatch.setattr(tm, "gelu_exact", fake(lambda x, y: y.copy_(x)))  # wrong on purpose
     monkeypatch.setattr(tm, "dequantize_int8", fake(lambda q, s, y: y.copy_(q.float() * s[:, None])))
     env = object.__new__(mr.Env)
-    env.dev, env.copy_rates = torch.device("cpu"), {}
+    env.dev, env.copy_rates, env.kaio_error = torch.device("cpu"), {}, None
     env.timer = lambda fn: (fn(), 0.5)[1]
     for case in (bm.MlCase("softmax", "bf16", (8, 300)), bm.MlCase("gelu_exact", "f16", (1000,)),
                  bm.MlCase("dequantize_int8", "f16", (6, 50))):
@@ -305,7 +306,7 @@ def test_run_case_on_cpu_checks_times_and_marks_failures(reference, monkeypatch)
         for name in ("kaio", "torch") + (("triton",) if case.op != "gelu_exact" else ()):
             cell = r["impls"][name]
             assert cell.get("ms") == 0.5 and cell["max_err"] <= 0.02, (case, name, cell)
-        assert r["kaio_kernels"][0]["name"] == case.op
+        assert case.op in r["kaio_kernels"][0]["name"]  # e.g. softmax_resident
         assert r["copy"]["gbps"] == 2 * case.copy_bytes / 0.5 / 1e6
         if case.op == "gelu_exact":
             assert r["impls"]["triton"]["error"].startswith("check failed")
