@@ -35,7 +35,7 @@ from ..errors import CompileError
 from ..ir.ops import handler_table
 from ..ir.types import BufType
 from ..passes.expand_math import library_code
-from . import llvm_math
+from . import llvm_math, vector_access
 from .abi import kernel_abi
 from .llvm_targets import LlvmTarget, get_target, snippet_intrinsics
 
@@ -122,6 +122,8 @@ class FunctionEmitter:
         self.label = "entry"
         self.warp_mask = "-1"               # replaced in the prologue when warp ops need it
         self.declares: dict[str, str] = {}  # intrinsic -> its declaration, as calls are emitted
+        self.vec = vector_access.plan_kernel(kernel)   # op id -> its group of four accesses
+        self.aligned: dict[int, str] = {}   # buffer id -> i1 "pointer is 16-byte aligned"
 
     # --- low-level helpers ------------------------------------------------------------------
     def tmp(self, hint: str = "v") -> str:
@@ -214,6 +216,10 @@ class FunctionEmitter:
         if any(o.opcode in ("shuffle", "vote", "ballot") for o in self.k.walk()) and \
                 "{mask}" in (self.t.lane_read or ""):
             self.warp_mask = self._member_mask()
+        for buf in vector_access.grouped_buffers(self.vec):   # once, in the entry block
+            base, space, _ = self.bufs[buf.id]
+            low = self.ins(f"and i64 {self.ins(f'ptrtoint {self.ptrty(space)} {base} to i64')}, 15")
+            self.aligned[buf.id] = self.ins(f"icmp eq i64 {low}, 0", "aligned")
         prologue = self.lines
         self.lines = []
         self.block(self.k.body)
@@ -459,6 +465,8 @@ class FunctionEmitter:
         return self.ins(f"{'sext' if t.is_signed else 'zext'} {llty(t)} {a} to {it}")
 
     def op_load(self, op):
+        if id(op) in self.vec:
+            return self.vector(self.vec[id(op)], op)
         buf, *index = op.operands
         t = buf.type.dtype
         ptr, space = self.address(buf, index)
@@ -466,6 +474,8 @@ class FunctionEmitter:
         self.bind(op, self.ins(f"icmp ne i8 {r}, 0") if t.is_bool else r)
 
     def op_store(self, op):
+        if id(op) in self.vec:
+            return self.vector(self.vec[id(op)], op)
         buf, *index, value = op.operands
         t = buf.type.dtype
         ptr, space = self.address(buf, index)
@@ -473,6 +483,52 @@ class FunctionEmitter:
         if t.is_bool:
             v = self.ins(f"zext i1 {v} to i8")
         self.emit(f"store {memty(t)} {v}, {self.ptrty(space)} {ptr}, align {t.itemsize}")
+
+    def vector(self, g: vector_access.Group, op):
+        """A group of four accesses (kaio.backends.vector_access) at its anchor op: one
+        ``<4 x T>`` access with ``align 16`` when the buffer's pointer is 16-byte aligned, the
+        four scalar accesses otherwise; the other members emit nothing."""
+        if op is not g.at:
+            return
+        t = g.buf.type.dtype
+        ty, vty = memty(t), f"<4 x {memty(t)}>"
+        ptr, space = self.address(g.buf, [g.base])
+        pty = self.ptrty(space)
+
+        def at(k):      # member k's address: the chunk's offset folded in
+            off = g.offset + k
+            return self.ins(f"getelementptr {ty}, {pty} {ptr}, i64 {off}", "p") if off else ptr
+        vec_l, scalar_l, end_l = (self.new_label(h) for h in ("vec", "scalar", "endvec"))
+        self.emit(f"br i1 {self.aligned[g.buf.id]}, label %{vec_l}, label %{scalar_l}")
+        self.start(vec_l)
+        if g.kind == "load":
+            wide = self.ins(f"load {vty}, {pty} {at(0)}, align 16")
+        else:
+            vals = [self.v(o.operands[-1]) for o in g.ops]
+            self.emit(f"store {vty} {self.pack(vty, ty, vals)}, {pty} {at(0)}, align 16")
+        self.emit(f"br label %{end_l}")
+        self.start(scalar_l)
+        if g.kind == "load":
+            narrow = self.pack(vty, ty, [self.ins(f"load {ty}, {pty} {at(k)}, align {t.itemsize}")
+                                         for k in range(4)])
+        else:
+            for k, x in enumerate(vals):
+                self.emit(f"store {ty} {x}, {pty} {at(k)}, align {t.itemsize}")
+        self.emit(f"br label %{end_l}")
+        self.start(end_l)
+        if g.kind == "load":
+            # one vector phi, split after the join: with the elements split before it, LLVM
+            # scalarises the vector load and then hoists the two identical arms (align 4)
+            whole = self.ins(f"phi {vty} [ {wide}, %{vec_l} ], [ {narrow}, %{scalar_l} ]")
+            for k, o in enumerate(g.ops):
+                self.bind(o, self.ins(f"extractelement {vty} {whole}, i32 {k}"))
+
+    def pack(self, vty: str, ty: str, vals: list[str]) -> str:
+        """A vector of type ``vty`` holding the ``ty`` values ``vals``."""
+        whole = "poison"
+        for k, x in enumerate(vals):
+            whole = self.ins(f"insertelement {vty} {whole}, {ty} {x}, i32 {k}")
+        return whole
 
     def op_atomic(self, op):
         buf = op.operands[0]

@@ -16,7 +16,7 @@ from ..ir.ops import handler_table
 from ..ir.types import BufType
 from ..passes.expand_math import library_code
 from ..version import __version__
-from . import ptx_math, ptx_mem, ptx_ops, ptx_vec, ptx_workarounds
+from . import ptx_math, ptx_mem, ptx_ops, ptx_workarounds, vector_access
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -87,10 +87,7 @@ class _Renderer:
         self.em = Emitter(arch, fast_math)
         self.bufs: dict[int, ptx_mem.BufInfo] = {}
         self.n_arrays = 0
-        self.vec: dict[int, ptx_vec.Group] = {}
-        blocks = [kernel.body] + [r for op in kernel.walk() for r in op.regions]
-        for blk in blocks:
-            self.vec.update(ptx_vec.plan(blk))
+        self.vec: dict[int, vector_access.Group] = vector_access.plan_kernel(kernel)
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
         self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
 
@@ -293,7 +290,7 @@ class _Renderer:
         addr = self._addr(buf, idx)
         ptx_mem.store(self.em, self._buf(buf), buf.type.dtype, addr, self.v(val))
 
-    def _vector(self, g: ptx_vec.Group, op):
+    def _vector(self, g: vector_access.Group, op):
         """A v4 access at the group's anchor op (the other members emit nothing)."""
         if op is not g.at:
             return

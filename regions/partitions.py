@@ -165,7 +165,7 @@ class Coarsened(Blocked):
     g, by global linear id of any 1-, 2- or 3-D launch, owns ``[g*k, g*k + k)``. It is
     :class:`Blocked` without the 1-D launch requirement, so every launch the elementwise partition
     accepts stays valid, and kaio's own launch shape uses k times fewer threads, each making
-    16-byte accesses (kaio.backends.ptx_vec)."""
+    16-byte accesses (kaio.backends.vector_access, on both code paths)."""
 
     name = "coarsened"
     launch_1d = False

@@ -196,9 +196,9 @@ def test_load_of_a_just_stored_element_is_not_moved():
 
 
 def test_vector_plan_alias_rules():
-    """Direct checks of kaio.backends.ptx_vec.plan on hand-built blocks."""
+    """Direct checks of kaio.backends.vector_access.plan on hand-built blocks."""
     from kaio import dtypes as dt
-    from kaio.backends import ptx_vec
+    from kaio.backends import vector_access
     from kaio.ir.builder import Builder
     from kaio.ir.types import BufType
 
@@ -218,7 +218,7 @@ def test_vector_plan_alias_rules():
 
     loads = [("l", k) for k in range(4)]
     stores = [("s", k) for k in range(4)]
-    kinds = lambda blk: sorted({g.kind for g in ptx_vec.plan(blk).values()})   # noqa: E731
+    kinds = lambda blk: sorted({g.kind for g in vector_access.plan(blk).values()})   # noqa: E731
     assert kinds(block(loads + stores)) == ["load", "store"]
     # a store to another element between the loads: the loads may still move up
     assert kinds(block([("l", 0), ("s", 5), ("l", 1), ("l", 2), ("l", 3)])) == ["load"]

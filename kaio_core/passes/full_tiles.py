@@ -14,9 +14,9 @@ and become
 In the full case the loop runs exactly those C iterations with those ``iv`` values and the
 carried values are combined in the same order, so results are bit-identical; the partial tile at
 the end of the buffer takes the original loop. What this buys: every copy indexes ``lo + j`` with
-``j`` a constant, so when ``lo`` is a multiple of 4 (``g * C`` with ``C % 4 == 0``) the PTX
-emitter turns each run of four neighbouring 4-byte accesses into one 16-byte access
-(:mod:`kaio.backends.ptx_vec`); and the loads of all C copies are scheduled first
+``j`` a constant, so when ``lo`` is a multiple of 4 (``g * C`` with ``C % 4 == 0``) both
+emitters turn each run of four neighbouring 4-byte accesses into one 16-byte access
+(:mod:`kaio.backends.vector_access`); and the loads of all C copies are scheduled first
 (:func:`kaio.passes.loop_body.loads_first`, which moves a load only past stores to other elements), so
 they are in flight together.
 

@@ -1,14 +1,25 @@
-"""Vectorised global memory access: four scalar accesses -> one ``v4`` instruction.
+"""Vectorised global memory access: which four scalar accesses may become one 16-byte access.
 
-Pattern (what ``for j in kaio.static_range(4): ... x[4*i + j]`` becomes after unrolling, and what
-a ``blocked(4k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`): four loads, or four
-stores, in one block, of the same 1-d global buffer with a 4-byte dtype, at indices
-``base + 4c + 0 .. base + 4c + 3`` (``c`` a constant chunk number) where ``base`` is provably a
-multiple of 4 (``mul`` by a constant multiple of 4, ``shl`` by a constant >= 2, sums of those, or
-a ``for`` variable whose start and step are). Then the four
-elements are one 16-byte aligned chunk *if* the buffer's pointer is 16-byte aligned, which the
-prologue tests once per buffer; the access is emitted both ways under that predicate
-(``@p ld.global.v4.f32`` / ``@!p`` four scalar loads), so views with odd offsets stay correct.
+The analysis is target-independent; both emitters use :func:`plan`. kaio's PTX emitter
+(:mod:`kaio.backends.ptx`) emits a group as predicated instructions (``@p ld.global.v4.f32`` /
+``@!p`` four scalar loads), the LLVM emitter (:mod:`kaio.backends.llvm`) as a branch on the
+predicate to one ``<4 x T>`` load or store with ``align 16`` or to the four scalar accesses.
+
+Pattern (what ``for j in kaio.static_range(4): ... x[4*i + j]`` becomes after unrolling, what
+a ``blocked(4k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`, and a
+``Coarsened(k)`` thread's k elements): four loads, or four stores, in one block, of the same 1-d
+global kernel-parameter buffer with a 4-byte dtype, at indices ``base + 4c + 0 .. base + 4c + 3``
+(``c`` a constant chunk number, ``base`` an ``i32``) where ``base`` is provably a multiple of 4
+(``mul`` by a constant multiple of 4, ``shl`` by a constant >= 2, sums of those, or a ``for``
+variable whose start and step are). Then the four elements are one 16-byte aligned chunk *if*
+the buffer's pointer is 16-byte aligned, which the emitted code tests once per buffer (at kernel
+entry); the access is emitted both ways under that predicate, so views with odd offsets stay
+correct.
+
+Member ``k``'s address is emitted as the address of element ``base`` plus ``(4c + k) * 4``
+bytes (64-bit arithmetic) rather than the IR's wrapping ``i32`` sum ``base + 4c + k``. The two
+differ only when that sum overflows, i.e. when the IR's index is negative although it would be
+at least 2**31 in exact arithmetic -- out of bounds either way, since extents are below 2**31.
 
 A load group is emitted at its first member, a store group at its last, which moves the other
 members. That is allowed when no moved member crosses an access it may conflict with:
@@ -19,11 +30,16 @@ members. That is allowed when no moved member crosses an access it may conflict 
   offsets distinct ones), and a moved member must not cross a store (for a load) or any access
   (for a store) at its own address. Anything else touching the buffer in that range (an index of
   another shape, nested control flow, an atomic) or any barrier blocks the group.
+
+A written buffer overlaps no other buffer argument (kaio's launch checks refuse such launches;
+the LLVM emitter marks the pointers ``noalias``), so accesses to other buffers never block a
+group.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import dtypes as dt
 from ..ir.indexmath import base_and_offset as _split
 from ..ir.indexmath import const_value as _const
 
@@ -118,7 +134,7 @@ def plan(block) -> dict:
         if not _eligible(buf):
             continue
         base, off = _split(op.operands[1])
-        if off >= 0 and _multiple_of_4(base):
+        if off >= 0 and base.type == dt.INDEX and _multiple_of_4(base):
             key = (op.opcode, buf.id, base.id, off // VEC)
             cands.setdefault(key, {}).setdefault(off % VEC, (pos, op))
     groups: dict = {}
@@ -137,3 +153,16 @@ def plan(block) -> dict:
         for _, o in members:
             groups[id(o)] = g
     return groups
+
+
+def plan_kernel(kernel) -> dict:
+    """op id -> Group for every block of ``kernel`` (its body and every nested region)."""
+    groups: dict = {}
+    for blk in [kernel.body] + [r for op in kernel.walk() for r in op.regions]:
+        groups.update(plan(blk))
+    return groups
+
+
+def grouped_buffers(groups: dict) -> list:
+    """The buffers with at least one group, each once: those needing an alignment predicate."""
+    return list({id(g.buf): g.buf for g in groups.values()}.values())
