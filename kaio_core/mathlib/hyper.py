@@ -114,11 +114,20 @@ def _tanh_taylor(n: int):
 
 TANH_F32_COEFFS = [float(c) for c in _tanh_taylor(11)[1:]]      # t3, t5, ..., t21
 TANH_F32_SMALL = 0.5
-TWO_SQRTPI_F32 = split(exact("2_sqrtpi"), 24, 2)
-ERF0_F32_COEFFS = ERF0_COEFFS[:8]
-ERF_F32_CENTRES = [Fraction(3, 4) + Fraction(k, 2) for k in range(7)]    # [1/2, 4) in halves
-ERF_F32_DEGREE = 14
-ERF_F32_ONE = 4.0                                                       # erfc(4) < 2^-25
+#: native f32 erf (scripts/fit_erf_f32.py derives these f32 constants and measures the result):
+#: erf(x) = x + x p(x^2) below ERF_F32_SPLIT; above, 1 - e^q(|x| - ERF_F32_SPLIT)
+ERF_F32_SPLIT = 0.75
+ERF_F32_ONE = 3.92                                                      # erfc(3.92) < 2^-25
+ERF_F32_P = [float.fromhex(h) for h in (
+    "0x1.06eba8p-3", "-0x1.81273ap-2", "0x1.ce2ac8p-4", "-0x1.b7a892p-6", "0x1.4f2c7ap-8",
+    "-0x1.61de68p-11")]
+ERF_F32_Q = [float.fromhex(h) for h in (
+    "-0x1.3deb04p+0", "-0x1.1ce96ep+1", "-0x1.9d9e5ap-1", "-0x1.b18796p-5", "0x1.a2d6dap-7",
+    "-0x1.3d61cap-9", "0x1.3f864ap-12", "-0x1.2c06e8p-16")]
+ERF_F32_Q0_LO = float.fromhex("0x1.7b9828p-25")            # q's constant term beyond its f32 value
+ERF_F32_EXPM1 = [float.fromhex(h) for h in (
+    "0x1p+0", "0x1p-1", "0x1.555406p-3", "0x1.55543cp-5", "0x1.126ed6p-7", "0x1.6dc7b8p-10")]
+LN2_F32 = explog.LN2_F32
 
 
 def tanh_f32(m, x):
@@ -145,36 +154,24 @@ def tanh_f32(m, x):
 
 
 def erf_f32(m, x):
-    """Native f32 erf: |x| < 1/2 by its Taylor series (degree 17, 2/sqrt(pi) as two f32 parts;
-    |x| < 2^-100 scaled by 2^40 and back so the tail does not underflow); 1/2 <= |x| < 4 by
-    degree-13 Taylor expansions around 0.75, 1.25, ..., 3.75 (the constant term
-    as two f32 parts), picked with selects; 1 beyond 4."""
+    """Native f32 erf, about 40 f32 operations without division (docs/mathlib.md): for
+    |x| < 3/4, x + x p(x^2) (one fma: the leading x is exact, only the small p carries error);
+    from 3/4, 1 - e^q with q(t) ~ log erfc(3/4 + t), whose exponential is reduced as
+    q = n ln2 + r (the reduction folded into q's last Horner step, q's constant in two parts) so
+    1 - 2^n (exact) - 2^n r P(r) rounds once; 1 from 3.92 on. Within 0.8 ulp."""
     a = m.abs(x)
-    tiny = m.lt(a, 2.0 ** -100)                      # scaled up so a * (2/sqrt(pi))_lo stays normal
-    at = m.mul(a, m.sel(tiny, 2.0 ** 40, 1.0))
-    z = m.mul(at, at)
-    tail = m.fma(at, TWO_SQRTPI_F32[1], m.mul(m.mul(at, z), m.horner(z, ERF0_F32_COEFFS)))
-    small = m.mul(m.fma(at, TWO_SQRTPI_F32[0], tail), m.sel(tiny, 2.0 ** -40, 1.0))
-    idx = m.floor(m.mul(m.sub(a, 0.5), 2.0))
-    conds = [m.ge(idx, float(i)) for i in range(1, len(ERF_F32_CENTRES))]
-    tables = [erf_taylor_f32(c) for c in ERF_F32_CENTRES]
-    centre = m.pick(conds, [float(c) for c in ERF_F32_CENTRES])
-    h = m.sub(a, centre)
-    coeffs = [m.pick(conds, [t[1][n] for t in tables]) for n in range(ERF_F32_DEGREE - 1)]
-    acc = coeffs[-1]
-    for cn in reversed(coeffs[:-1]):
-        acc = m.fma(acc, h, cn)
-    a0_lo = m.pick(conds, [t[0][1] for t in tables])
-    a0_hi = m.pick(conds, [t[0][0] for t in tables])
-    mid = m.add(a0_hi, m.fma(acc, h, a0_lo))
-    r = m.sel(m.lt(a, 0.5), small, mid)
+    z = m.mul(a, a)
+    small = m.fma(a, m.fma(z, m.horner(z, ERF_F32_P[1:]), ERF_F32_P[0]), a)
+    # t clamped so lanes that take another branch keep n (and 2^n) in range
+    t = m.sub(m.min(a, ERF_F32_ONE), ERF_F32_SPLIT)                  # exact
+    acc = m.horner(t, ERF_F32_Q[1:])
+    q = m.fma(t, acc, ERF_F32_Q[0])
+    n = m.rint(m.mul(q, explog.INV_LN2))
+    d = m.add(m.fma(n, -LN2_F32[0], ERF_F32_Q[0]), ERF_F32_Q0_LO)  # rounded once; small where e^q matters
+    r = m.fma(n, -LN2_F32[1], m.fma(t, acc, d))                       # q - n ln2
+    s = m.pow2(m.to_int(n))                                           # n in [-26, 0]
+    big = m.fma(m.neg(m.mul(s, r)), m.horner(r, ERF_F32_EXPM1), m.sub(1.0, s))
+    r = m.sel(m.lt(a, ERF_F32_SPLIT), small, big)
     r = m.sel(m.ge(a, ERF_F32_ONE), 1.0, r)
     r = m.copysign(r, x)
     return m.sel(m.isnan(x), x, r)
-
-
-@lru_cache(maxsize=None)
-def erf_taylor_f32(c: Fraction):
-    """erf_taylor for f32: the constant term as two f32 parts, the rest to ERF_F32_DEGREE - 1."""
-    _, coeffs = erf_taylor(c, ERF_F32_DEGREE)
-    return split(dec_erf(c), 24, 2), coeffs
