@@ -38,26 +38,9 @@ def softmax_rows(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()]):
         y[r, j] = kaio.math.exp(x[r, j] - m) * inv
 
 
-#: the library's register-resident softmax with the hardware exp (thread t keeps columns
-#: t, t+B, ..., PER of them, in registers: x is read once)
-softmax_rows_resident = norms.softmax_resident_kernel("f32", "f32", fast=True)
-
-
-@kaio.kernel(fast_math=True)
-def softmax_flat_blocked(x: kaio.In[f32], y: kaio.Out[f32, blocked(16)]):
-    """Rows of a flattened [rows, cols] array with cols == 16 * block_dim: one block per row,
-    thread t owning the 16 neighbouring columns [16t, 16t + 16) of it. Full tiles compile to
-    16-byte loads and stores; the second and third reads of a thread's 64 bytes hit L1."""
-    m = -kaio.math.inf
-    for i in y.owned():
-        m = max(m, x[i])
-    m = kaio.block_max(m)
-    s = 0.0
-    for i in y.owned():
-        s += kaio.math.exp(x[i] - m)
-    inv = 1.0 / kaio.block_sum(s)
-    for i in y.owned():
-        y[i] = kaio.math.exp(x[i] - m) * inv
+#: the library's softmax for rows that fit in registers (kaio.kernels.ml.norms: thread t keeps
+#: columns t, t+B, ..., PER of them, in registers, so x is read once; the portable exp)
+softmax_rows_resident = norms.softmax_resident_kernel("f32", "f32")
 
 
 @kaio.kernel
@@ -87,5 +70,5 @@ def dot_partials8(x: kaio.In[f32], y: kaio.In[f32], part: kaio.Out[f32, 2, rows_
         part[r, j] = total
 
 
-__all__ = ["saxpy", "saxpy8", "softmax_rows", "softmax_rows_resident", "softmax_flat_blocked",
-           "dot_partials", "dot_partials8", "grid_stride"]
+__all__ = ["saxpy", "saxpy8", "softmax_rows", "softmax_rows_resident", "dot_partials",
+           "dot_partials8", "grid_stride"]

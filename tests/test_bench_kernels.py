@@ -35,8 +35,6 @@ def test_softmax_kernels(backend):
     runs = {
         "three-pass": lambda y: kk.softmax_rows[(rows,), (128,)](x, y),
         "resident": lambda y: kk.softmax_rows_resident[(rows,), (128,)](x, y, PER=4),
-        "flat blocked": lambda y: kk.softmax_flat_blocked[(rows,), (cols // 16,)](
-            x.reshape(-1), y.reshape(-1)),
     }
     for name, run in runs.items():
         y = np.zeros_like(x)

@@ -65,28 +65,58 @@ def test_row_ops_give_the_same_bits_at_warp_width_32_and_64(op, reference):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+def _row_args(op, dt, rows, cols, seed):
+    """Inputs of row op ``op`` (the kernel's arguments before ``y``, and the ones after)."""
+    g = np.random.default_rng(seed)
+    x = g.normal(0, 4, (rows, cols)).astype(np.float32)
+    w, b = g.uniform(0.5, 1.5, cols).astype(np.float32), g.normal(size=cols).astype(np.float32)
+    if dt != "f32":
+        x, w, b = (a.astype(kaio.dtypes.from_name(dt).storage_np) for a in (x, w, b))
+    return ({"rmsnorm": [x, w], "layernorm": [x, w, b], "softmax": [x]}[op],
+            {"rmsnorm": [1e-6], "layernorm": [1e-5], "softmax": []}[op])
+
+
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("cols", [1, 200, 257, 1000, 8192])
-def test_register_resident_softmax_gives_the_two_read_kernels_bits(backend, dt, cols):
-    """The host softmax holds rows of up to 16384 columns in registers; same bits as the
-    kernel that reads x twice (same max, same exps, same summation order) at the same block."""
+@pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
+def test_register_resident_row_ops_give_the_general_kernels_bits(backend, op, dt, cols):
+    """The host row ops hold rows of up to 32768 columns in registers; same bits as the general
+    kernel that reads x two or three times (same values, same summation order) at the same
+    block size, for 1-column rows and widths that are not multiples of the block."""
     from kaio.kernels.ml import norms
-    g = np.random.default_rng(cols)
-    x = g.normal(0, 4, (3, cols)).astype(np.float32)
-    if dt != "f32":
-        x = x.astype(kaio.dtypes.from_name(dt).storage_np)
+    args, extra = _row_args(op, dt, 3, cols, cols)
     threads, per = norms.resident_plan(cols)
-    assert threads * per >= cols
-    want = np.empty_like(x)
-    norms.softmax_kernel(dt, dt)[(3,), (threads,)](x, want)
-    got = norms.softmax(x)
+    assert threads * per >= cols and per <= norms.RESIDENT_MAX_PER
+    want = np.empty_like(args[0])
+    getattr(norms, f"{op}_kernel")(dt, dt)[(3,), (threads,)](*args, want, *extra)
+    got = getattr(norms, op)(*args, *extra)
     assert got.tobytes() == want.tobytes()
 
 
-def test_wide_rows_take_the_two_read_kernel():
+def test_resident_plan_block_sizes_and_the_fallback_width():
     from kaio.kernels.ml import norms
-    assert norms.resident_plan(8192) == (512, 16) and norms.resident_plan(1000) == (256, 4)
-    assert norms.resident_plan(16384) == (512, 32) and norms.resident_plan(16385) is None
+    assert norms.resident_plan(1) == (256, 1) and norms.resident_plan(1000) == (256, 4)
+    assert norms.resident_plan(8192) == (512, 16) and norms.resident_plan(16384) == (512, 32)
+    assert norms.resident_plan(16385) == (1024, 32) and norms.resident_plan(32768) == (1024, 32)
+    assert norms.resident_plan(32769) is None
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
+def test_row_kernel_picks_resident_up_to_32768_columns_then_the_general_kernel(op):
+    from kaio.kernels.ml import norms
+    assert norms.row_kernel(op, "f32", "f32", (2, 32769)) is getattr(norms, f"{op}_kernel")("f32", "f32")
+    assert norms.row_kernel(op, "f32", "f32", (2, 32768)) is not getattr(norms, f"{op}_kernel")("f32", "f32")
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
+def test_row_ops_widest_resident_and_first_general_widths_match_reference(op, reference):
+    """1024 threads x 32 columns (the widest resident row) and one column more (the general
+    kernels) both agree with the float64 reference."""
+    case = K.get(f"ml/{op}")
+    for cols in (20000, 32769):
+        inputs = case.make_inputs((1, cols), seed=cols)
+        ok, ratio = case.check(case.run(inputs), case.reference(inputs))
+        assert ok, (cols, ratio)
 
 
 def test_softmax_is_stable_on_huge_logits(reference):
@@ -189,3 +219,10 @@ def test_case_default_size_on_gpu(name):
         assert ok, f"{name}: worst error {ratio:.3g} x tolerance"
     finally:
         be._current = previous
+
+
+def test_f32_silu_gate_moves_16_bytes_per_access():
+    """blocked(4): full tiles of the f32 SiLU-gate load both inputs and store the output with
+    16-byte vector accesses (one element per thread gave 4-byte ones)."""
+    ptx = ml.elementwise.silu_gate_kernel("f32").emit("ptx", target="sm_90")
+    assert ptx.count("ld.global.nc.v4.f32") == 2 and ptx.count("st.global.v4.f32") == 1

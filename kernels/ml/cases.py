@@ -8,9 +8,9 @@ inputs, so they only have to cover the kernel's own rounding:
 - f16 outputs: one final rounding is at most half an ulp, 2^-11 ~ 4.9e-4 relative, plus the f32
   error above -> rtol 1e-3 (about 2 ulp) and atol 2^-14 for subnormal-range results;
 - bf16 outputs: half an ulp is 2^-8 ~ 3.9e-3 -> rtol 8e-3 (about 2 ulp), atol 2^-14;
-- row reductions in f32 over n columns: each thread sums n/256 terms then a fixed tree of 256
-  partials: relative error <= (n/256 + 8) * 2^-24 of the sum of |terms| (~2e-6 at n = 8192),
-  so rtol 1e-5 for f32 outputs.
+- row reductions in f32 over n columns: each of B threads (256 to 1024) sums n/B terms then a
+  fixed tree of B partials: relative error <= (n/B + log2 B) * 2^-24 of the sum of |terms|
+  (~2e-6 at n = 8192, B = 256), so rtol 1e-5 for f32 outputs.
 """
 import numpy as np
 
@@ -97,7 +97,7 @@ def _row_inputs(dt, with_bias):
     return make
 
 
-_ROW_WHY = "f32 row sums (strided, then a 256-way tree) plus the output dtype's rounding"
+_ROW_WHY = "f32 row sums (strided, then a 256- to 1024-way tree) plus the output dtype's rounding"
 for _dt in ("f32", "f16", "bf16"):
     suffix = "" if _dt == "f32" else f"_{_dt}"
     b = _itemsize(_dt)
@@ -108,18 +108,20 @@ for _dt in ("f32", "f16", "bf16"):
         reference=lambda i: {"y": norms.rmsnorm_ref(i["x"], i["w"], 1e-6)},
         default_size=(4096, 8192), small_size=(6, 300), tolerance=tol,
         flops=lambda s: 4.0 * s[0] * s[1], bytes=lambda s, b=b: 2.0 * b * s[0] * s[1],
-        bench=lambda i, d=_dt: launcher(norms.rmsnorm_kernel(d, d), *up(i, "x", "w"),
+        bench=lambda i, d=_dt: launcher(norms.row_kernel("rmsnorm", d, d, i["x"].shape),
+                                        *up(i, "x", "w"),
                                         empty(i["x"].shape, i["x"].dtype), 1e-6),
-        description="one block per row, block_sum of squares"))
+        description="one block per row (held in registers up to 32768 columns), block_sum of squares"))
     register(KernelCase(
         name=f"ml/layernorm{suffix}", group="ml", make_inputs=_row_inputs(_dt, True),
         run=lambda i: {"y": norms.layernorm(i["x"], i["w"], i["b"], eps=1e-5)},
         reference=lambda i: {"y": norms.layernorm_ref(i["x"], i["w"], i["b"], 1e-5)},
         default_size=(4096, 8192), small_size=(6, 300), tolerance=tol,
         flops=lambda s: 7.0 * s[0] * s[1], bytes=lambda s, b=b: 2.0 * b * s[0] * s[1],
-        bench=lambda i, d=_dt: launcher(norms.layernorm_kernel(d, d), *up(i, "x", "w", "b"),
+        bench=lambda i, d=_dt: launcher(norms.row_kernel("layernorm", d, d, i["x"].shape),
+                                        *up(i, "x", "w", "b"),
                                         empty(i["x"].shape, i["x"].dtype), 1e-5),
-        description="one block per row, two-pass mean/variance"))
+        description="one block per row (held in registers up to 32768 columns), two-pass mean/variance"))
     register(KernelCase(
         name=f"ml/softmax{suffix}", group="ml", make_inputs=_row_inputs(_dt, False),
         run=lambda i: {"y": norms.softmax(i["x"])},
@@ -127,9 +129,10 @@ for _dt in ("f32", "f16", "bf16"):
         default_size=(4096, 8192), small_size=(6, 300),
         tolerance=_tol(_dt, f32=(1e-9, 1e-5), why=_ROW_WHY + "; exp within a few ulp"),
         flops=lambda s: 5.0 * s[0] * s[1], bytes=lambda s, b=b: 2.0 * b * s[0] * s[1],
-        bench=lambda i, d=_dt: launcher(norms.softmax_kernel(d, d), *up(i, "x"),
+        bench=lambda i, d=_dt: launcher(norms.row_kernel("softmax", d, d, i["x"].shape),
+                                        *up(i, "x"),
                                         empty(i["x"].shape, i["x"].dtype)),
-        description="max-subtracted, one block per row"))
+        description="max-subtracted, one block per row (held in registers up to 32768 columns)"))
 
 
 # --- quantized ---------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 One block per row (the ``rows_per_block`` partition): the block's threads stride over the row's
 columns, combine their partial sums / maxima with ``kaio.block_sum`` / ``kaio.block_max`` (a fixed
 combination order, so results do not depend on the warp width), then each thread writes the
-columns it owns. Inputs and outputs are f32, f16 or bf16; statistics are accumulated in f32.
+columns it owns. Rows of up to 32768 columns take the register-resident variants (the row read
+once into registers: :func:`resident_plan`), wider ones the general kernels, which read the row
+two or three times; :func:`row_kernel` picks. Inputs and outputs are f32, f16 or bf16;
+statistics are accumulated in f32.
 """
 import functools
 
@@ -92,19 +95,24 @@ def softmax_kernel(dt: str, out_dt: str):
     return softmax
 
 
+# --- register-resident variants: the row is read once ------------------------------------------
+# Thread t keeps columns t, t+B, ..., t+(PER-1)B of its row in a local array (PER a compile-time
+# constant, so the array is registers), so x is read once instead of two or three times. Every
+# sum runs over the same values in the same order as the strided loops above (k-th column of
+# thread t is the k-th iteration of its loop), so the results are bit-identical to the general
+# kernels'. Columns past the row's end hold the reductions' neutral value.
+# ptxas spends registers freely here (68 for PER=16 uncapped, where 55 do without spilling);
+# capped at 64, two 512-thread blocks share an SM, and 1024-thread blocks still fit.
+RESIDENT_REGS = 64
+
+
 @functools.lru_cache(maxsize=None)
 def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False):
-    """The same softmax with the row held in registers: thread ``t`` keeps columns
-    ``t, t+B, ..., t+(PER-1)B`` in a local array (``PER`` a compile-time constant, so the array is
-    registers), so ``x`` is read once instead of twice. The maximum, the sum (in the same order
-    as :func:`softmax_kernel`'s strided loop) and every exponential are the same operations on
-    the same values: the results are bit-identical to the two-read kernel. ``fast``: the
-    hardware exp (``fast_math``), as in benchmarks/bench_gpu.py's comparison with ``__expf``."""
+    """:func:`softmax_kernel` with the row in registers (read once, written once). ``fast``: the
+    hardware exp (``fast_math``; the library never sets it)."""
     T, OT = kdtype(dt), kdtype(out_dt)
 
-    # ptxas spends registers freely on this kernel (68 for PER=16 uncapped, where 55 do without
-    # spilling); capped at 64, two 512-thread blocks share an SM
-    @kaio.kernel(fast_math=fast, max_registers=64)
+    @kaio.kernel(fast_math=fast, max_registers=RESIDENT_REGS)
     def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()], PER: kaio.Const[int]):
         row = kaio.block_idx.x
         t = kaio.thread_idx.x
@@ -133,48 +141,127 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False):
     return softmax_resident
 
 
-#: most columns a thread holds in registers in the register-resident softmax
+@functools.lru_cache(maxsize=None)
+def rmsnorm_resident_kernel(dt: str, out_dt: str):
+    """:func:`rmsnorm_kernel` with the row in registers (read once, written once)."""
+    T, OT = kdtype(dt), kdtype(out_dt)
+
+    @kaio.kernel(max_registers=RESIDENT_REGS)
+    def rmsnorm_resident(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows()], eps: f32,
+                         PER: kaio.Const[int]):
+        row = kaio.block_idx.x
+        t = kaio.thread_idx.x
+        nt = kaio.block_dim.x
+        n = x.shape[1]
+        v = kaio.local_array(f32, PER)
+        sumsq = f32(0.0)
+        for k in kaio.static_range(PER):
+            c = t + k * nt
+            v[k] = f32(0.0)
+            if c < n:
+                v[k] = f32(x[row, c])
+            sumsq += v[k] * v[k]
+        inv_rms = 1.0 / kaio.math.sqrt(kaio.block_sum(sumsq) / f32(n) + eps)
+        for k in kaio.static_range(PER):
+            c = t + k * nt
+            if c < n:
+                y[row, c] = OT(v[k] * inv_rms * f32(w[c]))
+
+    return rmsnorm_resident
+
+
+@functools.lru_cache(maxsize=None)
+def layernorm_resident_kernel(dt: str, out_dt: str):
+    """:func:`layernorm_kernel` with the row in registers: the mean and the centred sum of
+    squares (still two passes, for the variance's accuracy) both run over the registers."""
+    T, OT = kdtype(dt), kdtype(out_dt)
+
+    @kaio.kernel(max_registers=RESIDENT_REGS)
+    def layernorm_resident(x: kaio.In[T, 2], w: kaio.In[T], b: kaio.In[T],
+                           y: kaio.Out[OT, _rows()], eps: f32, PER: kaio.Const[int]):
+        row = kaio.block_idx.x
+        t = kaio.thread_idx.x
+        nt = kaio.block_dim.x
+        n = x.shape[1]
+        v = kaio.local_array(f32, PER)
+        s = f32(0.0)
+        for k in kaio.static_range(PER):
+            c = t + k * nt
+            v[k] = f32(0.0)
+            if c < n:
+                v[k] = f32(x[row, c])
+            s += v[k]
+        mean = kaio.block_sum(s) / f32(n)
+        ss = f32(0.0)
+        for k in kaio.static_range(PER):
+            if t + k * nt < n:
+                d = v[k] - mean
+                ss += d * d
+        inv_std = 1.0 / kaio.math.sqrt(kaio.block_sum(ss) / f32(n) + eps)
+        for k in kaio.static_range(PER):
+            c = t + k * nt
+            if c < n:
+                y[row, c] = OT((v[k] - mean) * inv_std * f32(w[c]) + f32(b[c]))
+
+    return layernorm_resident
+
+
+#: most columns a thread holds in registers in the resident kernels
 RESIDENT_MAX_PER = 32
+#: most threads per block the resident kernels use
+RESIDENT_MAX_THREADS = 1024
 
 
 def resident_plan(cols: int) -> tuple[int, int] | None:
-    """(threads per block, columns per thread) for the register-resident softmax, or None when
-    the row is too wide (more than 512 * RESIDENT_MAX_PER columns). Columns per thread is a power
-    of two, so few variants are compiled; 512-thread blocks for rows over 2048 columns (on the
-    H200, 512 x 16 was the fastest shape for 8192 columns: benchmarks/softmax_variants.py)."""
-    threads = 512 if cols > 2048 else 256
+    """(threads per block, columns per thread) for the register-resident kernels, or None when
+    the row is too wide (more than 1024 * RESIDENT_MAX_PER = 32768 columns): those take the
+    general kernels. Columns per thread is a power of two, so few variants are compiled;
+    256-thread blocks up to 2048 columns, 512 up to 16384 (on the H200, 512 x 16 was the fastest
+    shape for 8192 columns), 1024 beyond."""
+    threads = 256 if cols <= 2048 else 512 if cols <= 512 * RESIDENT_MAX_PER else 1024
     need = max(1, -(-cols // threads))
     per = 1 << (need - 1).bit_length()
     return (threads, per) if per <= RESIDENT_MAX_PER else None
 
 
+_GENERAL = {"softmax": softmax_kernel, "rmsnorm": rmsnorm_kernel, "layernorm": layernorm_kernel}
+_RESIDENT = {"softmax": softmax_resident_kernel, "rmsnorm": rmsnorm_resident_kernel,
+             "layernorm": layernorm_resident_kernel}
+
+
+def row_kernel(op: str, dt: str, out_dt: str, shape):
+    """What the library launches for row op ``op`` ('softmax', 'rmsnorm', 'layernorm') on
+    [rows, cols] = ``shape``: a function of the kernel's arguments (the same as the general
+    kernel's) that launches the register-resident kernel when the row fits, the general one
+    otherwise. The bench closures in cases.py time exactly this."""
+    rows, cols = shape
+    plan = resident_plan(cols)
+    if plan is None:
+        return _GENERAL[op](dt, out_dt)
+    threads, per = plan
+    k = _RESIDENT[op](dt, out_dt)[(rows,), (threads,)]
+    return lambda *args: k(*args, PER=per)
+
+
 # --- host entry points -------------------------------------------------------------------------
 def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float = 1e-6, out_dtype=None) -> np.ndarray:
     """RMSNorm of each row of a 2-D array."""
-    dt = _name(x)
     out = np.empty(x.shape, dtype=out_dtype or x.dtype)
-    rmsnorm_kernel(dt, _name(out))(x, w, out, float(eps))
+    row_kernel("rmsnorm", _name(x), _name(out), x.shape)(x, w, out, float(eps))
     return out
 
 
 def layernorm(x, w, b, eps: float = 1e-5, out_dtype=None) -> np.ndarray:
     """LayerNorm of each row of a 2-D array."""
-    dt = _name(x)
     out = np.empty(x.shape, dtype=out_dtype or x.dtype)
-    layernorm_kernel(dt, _name(out))(x, w, b, out, float(eps))
+    row_kernel("layernorm", _name(x), _name(out), x.shape)(x, w, b, out, float(eps))
     return out
 
 
 def softmax(x: np.ndarray, out_dtype=None) -> np.ndarray:
     """Softmax over the last axis of a 2-D array."""
-    dt = _name(x)
     out = np.empty(x.shape, dtype=out_dtype or x.dtype)
-    plan = resident_plan(x.shape[1]) if x.ndim == 2 else None
-    if plan is None:
-        softmax_kernel(dt, _name(out))(x, out)
-    else:
-        threads, per = plan
-        softmax_resident_kernel(dt, _name(out))[(x.shape[0],), (threads,)](x, out, PER=per)
+    row_kernel("softmax", _name(x), _name(out), x.shape)(x, out)
     return out
 
 
