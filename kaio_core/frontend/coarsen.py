@@ -5,8 +5,9 @@ its body names no thread identity (``thread_idx``, ``global_id``, ``lane_id``, .
 memory, barrier, atomic, warp or block collective, and calls no ``@kaio.func`` (whose body is not
 inspected here); its only ownership comes from ``y.owned()``. The README's
 ``for i in y.owned(): y[i] = a * x[i] + y[i]`` is one. For such a kernel every 1-D Region/Out left
-on the default partition is given :class:`~kaio.regions.partitions.Coarsened` (k elements per
-thread, :func:`elements_per_thread`) instead of
+on the default partition, when every buffer has 4-byte elements, is given
+:class:`~kaio.regions.partitions.Coarsened` (k elements per thread, :func:`elements_per_thread`)
+instead of
 :class:`~kaio.regions.partitions.Elementwise`: kaio's launch shape then uses k times fewer
 threads, and the full-tile and vector passes turn each thread's k accesses into 16-byte ones.
 The results are identical, since no element's value depends on its thread.
@@ -26,6 +27,11 @@ from .diagnostics import parse_function
 #: intrinsics that do not reveal or involve other threads
 THREAD_INDEPENDENT = frozenset({"static_range", "local_array"})
 
+#: the element size the vector pass groups (kaio.backends.vector_access): coarsening pays only
+#: where every buffer's accesses become 16-byte ones (H200, 2026-12-01: with k serial 2-byte
+#: accesses per thread, f16 GELU and silu_gate ran 3.2-4.8x behind Triton)
+VECTOR_ITEMSIZE = 4
+
 #: bytes per thread and buffer: two 16-byte accesses for 4-byte types, as the blocked(8) saxpy
 #: that reached 4062 GB/s against 3336 one element per thread (H200, issue 13)
 _TARGET_BYTES = 32
@@ -41,10 +47,12 @@ def coarsening(fn, params, kernel_name: str) -> int | None:
     regions = [p for p in params if p.kind == "buffer" and p.spec.intent in ("region", "out")]
     if not regions or any(p.spec.partition is not None or p.spec.ndim != 1 for p in regions):
         return None
+    if any(p.spec.dtype.itemsize != VECTOR_ITEMSIZE for p in params if p.kind == "buffer"):
+        return None  # no 16-byte accesses for them: k serial narrow accesses measured slower
     tree = parse_function(fn, kernel_name).tree
     if not _thread_independent(tree, fn, {p.name for p in params}):
         return None
-    return elements_per_thread([p.spec.dtype.itemsize for p in regions])
+    return elements_per_thread([VECTOR_ITEMSIZE])
 
 
 def _thread_independent(tree, fn, param_names) -> bool:
