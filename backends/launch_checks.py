@@ -12,9 +12,10 @@ and then hands the launch to the backend's internal ``_launch``. It checks, in o
    ``2**31`` threads (global ids are i32), or, with none given, the first Region/Out
    parameter's default (:meth:`Partition.launch_shape`);
 3. for the shapes and scalars of this launch (memoised per kernel): each partition's
-   ``check_launch`` (every element one owner, no i32 overflow in its index formulas), the launch
-   dimensionality the race proof assumed (``launch_dims``) and the kernel's index bounds
-   (:mod:`kaio.regions.bounds`);
+   ``check_launch`` (every element one owner, no i32 overflow in its index formulas), the
+   declared block (``@kaio.kernel(block=...)``: the only block allowed, and the default one),
+   the launch dimensionality the race proof assumed (``launch_dims``) and the kernel's index
+   bounds (:mod:`kaio.regions.bounds`);
 4. aliasing: a written buffer must not overlap any other buffer argument (a race, and LLVM
    marks kernel pointers ``noalias``), compared as byte ranges in one memory space (host memory
    for numpy and reference device arrays, device memory for CUDA/HIP device arrays and
@@ -297,8 +298,13 @@ class LaunchChecks:
         if not self.owners:
             raise LaunchError(f"kernel '{self.name}' has no Region/Out parameter to derive its launch "
                               f"shape from; launch it explicitly: {self.name}[grid, block](...)")
-        i, _, part = self.owners[0]
-        return part.launch_shape(shapes[self.buffer_pos[i]])
+        i, name, part = self.owners[0]
+        shape = shapes[self.buffer_pos[i]]
+        grid, block = part.launch_shape(shape)
+        declared = self.kernel.attrs.get("block")
+        if declared is None or tuple(declared) == tuple(block):
+            return grid, block
+        return _grid_for(part, shape, grid, block, declared, name, self.name), declared
 
     def _check_shapes(self, grid, block, shapes, args) -> None:
         for i, name, part in self.owners:
@@ -308,6 +314,20 @@ class LaunchChecks:
             scalars = {self.names[i]: int(args[i]) for i in self.scalars}
             env = bounds.launch_env(grid, block, dict(zip(self.buffer_names, shapes)), scalars)
             bounds.check(self.name, self.bounds, env)
+
+
+def _grid_for(part, shape, grid, block, declared, buffer, kernel) -> tuple:
+    """A grid for the declared block where the partition's default launch has another block:
+    the partition's own (``launch_grid``), the default grid where the partition accepts it with
+    the declared block (its grid counts tiles or rows), else as many threads on a 1-D grid."""
+    if hasattr(part, "launch_grid"):
+        return part.launch_grid(shape, declared)
+    try:
+        part.check_launch(shape, grid, declared, buffer=buffer, kernel=kernel)
+        return grid
+    except LaunchError:
+        threads = math.prod(grid) * math.prod(block)
+        return (max(1, -(-threads // math.prod(declared))), 1, 1)
 
 
 def check_launch(compiled, grid, block, args):

@@ -46,10 +46,10 @@ class KernelFunction(KaioFunction):
     ``k[grid, block, shared_bytes, stream](...)``."""
 
     def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None,
-                 disabled_passes=(), checked: bool | None = None):
+                 disabled_passes=(), checked: bool | None = None, block=None):
         try:
             self.options = KernelOptions(fast_math, max_registers, frozenset(disabled_passes),
-                                         checked)
+                                         checked, block)
         except ValueError as e:
             raise ValueError(f"kernel '{fn.__name__}': {e}") from None
         super().__init__(fn)
@@ -77,18 +77,33 @@ class KernelFunction(KaioFunction):
             consts[p.name] = ty(v)
         return consts
 
-    def specialize_ir(self, consts: dict | None = None):
-        """The checked IR kernel for these constant values (cached)."""
+    def coarsening(self) -> int | None:
+        """Elements per thread kaio gives this kernel's default Regions when it chooses the
+        launch shape (:mod:`kaio.frontend.coarsen`); None: it keeps one per thread."""
+        if not hasattr(self, "_coarsen_k"):
+            k = None
+            if self.options.block is None and "coarsen" not in self.options.disabled_passes:
+                from .frontend.coarsen import coarsening  # lazy: import time, ~30 ms
+                k = coarsening(self.fn, self.params, self.name)
+            self._coarsen_k = k
+        return self._coarsen_k
+
+    def specialize_ir(self, consts: dict | None = None, coarsen: bool = False):
+        """The checked IR kernel for these constant values (cached). ``coarsen``: the version
+        kaio launches when it picks the launch shape (:meth:`coarsening`)."""
         consts = dict(consts or {})
         missing = [p.name for p in self.params if p.kind == "const" and p.name not in consts]
         if missing:
             raise TypeError(f"kernel '{self.name}': give values for constant parameters {missing}")
-        key = tuple(sorted(consts.items()))
+        elems = self.coarsening() if coarsen else None
+        key = (tuple(sorted(consts.items())), elems)
         with self._lock:
             k = self._ir_cache.get(key)
             if k is None:
-                from .frontend import frontend_pipeline, lower_kernel  # lazy: import time, ~30 ms
-                k = frontend_pipeline(lower_kernel(self.fn, self.params, consts, fast_math=self.fast_math))
+                from .frontend import checked_ir  # lazy: import time, ~30 ms
+                block = self.options.block  # the checker proves it for this block only
+                k = checked_ir(self.fn, self.params, consts, fast_math=self.fast_math,
+                               attrs={} if block is None else {"block": block}, coarsen=elems)
                 self._ir_cache[key] = k
         return k
 
@@ -102,16 +117,20 @@ class KernelFunction(KaioFunction):
 
     def compile(self, backend=None, **consts):
         """Compile for a backend (default: the current one); returns ``Compiled``."""
+        return self._compile(backend, consts, False)
+
+    def _compile(self, backend, consts: dict, coarsen: bool):
         be = backend if hasattr(backend, "compile") else backends.get_backend(backend)
         checked = self.options.checked  # None: KAIO_CHECKED decides, so it is part of the key
+        coarsen = bool(coarsen and self.coarsening())
         key = (id(be), tuple(sorted(consts.items())) if consts else (),
-               settings().checked if checked is None else checked)
+               settings().checked if checked is None else checked, coarsen)
         hit = self._compiled.get(key)
         # the entry holds the backend itself: an id is only unique while its object lives, and a
         # freed backend's id reused by another would otherwise return the wrong Compiled
         if hit is not None and hit[0] is be:
             return hit[1]
-        c = be.compile(self.specialize_ir(consts), self.options)
+        c = be.compile(self.specialize_ir(consts, coarsen), self.options)
         self._compiled[key] = (be, c)
         return c
 
@@ -154,7 +173,8 @@ class KernelFunction(KaioFunction):
         runtime = [dlpack_view(self.name, p.name, v) if p.kind == "buffer" else v
                    for p, v in zip(self.params, values) if p.kind != "const"]
         backend = backends.get_backend(None)
-        compiled = self.compile(backend, **consts)
+        # kaio picks the shape: elementwise kernels get k elements per thread (frontend.coarsen)
+        compiled = self._compile(backend, consts, grid is None and block is None)
         # Backend.launch is the one checked path: arguments, launch shape, partitions, index
         # bounds and aliasing are all checked there, before anything is copied or launched
         if compiled.options is not None and compiled.options.checked:
@@ -177,7 +197,7 @@ class _BoundLaunch:
 
 
 def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None,
-           disabled_passes=(), checked: bool | None = None):
+           disabled_passes=(), checked: bool | None = None, block=None):
     """Decorator: compile a Python function into a kaio kernel (see README for the language).
 
     ``fast_math``: hardware approximations for math functions and division (docs/mathlib.md).
@@ -188,9 +208,13 @@ def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None
     ``checked``: bound-check every load, store and atomic on the device, each dimension against
     its extent; an out-of-bounds access is skipped (loads read 0) and raises IndexError after
     the launch (docs/runtime.md). None: ``KAIO_CHECKED``.
-    All four are part of the compile options, so they key the compile cache."""
+    All four are part of the compile options, so they key the compile cache.
+    ``block``: the block shape every launch uses (``block=(32, 8)``; ints >= 1, at most 1024
+    threads). The race checker proves the kernel for exactly this shape (``kaio.block_dim`` is
+    then a constant to it), a launch with another block is a LaunchError, and a launch that
+    gives no shape gets this block (docs/regions.md). It is part of the checked IR."""
+    opts = dict(fast_math=fast_math, max_registers=max_registers, disabled_passes=disabled_passes,
+                checked=checked, block=block)
     if fn is None:
-        return lambda f: KernelFunction(f, fast_math=fast_math, max_registers=max_registers,
-                                        disabled_passes=disabled_passes, checked=checked)
-    return KernelFunction(fn, fast_math=fast_math, max_registers=max_registers,
-                          disabled_passes=disabled_passes, checked=checked)
+        return lambda f: KernelFunction(f, **opts)
+    return KernelFunction(fn, **opts)

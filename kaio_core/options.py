@@ -30,6 +30,22 @@ def _check_passes(disabled) -> frozenset:
     return disabled
 
 
+def check_block(block) -> tuple[int, int, int]:
+    """A declared block shape (an int or 1 to 3 ints >= 1, at most 1024 threads) as a 3-tuple;
+    ValueError otherwise."""
+    t = (block,) if isinstance(block, int) and not isinstance(block, bool) else block
+    ok = isinstance(t, (tuple, list)) and 1 <= len(t) <= 3 and all(
+        isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in t)
+    if not ok:
+        raise ValueError(f"block must be an int or a tuple of 1 to 3 ints >= 1, got {block!r}")
+    from .regions.affine import MAX_BLOCK_THREADS  # (lazy: options load before the checker)
+    t = tuple(t) + (1,) * (3 - len(t))
+    if t[0] * t[1] * t[2] > MAX_BLOCK_THREADS:
+        raise ValueError(f"block {t} has {t[0] * t[1] * t[2]} threads; a block has at most "
+                         f"{MAX_BLOCK_THREADS}")
+    return t
+
+
 @dataclass(frozen=True)
 class KernelOptions:
     """What a kernel asks of every compilation (``@kaio.kernel(...)`` arguments).
@@ -37,13 +53,16 @@ class KernelOptions:
     ``fast_math``: hardware approximations for math and division. ``max_registers``: cap on
     registers per thread (16..255). ``disabled_passes``: names from :data:`SWITCHABLE_PASSES`.
     ``checked``: every access bounds-checked on the device (None: ``KAIO_CHECKED``, read when a
-    compilation applies these options).
+    compilation applies these options). ``block``: the one block shape the kernel is launched
+    with, as a 3-tuple (None: any); the race checker proves the kernel for it and every launch
+    is held to it (:func:`check_block`).
     """
 
     fast_math: bool = False
     max_registers: int | None = None
     disabled_passes: frozenset = field(default_factory=frozenset)
     checked: bool | None = None
+    block: tuple | None = None
 
     def __post_init__(self):
         if self.max_registers is not None and (type(self.max_registers) is not int
@@ -53,6 +72,8 @@ class KernelOptions:
         object.__setattr__(self, "disabled_passes", _check_passes(self.disabled_passes))
         if self.checked is not None:
             object.__setattr__(self, "checked", bool(self.checked))
+        if self.block is not None:
+            object.__setattr__(self, "block", check_block(self.block))
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,14 @@ def rows_per_block(block: int = DEFAULT_BLOCK) -> RowsPerBlock:
     return RowsPerBlock(block)
 
 
-def tiles(th: int = 16, tw: int = 16) -> Tiles:
-    """``th`` x ``tw`` tiles of a 2-D buffer per block, split among the block's threads."""
-    return Tiles(th, tw)
+def tiles(th: int | None = None, tw: int | None = None, *, transposed: bool = False) -> Tiles:
+    """``th`` x ``tw`` tiles of a 2-D buffer per block, split among the block's threads.
+
+    ``tiles()``: the tile is the block (``th = block_dim.y``, ``tw = block_dim.x``), so thread
+    (tx, ty) of block (bx, by) owns ``[by*bdy + ty, bx*bdx + tx]``, the CUDA 2-D index.
+    ``transposed=True``: block (bx, by) owns the tile at row ``bx*th``, column ``by*tw`` (the
+    output of a tiled transpose written by the block that read input tile (by, bx))."""
+    return Tiles(th, tw, transposed)
 
 
 def per_block() -> PerBlock:

@@ -13,6 +13,7 @@ polynomial multipliers), until what is left is a sum of non-negative terms. Ever
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -464,6 +465,18 @@ def _shifted_nonneg(p: Poly, info) -> bool:
     return all(c >= 0 for c in out.values())
 
 
+def _tighten(f: Poly) -> Poly:
+    """An integral fact ``g*X + c >= 0`` (``g`` the gcd of its non-constant integer coefficients,
+    so ``X`` is an integer) as ``g*X + g*floor(c/g) >= 0``: ``31 - 8n >= 0`` gives ``24 - 8n``
+    (n <= 3), what a loop ``range(0, 32, 8)`` means for its iteration count."""
+    coefs = [c for m, c in f.t.items() if m != ()]
+    if not coefs or not all(Fraction(c).denominator == 1 for c in [*coefs, f.value]):
+        return f
+    g = math.gcd(*(int(c) for c in coefs))
+    c = int(f.value)
+    return f if g <= 1 or c % g == 0 else f - (c % g)
+
+
 class Prover:
     """Proves polynomial inequalities from ``>= 0`` facts (see module docstring)."""
 
@@ -512,7 +525,7 @@ class Prover:
             goal = goal + Fraction(4095, 4096)
         unique: dict = {}
         for f in facts:
-            f = self.pinned(f)
+            f = _tighten(self.pinned(f))
             unique.setdefault(f.key(), f)
         facts = list(unique.values())
         if any(f.is_const and f.value < 0 for f in facts):

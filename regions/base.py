@@ -77,12 +77,33 @@ class Partition(StructAttr):
         return f"kaio.regions.{self.spec()}"
 
 
+def block_pins(block) -> dict:
+    """The geometry a declared block shape (``@kaio.kernel(block=...)``, a 3-tuple or None)
+    fixes for the race checker: each ``block_dim`` axis, and ``thread_idx`` 0 where it is 1."""
+    if block is None:
+        return {}
+    return {**{f"block_dim.{a}": n for a, n in zip("xyz", block)},
+            **{f"thread_idx.{a}": 0 for a, n in zip("xyz", block) if n == 1}}
+
+
 def check_launch_attrs(kernel, grid, block) -> None:
     """Enforce, per launch, the launch assumptions :mod:`kaio.regions.checker` recorded on the
-    IR kernel (``launch_dims``: its proof used x, or x and y, ids only)."""
+    IR kernel: ``launch_dims`` (its proof used x, or x and y, ids only; ``launch_dims_at`` names
+    the access that needed it) and ``block`` (the declared block shape, the only one allowed)."""
+    declared = kernel.attrs.get("block")
+    if declared is not None and tuple(block) != tuple(declared):
+        raise LaunchError(
+            f"kernel '{kernel.name}' is declared with block={tuple(declared)} "
+            f"(@kaio.kernel(block=...)) and its race-freedom proof holds for that block only, but "
+            f"the launch gives block={tuple(block)}; launch it with block={tuple(declared)} (or "
+            f"give no launch shape)")
     dims = kernel.attrs.get("launch_dims", 3)
     if any(g != 1 for g in tuple(grid)[dims:]) or any(b != 1 for b in tuple(block)[dims:]):
+        at = kernel.attrs.get("launch_dims_at")   # "line 12: y[i]"
         raise LaunchError(
-            f"kernel '{kernel.name}': its race-freedom proof assumes a {dims}-D launch (it indexes "
-            f"with {'x' if dims == 1 else 'x and y'} ids only), but the launch is "
-            f"grid={tuple(grid)} block={tuple(block)}")
+            f"kernel '{kernel.name}': its race-freedom proof assumes a {dims}-D launch "
+            f"({'x' if dims == 1 else 'x and y'} ids only){f', for the access at {at}' if at else ''}, "
+            f"but the launch is grid={tuple(grid)} block={tuple(block)}; launch with "
+            f"{'grid=(gx,) and block=(bx,)' if dims == 1 else 'grid.z == block.z == 1'}, or declare "
+            f"the block shape the kernel is written for, @kaio.kernel(block=...), so the checker "
+            f"proves it for that shape")

@@ -25,7 +25,7 @@ from ..errors import CompileError
 from . import bounds, shared, uniformity, warp
 from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision, unproved
-from .partitions import PerBlock, RowsPerBlock
+from .partitions import PerBlock, RowsPerBlock, Tiles
 from .walk import Walk
 
 
@@ -37,6 +37,7 @@ def _pins(axes: str) -> dict:
 
 #: launch dimensionality -> the pins it implies
 LEVEL_PINS = {3: {}, 2: _pins("z"), 1: _pins("yz")}
+_VERB = {"load": "read of", "store": "store to", "atomic": "atomic update of"}
 
 _state = threading.local()
 
@@ -70,6 +71,8 @@ def check(kernel):
     flat = min((c for c, _ in runs), key=lambda c: c.level)
     if flat.level < flat.start_level:
         kernel.attrs["launch_dims"] = flat.level
+        if flat.level_at:
+            kernel.attrs["launch_dims_at"] = flat.level_at
     reach = warp.common_bounds([r for _, r in runs])
     if reach:
         kernel.attrs["index_bounds"] = reach
@@ -80,6 +83,22 @@ def check(kernel):
         if v.is_buffer and v.type.intent in ("region", "out") and p.partition is None:
             p.partition = c.partition(v)
     return kernel
+
+
+def _check_ranks(kernel):
+    """A partition of one rank on a buffer of another is a declaration error, said as one."""
+    for p, v in zip(kernel.params, kernel.args):
+        part, nd = p.partition, getattr(v.type, "ndim", None)
+        if not v.is_buffer or part is None or part.ndim in (None, nd):
+            continue
+        spec = part.spec()
+        hint = (f"declare it kaio.{'Out' if v.type.intent == 'out' else 'Region'}[T, {part.ndim}, "
+                f"kaio.regions.{spec}] or choose a partition for {nd}-d buffers")
+        if isinstance(part, RowsPerBlock) and nd == 1:
+            hint = ("for one element per block of a 1-D buffer use kaio.regions.per_block() (stored "
+                    f"under `if kaio.thread_idx.x == 0:`); or {hint}")
+        raise CompileError.at(kernel.loc, f"buffer '{p.name}' is {nd}-d, but the {spec} partition "
+                                          f"divides {part.ndim}-d buffers", kernel=kernel.name, hint=hint)
 
 
 def check_width(kernel, warp_size: int) -> None:
@@ -118,22 +137,6 @@ def _check_at(kernel, warp_size):
                                    "without the checker") from exc
 
 
-def _check_ranks(kernel):
-    """A partition of one rank on a buffer of another is a declaration error, said as one."""
-    for p, v in zip(kernel.params, kernel.args):
-        part, nd = p.partition, getattr(v.type, "ndim", None)
-        if not v.is_buffer or part is None or part.ndim in (None, nd):
-            continue
-        spec = part.spec()
-        hint = (f"declare it kaio.{'Out' if v.type.intent == 'out' else 'Region'}[T, {part.ndim}, "
-                f"kaio.regions.{spec}] or choose a partition for {nd}-d buffers")
-        if isinstance(part, RowsPerBlock) and nd == 1:
-            hint = ("for one element per block of a 1-D buffer use kaio.regions.per_block() (stored "
-                    f"under `if kaio.thread_idx.x == 0:`); or {hint}")
-        raise CompileError.at(kernel.loc, f"buffer '{p.name}' is {nd}-d, but the {spec} partition "
-                                          f"divides {part.ndim}-d buffers", kernel=kernel.name, hint=hint)
-
-
 class Checker:
     """Classifies every global access; shared-memory pairs are checked by :mod:`.shared`."""
 
@@ -143,6 +146,17 @@ class Checker:
         parts = walk.partitions.values()
         self.start_level = 1 if any(getattr(pt, "launch_1d", False) for pt in parts) else 3
         self.level = self.start_level
+        self.level_at = None   # the access whose proof needed self.level, as text
+        self.block = kernel.attrs.get("block")
+        # a declared block fixes block_dim (walk.pins); no proof may assume a flatter block
+        self.min_level = 1 if self.block is None else \
+            max(a + 1 for a in range(3) if self.block[a] > 1 or not a)
+        if self.start_level < self.min_level:
+            part = next(pt for pt in parts if getattr(pt, "launch_1d", False))
+            raise CompileError.at(kernel.loc, f"the kernel declares block={self.block[:self.min_level]}, "
+                                              f"but its {part.spec()} partition needs 1-D launches",
+                                  kernel=kernel.name, hint="declare a 1-D block, block=(n,), or choose "
+                                  "a 2-D partition (kaio.regions.tiles)")
         self.math = walk.math
         self.pins = walk.pins
         self.launch_facts = walk.launch_facts
@@ -153,13 +167,63 @@ class Checker:
     def prover(self, level: int) -> Prover:
         return Prover(self.table, pin={**self.pins, **LEVEL_PINS[level]}, extra=self.launch_facts)
 
-    def prove_all(self, fn) -> bool:
-        """Run ``fn(prover)``; if it fails, retry assuming a 2-D, then a 1-D launch."""
-        for level in range(self.level, 0, -1):
+    def prove_all(self, fn, *accesses) -> bool:
+        """Run ``fn(prover)`` for ``accesses`` (the first is the one to blame); if it fails,
+        retry assuming a 2-D, then a 1-D launch (never flatter than a declared block). A proof
+        that holds only for a flatter launch than an index's own geometry uses is refused
+        (:meth:`_flatter`), so a kernel that reads y ids never compiles a proof for x ids only."""
+        for level in range(self.start_level, self.min_level - 1, -1):
             if fn(self.prover(level)):
-                self.level = level
+                if level < self.start_level:   # (each access is judged by its own index)
+                    self._flatter(level, accesses)
                 return True
         return False
+
+    def _flatter(self, level: int, accesses):
+        """Accept the proof of ``accesses`` that assumed a ``level``-D launch, recording it for
+        the launch check, unless one of their indices uses geometry of the axes it pinned."""
+        acc = accesses[0] if accesses else None
+        axes = "xyz"[level:]
+        used = sorted({s for a in accesses for s in self._geometry(a.index)} & {
+            f"{k}.{ax}" for k in ("thread_idx", "block_idx", "block_dim", "grid_dim") for ax in axes})
+        if acc is not None and used:
+            name = self.names.get(acc.buf.id, acc.buf.name or "shared")
+            t = acc.buf.type
+            what = "shared array" if t.space == "shared" else "Out" if t.intent == "out" else "Region"
+            flat = "launches with block.z == grid.z == 1" if level == 2 else "1-D launches (x ids only)"
+            self.error(acc, f"{_VERB[acc.kind]} {what} '{name}' at index "
+                            f"`{index_text(acc, self.names)}` is race-free only on {flat}, but the "
+                            f"index uses {', '.join(used)}; kaio does not compile a proof for "
+                            "launches the kernel is not written for",
+                       "declare the block the kernel is launched with, e.g. @kaio.kernel(block=(32, 8)), "
+                       "so the checker proves it for that shape (then kaio.block_dim is a constant to "
+                       "it), or change the index so it is distinct per thread on every block shape",
+                       "launch-shape")
+        if level >= self.level:
+            return
+        self.level = level
+        if acc is not None:
+            loc = acc.op.loc
+            where = f"line {loc.line}: " if loc is not None else ""
+            name = self.names.get(acc.buf.id, acc.buf.name or "shared")
+            self.level_at = f"{where}{name}[{index_text(acc, self.names)}]"
+
+    def _geometry(self, polys) -> set:
+        """The thread-geometry symbols ``polys`` depend on, through atoms and wrapped values."""
+        out, seen, todo = set(), set(), [s for p in polys for s in p.symbols()]
+        while todo:
+            s = todo.pop()
+            if s in seen:
+                continue
+            seen.add(s)
+            if s.split(".")[0] in ("thread_idx", "block_idx", "block_dim", "grid_dim"):
+                out.add(s)
+            atom = getattr(self.table.info.get(s), "atom", None)
+            if atom is not None:
+                todo += [*atom[1].symbols(), *atom[2].symbols()]
+            elif s in self.walk.wrapped:
+                todo += list(self.walk.wrapped[s][0].symbols())
+        return out
 
     def error(self, access, msg, hint, kind):
         err = CompileError.at(access.op.loc, msg, kernel=self.kernel.name, hint=hint)
@@ -210,10 +274,9 @@ class Checker:
                     return False
             return True
 
-        if self.prove_all(prove):
+        if self.prove_all(prove, acc):
             return
-        verb = {"load": "read of", "store": "store to", "atomic": "atomic update of"}[acc.kind]
-        msg = (f"{verb} {intent} '{name}' at index `{text}` is not provably owned by the "
+        msg = (f"{_VERB[acc.kind]} {intent} '{name}' at index `{text}` is not provably owned by the "
                f"current thread under the {part.spec()} partition")
         try:
             found = region_collision(self.walk, acc, part)
@@ -235,12 +298,23 @@ class Checker:
                     f"iterate `for i in {name}.owned()`, choose a partition that matches the "
                     "pattern (kaio.regions.blocked / grid_stride / rows / rows_per_block / tiles / "
                     "per_block), or use kaio.Raw", "non-affine")
-        block_hint = self._per_block_hint(acc, name)
+        block_hint = self._per_block_hint(acc, name) or self._tile_hint(acc, name)
         if block_hint:
             return block_hint, "not-owned"
         return (f"each thread may touch only the indices its partition gives it (`for i in {name}.owned()`); "
                 "to read neighbours use two buffers instead of updating in place (read a kaio.In, "
                 "write a Region/Out), choose another partition, or use kaio.Atomic / kaio.Raw", "not-owned")
+
+    def _tile_hint(self, acc, name):
+        """A fixed tile indexed through ``block_dim`` (``i = block_idx.y * block_dim.y +
+        thread_idx.y``) is owned only when the block is the tile: say how to state that."""
+        part = self.partition(acc.buf)
+        if (not isinstance(part, Tiles) or part.th is None or self.block is not None
+                or not {"block_dim.x", "block_dim.y"} & self._geometry(acc.index)):
+            return None
+        return (f"the index uses block_dim, but {part.spec()} fixes the tile, and a launch may use a "
+                f"smaller block; declare the block, @kaio.kernel(block=({part.tw}, {part.th})), or "
+                f"let the tile be the block: kaio.regions.tiles()")
 
     def _per_block_hint(self, acc, name):
         """For an index the same in every thread of a block and naming the block (one result

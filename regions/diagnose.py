@@ -70,6 +70,15 @@ SMALL_LAUNCHES = [((2, 1, 1), (8, 1, 1)), ((1, 1, 1), (16, 1, 1)), ((4, 1, 1), (
                   ((16, 1, 1), (4, 1, 1))]
 
 
+def small_launches(walk, launches) -> list:
+    """The small (grid, block) launches to search; a declared block (``@kaio.kernel(block=...)``)
+    is the only block a launch may have, so it replaces theirs, on a few small grids."""
+    block = walk.kernel.attrs.get("block")
+    if block is None:
+        return list(launches)
+    return [(g, tuple(block)) for g in ((1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1))]
+
+
 class Concrete:
     """Evaluates the walk's polynomials for one small launch."""
 
@@ -184,7 +193,7 @@ def region_collision(walk, access, partition, shape_ok=None) -> str | None:
     ndim = access.buf.type.ndim
     shape = SMALL_SHAPES[ndim]
     verb = {"load": "reads", "store": "writes", "atomic": "updates"}[access.kind]
-    for grid, block in SMALL_LAUNCHES:
+    for grid, block in small_launches(walk, SMALL_LAUNCHES):
         try:
             partition.check_launch(shape, grid, block, buffer="?", kernel="?")
             owners = owner_map(partition, shape, grid, block)
@@ -214,8 +223,9 @@ def shared_collision(walk, a1, a2) -> str | None:
         return info is not None and info.uniform and all(lp in segs for lp in info.loops)
 
     shape = a1.buf.type.static_shape
-    for grid, block in (((1, 1, 1), (8, 1, 1)), ((1, 1, 1), (64, 1, 1)), ((1, 1, 1), (4, 4, 1))):
-        conc = Concrete(walk, grid, block)
+    tries = (((1, 1, 1), (8, 1, 1)), ((1, 1, 1), (64, 1, 1)), ((1, 1, 1), (4, 4, 1)))
+    for block in dict.fromkeys(b for _, b in small_launches(walk, tries)):   # (one block each)
+        conc = Concrete(walk, (1, 1, 1), block)
         if conc.unconfirmable(a1) or conc.unconfirmable(a2):
             return None
         shared_syms = sorted(s for s in conc.free(a1.index + a1.facts) & conc.free(a2.index + a2.facts)

@@ -296,66 +296,112 @@ class Tiles(Partition):
     """2-D tiles: block (bx, by) owns rows ``[by*th, by*th+th)`` x columns ``[bx*tw, bx*tw+tw)``;
     within the tile, thread (tx, ty) owns local rows ty, ty+bdy, ... crossed with local columns
     tx, tx+bdx, ... (a block of (tw, th) threads owns one element each). The matmul/stencil
-    pattern. Launch: grid.z == block.z == 1, block at most (tw, th, 1), grid covering the buffer."""
+    pattern. Launch: grid.z == block.z == 1, block at most (tw, th, 1), grid covering the buffer.
 
-    th: int = 16
-    tw: int = 16
+    ``th``/``tw`` None: the tile is the block on that axis (``tiles()``: block (bx, by) owns
+    rows ``by*bdy + ty``, columns ``bx*bdx + tx``, one element per thread, the CUDA 2-D index).
+    ``transposed``: the block grid runs over the tiles transposed, block (bx, by) owning the tile
+    at rows ``[bx*th, ...)`` x columns ``[by*tw, ...)``: a tiled transpose's output, written by
+    the block that read the input tile (by, bx)."""
+
+    th: int | None = None
+    tw: int | None = None
+    transposed: bool = False
     name = "tiles"
     ndim = 2
 
     def __post_init__(self):
         for v in (self.th, self.tw):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"kaio.regions.tiles(th, tw) needs ints >= 1, got {(self.th, self.tw)!r}")
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"kaio.regions.tiles(th, tw) needs ints >= 1 (or neither, for "
+                                 f"tiles the size of the block), got {(self.th, self.tw)!r}")
+        if not isinstance(self.transposed, bool):
+            raise ValueError(f"kaio.regions.tiles(transposed=...) needs a bool, got {self.transposed!r}")
+
+    def spec(self):
+        args = [] if self.th is None and self.tw is None else [f"{self.th}", f"{self.tw}"]
+        return f"tiles({', '.join(args + ['transposed=True'] * self.transposed)})"
+
+    def _tile(self, ctx):
+        """(th, tw): the fixed tile, or the block's extents where the tile is the block."""
+        return (ctx.special("block_dim", 1) if self.th is None else self.th,
+                ctx.special("block_dim", 0) if self.tw is None else self.tw)
+
+    def _sizes(self, block) -> tuple[int, int]:
+        return (block[1] if self.th is None else self.th, block[0] if self.tw is None else self.tw)
+
+    def _axes(self) -> tuple[int, int]:
+        """The grid axes that number the tile rows and the tile columns."""
+        return (0, 1) if self.transposed else (1, 0)
 
     def launch_pins(self):
         return {"thread_idx.z": 0, "block_idx.z": 0, "block_dim.z": 1, "grid_dim.z": 1}
 
     def launch_facts(self, ctx, buf):
         # block <= (tw, th); tile origins and in-tile steps fit in i32: (grid + 1) * tile
-        return [ctx.sub(self.tw, ctx.special("block_dim", 0)), ctx.sub(self.th, ctx.special("block_dim", 1)),
-                ctx.sub(I32_MAX, ctx.mul(ctx.add(ctx.special("grid_dim", 0), 1), self.tw)),
-                ctx.sub(I32_MAX, ctx.mul(ctx.add(ctx.special("grid_dim", 1), 1), self.th))]
+        th, tw = self._tile(ctx)
+        gr, gc = (ctx.special("grid_dim", a) for a in self._axes())
+        facts = [ctx.sub(I32_MAX, ctx.mul(ctx.add(gc, 1), tw)), ctx.sub(I32_MAX, ctx.mul(ctx.add(gr, 1), th))]
+        facts += [] if self.tw is None else [ctx.sub(self.tw, ctx.special("block_dim", 0))]
+        return facts + ([] if self.th is None else [ctx.sub(self.th, ctx.special("block_dim", 1))])
 
     def _origin(self, ctx):
-        return (ctx.mul(ctx.special("block_idx", 1), self.th), ctx.mul(ctx.special("block_idx", 0), self.tw))
+        th, tw = self._tile(ctx)
+        ar, ac = self._axes()
+        return ctx.mul(ctx.special("block_idx", ar), th), ctx.mul(ctx.special("block_idx", ac), tw)
 
     def owned_spec(self, ctx, buf):
+        th, tw = self._tile(ctx)
         r0, c0 = self._origin(ctx)
-        rows = ctx.min(self.th, ctx.sub(ctx.shape(buf, 0), r0))
-        cols = ctx.min(self.tw, ctx.sub(ctx.shape(buf, 1), c0))
+        rows = ctx.min(th, ctx.sub(ctx.shape(buf, 0), r0))
+        cols = ctx.min(tw, ctx.sub(ctx.shape(buf, 1), c0))
         ranges = [(ctx.special("thread_idx", 1), rows, ctx.special("block_dim", 1)),
                   (ctx.special("thread_idx", 0), cols, ctx.special("block_dim", 0))]
         return OwnedSpec(None, ranges, lambda lr, lc: (ctx.add(r0, lr), ctx.add(c0, lc)))
 
     def owned_affine(self, ctx, buf, index):
+        th, tw = self._tile(ctx)
         r0, c0 = self._origin(ctx)
         lr, lc = ctx.sub(index[0], r0), ctx.sub(index[1], c0)
-        return [Nonneg(lr), Nonneg(ctx.sub(self.th - 1, lr)), Nonneg(lc), Nonneg(ctx.sub(self.tw - 1, lc)),
+        return [Nonneg(lr), Nonneg(ctx.sub(ctx.sub(th, 1), lr)),
+                Nonneg(lc), Nonneg(ctx.sub(ctx.sub(tw, 1), lc)),
                 Divides(ctx.special("block_dim", 1), ctx.sub(lr, ctx.special("thread_idx", 1))),
                 Divides(ctx.special("block_dim", 0), ctx.sub(lc, ctx.special("thread_idx", 0)))]
 
+    def launch_block(self):
+        """The default block: the tile's, at most 32 threads wide and 1024 in all."""
+        bx = min(32 if self.tw is None else self.tw, 32)
+        return bx, max(1, min(8 if self.th is None else self.th, 1024 // bx)), 1
+
+    def launch_grid(self, shape, block):
+        """The grid covering a buffer of ``shape`` with blocks of ``block``."""
+        th, tw = self._sizes(block)
+        n = (max(1, -(-shape[1] // tw)), max(1, -(-shape[0] // th)))
+        return (n[::-1] if self.transposed else n) + (1,)
+
     def launch_shape(self, shape):
-        grid = (max(1, -(-shape[1] // self.tw)), max(1, -(-shape[0] // self.th)), 1)
-        bx = min(self.tw, 32)
-        by = max(1, min(self.th, 1024 // bx))
-        return grid, (bx, by, 1)
+        block = self.launch_block()
+        return self.launch_grid(shape, block), block
 
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         _require_ndim(self, shape, buffer, kernel)
-        if grid[2] != 1 or block[2] != 1 or block[0] > self.tw or block[1] > self.th:
+        th, tw = self._sizes(block)
+        if grid[2] != 1 or block[2] != 1 or block[0] > tw or block[1] > th:
+            most = "" if self.th is None and self.tw is None else \
+                f" and a block of at most ({tw}, {th}) threads"
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses {self.spec()}, "
-                f"which needs grid.z == block.z == 1 and a block of at most ({self.tw}, {self.th}) "
-                f"threads, but the launch is {_launch_text(grid, block)}")
-        _require_i32(self, "(grid.x + 1) * tw", (grid[0] + 1) * self.tw, shape, grid, block, buffer, kernel)
-        _require_i32(self, "(grid.y + 1) * th", (grid[1] + 1) * self.th, shape, grid, block, buffer, kernel)
-        if grid[0] * self.tw < shape[1] or grid[1] * self.th < shape[0]:
-            need = (-(-shape[1] // self.tw), -(-shape[0] // self.th))
+                f"which needs grid.z == block.z == 1{most}, but the launch is {_launch_text(grid, block)}")
+        gr, gc = (grid[a] for a in self._axes())
+        ax = "yx" if not self.transposed else "xy"
+        _require_i32(self, f"(grid.{ax[1]} + 1) * tw", (gc + 1) * tw, shape, grid, block, buffer, kernel)
+        _require_i32(self, f"(grid.{ax[0]} + 1) * th", (gr + 1) * th, shape, grid, block, buffer, kernel)
+        if gc * tw < shape[1] or gr * th < shape[0]:
+            need = self.launch_grid(shape, block)[:2]
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' has shape {tuple(shape)} but the launch "
-                f"{_launch_text(grid, block)} covers only {grid[1] * self.th} x {grid[0] * self.tw} "
-                f"with {self.th}x{self.tw} tiles; use at least grid=({need[0]}, {need[1]})")
+                f"{_launch_text(grid, block)} covers only {gr * th} x {gc * tw} "
+                f"with {th}x{tw} tiles; use at least grid=({need[0]}, {need[1]})")
 
 
 @dataclass(frozen=True, repr=False)
@@ -466,6 +512,7 @@ def owned_indices(part: Partition, ctx, buf):
     return out
 
 
-PARTITIONS = {c.name: c for c in (Elementwise, Blocked, Coarsened, GridStride, Rows, RowsPerBlock, Tiles)}
+PARTITIONS = {c.name: c for c in (Elementwise, Blocked, Coarsened, GridStride, Rows, RowsPerBlock, Tiles,
+                                  PerBlock)}
 for _name, _cls in PARTITIONS.items():   # the IR prints them as #name{...} and parses them back
     register(_name, _cls)

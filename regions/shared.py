@@ -6,8 +6,9 @@ which may follow the other with no barrier between (see :mod:`.walk` for how int
 formed across if/for/while), thread 2's copy of the access gets its own symbols (thread ids,
 loop counters of loops it may be at a different iteration of, loaded data) while
 block-uniform values of the same iteration stay shared. For each way two threads can differ
-(``tid'.a > tid.a`` or ``tid'.a < tid.a`` on some axis a) the prover must show some index
-component differs. Accesses are assumed in bounds (the reference backend checks bounds).
+(``tid'.a > tid.a`` or ``tid'.a < tid.a`` on some axis a, the axes before it in (z, y, x)
+order equal) the prover must show some index component differs. Accesses are assumed in
+bounds (the reference backend checks bounds).
 
 All ``dynamic_shared`` arrays of a kernel are views of one allocation, so they form one group and
 are compared by the bytes they touch (``[i * size, i * size + size)``), not by element index:
@@ -43,7 +44,8 @@ def check(checker) -> None:
         kinds = {a1.kind, a2.kind}
         if kinds == {"load"} or kinds == {"atomic"}:
             continue
-        if not checker.prove_all(lambda pv, a1=a1, a2=a2: _disjoint(checker, pv, a1, a2)):
+        if not checker.prove_all(lambda pv, a1=a1, a2=a2: _disjoint(checker, pv, a1, a2),
+                                 *((a2, a1) if a2.kind != "load" else (a1, a2))):
             _report(checker, a1, a2)
 
 
@@ -97,19 +99,22 @@ def _disjoint(checker, pv, a1, a2) -> bool:
     # iteration counts thread 2 has its own copy of (a loop it may be at another iteration of)
     counters = [(Poly.sym(s), Poly.sym(pr.cache[s])) for s in sorted(checker.walk.counters)
                 if s in pr.cache]
-    axes = [a for a in "xyz" if f"thread_idx.{a}" not in pv.pin]
-    for ax in axes:
+    # two distinct threads differ in lexicographic (z, y, x) order: equal on the axes before
+    # one, greater or less on it (which a linear id ty * block_dim.x + tx needs)
+    same: list = []
+    for ax in [a for a in "zyx" if f"thread_idx.{a}" not in pv.pin]:
         t1 = Poly.sym(f"thread_idx.{ax}")
         t2 = pr.poly(t1)
         for case in (t2 - t1 - 1, t1 - t2 - 1):
-            if pv.nonneg(-case - 1, facts):
+            if pv.nonneg(-case - 1, facts + same):
                 continue  # the guards already rule this ordering out (e.g. `if tid == 0`)
-            cf = facts + [case]
+            cf = facts + same + [case]
             if not _apart(pv, spans, cf) and not any(
                     all(_apart(pv, spans, cf + order) for order in ([n2 - n1 - 1], [n1 - n2 - 1],
                                                                     [n2 - n1, n1 - n2]))
                     for n1, n2 in counters):
                 return False
+        same += [t2 - t1, t1 - t2]
     return True
 
 

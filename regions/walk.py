@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..ir.core import Op
 from ..ir.types import BufType
 from .affine import Poly, SymbolTable, SymMath, bounds, trivially_nonneg
+from .base import block_pins
 from .partitions import Elementwise
 from .widths import Fits, geometry_facts, type_range
 
@@ -214,6 +215,7 @@ class Walk:
             if part is not None:
                 self.pins.update(part.launch_pins())
                 self.launch_facts += part.launch_facts(self.math, v)
+        self.pins.update(block_pins(kernel.attrs.get("block")))   # @kaio.kernel(block=...)
         axes, products = geometry_facts(self.math)
         self.fits = Fits(self.table, self.pins, self.launch_facts + axes, products)
         self.block(kernel.body)

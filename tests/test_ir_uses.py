@@ -163,8 +163,12 @@ def test_attrs_are_checked_when_built_and_when_written():
         op.attrs.update(pred=3)
     assert op.attrs == {"pred": "lt"}
     k = b.finish()
-    with pytest.raises(AttrError, match="kernel has no attribute 'block'"):
-        k.attrs["block"] = [256, 1, 1]
+    with pytest.raises(AttrError, match="kernel has no attribute 'grid'"):
+        k.attrs["grid"] = [256, 1, 1]
+    k.attrs["block"] = [32, 8, 1]   # the declared block shape: stored as a tuple
+    assert k.attrs["block"] == (32, 8, 1)
+    with pytest.raises(AttrError, match="block = .* must be a non-empty list of positive ints"):
+        k.attrs["block"] = [32, 0, 1]
     k.attrs["launch_dims"] = 2
     with pytest.raises(AttrError, match="launch_dims = 4 must be an int in 1..3"):
         k.attrs["launch_dims"] = 4

@@ -42,10 +42,14 @@ class _Buf:
 
 def _partition(cls, small: bool):
     """A strategy for instances of a registered partition class, from its int fields."""
-    fields = [f.name for f in dataclasses.fields(cls)]
     hi = 6 if small else I32_MAX
-    kw = {f: st.integers(1, 1024 if f == "block" else hi) for f in fields}
-    return st.builds(cls, **kw)
+
+    def field(f):   # a bool flag, an optional int (None: the tile is the block), an int
+        if f.type in (bool, "bool"):
+            return st.booleans()
+        ints = st.integers(1, 1024 if f.name == "block" else hi)
+        return st.one_of(st.none(), ints) if "None" in str(f.type) else ints
+    return st.builds(cls, **{f.name: field(f) for f in dataclasses.fields(cls)})
 
 
 PARTS = sorted(PARTITIONS.items())

@@ -97,14 +97,16 @@ def test_default_launch_shape_is_valid(part):
 
 
 @pytest.mark.parametrize("part", [Elementwise(), Blocked(3), Coarsened(8), GridStride(), Rows(),
-                                  RowsPerBlock(), RowsPerBlock(32), Tiles(4, 8)])
+                                  RowsPerBlock(), RowsPerBlock(32), Tiles(4, 8), Tiles(),
+                                  Tiles(32, 32, True)])
 def test_partitions_are_ir_attributes_that_round_trip(part):
     """A partition is an object in the IR, printed as #name{fields} and parsed back equal."""
     from kaio.ir import BufType, Builder, Param, parse_kernel, print_kernel
+    from kaio.ir.printer import format_attr
     t = BufType(kaio.f32, part.ndim or 1, "global", "region")
     k = Builder.for_kernel("k", [("y", t, Param("y", "buffer", part))]).finish()
     text = print_kernel(k)
-    fields = ", ".join(f"{f} = {v}" for f, v in vars(part).items())
+    fields = ", ".join(f"{f} = {format_attr(v)}" for f, v in vars(part).items())
     assert f"partition = #{part.name}{{{fields}}}" in text
     got = parse_kernel(text).params[0].partition
     assert got == part and type(got) is type(part) and hash(got) == hash(part)

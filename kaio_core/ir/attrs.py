@@ -118,6 +118,16 @@ class Name(AttrType):
         return "an identifier"
 
 
+class Text(AttrType):
+    """Any string (a message fragment)."""
+
+    def check(self, v):
+        return v if isinstance(v, str) else None
+
+    def describe(self):
+        return "a string"
+
+
 class Records(AttrType):
     """A tuple of structured attributes all registered under one mnemonic (the launch facts
     :mod:`kaio.regions.bounds` records on a checked kernel)."""
@@ -184,9 +194,10 @@ class Attrs(dict):
 #: kernel attributes: ``launch_dims`` (the race checker's proof assumes a 1-D or 2-D launch;
 #: :func:`kaio.regions.check_launch_attrs`), ``max_registers`` (a register cap) and
 #: ``index_bounds`` (how far each buffer access reaches, checked at launch:
-#: :mod:`kaio.regions.bounds`).
+#: :mod:`kaio.regions.bounds`), ``block`` (the declared block shape, ``@kaio.kernel(block=...)``)
+#: and ``launch_dims_at`` (the access whose proof needed ``launch_dims``, for the launch error).
 KERNEL_ATTRS = {"launch_dims": Int(1, 3), "max_registers": Int(1),
-                "index_bounds": Records("index_bound")}
+                "index_bounds": Records("index_bound"), "block": Shape(), "launch_dims_at": Text()}
 
 
 # --- structured attributes ------------------------------------------------------------------
