@@ -341,8 +341,9 @@ def bitcast(frm: dt.DType, to: dt.DType, x):
     """Reinterpret the bits of ``x`` as ``to`` (same width)."""
     if frm.bits != to.bits or frm.is_bool or to.is_bool:
         raise ValueError(f"bitcast {frm.name} -> {to.name}: widths differ or bool")
-    x = np.ascontiguousarray(_as(frm, x))
-    return _ret(x.view(to.storage_np))
+    x = np.asarray(_as(frm, x))
+    # (ascontiguousarray makes a 0-d value 1-d: a uniform value must stay a scalar)
+    return _ret(np.ascontiguousarray(x).view(to.storage_np).reshape(x.shape))
 
 
 # --- math -------------------------------------------------------------------------------------
