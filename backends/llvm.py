@@ -122,7 +122,7 @@ class FunctionEmitter:
         self.label = "entry"
         self.warp_mask = "-1"               # replaced in the prologue when warp ops need it
         self.declares: dict[str, str] = {}  # intrinsic -> its declaration, as calls are emitted
-        self.vec = vector_access.plan_kernel(kernel)   # op id -> its group of four accesses
+        self.vec = vector_access.plan_kernel(kernel)   # op id -> its group of 16-byte accesses
         self.aligned: dict[int, str] = {}   # buffer id -> i1 "pointer is 16-byte aligned"
 
     # --- low-level helpers ------------------------------------------------------------------
@@ -485,13 +485,13 @@ class FunctionEmitter:
         self.emit(f"store {memty(t)} {v}, {self.ptrty(space)} {ptr}, align {t.itemsize}")
 
     def vector(self, g: vector_access.Group, op):
-        """A group of four accesses (kaio.backends.vector_access) at its anchor op: one
-        ``<4 x T>`` access with ``align 16`` when the buffer's pointer is 16-byte aligned, the
-        four scalar accesses otherwise; the other members emit nothing."""
+        """A group of n = 16 / itemsize accesses (kaio.backends.vector_access) at its anchor op:
+        one ``<n x T>`` access with ``align 16`` when the buffer's pointer is 16-byte aligned,
+        the n scalar accesses otherwise; the other members emit nothing."""
         if op is not g.at:
             return
-        t = g.buf.type.dtype
-        ty, vty = memty(t), f"<4 x {memty(t)}>"
+        t, n = g.buf.type.dtype, len(g.ops)
+        ty, vty = memty(t), f"<{n} x {memty(t)}>"
         ptr, space = self.address(g.buf, [g.base])
         pty = self.ptrty(space)
 
@@ -510,7 +510,7 @@ class FunctionEmitter:
         self.start(scalar_l)
         if g.kind == "load":
             narrow = self.pack(vty, ty, [self.ins(f"load {ty}, {pty} {at(k)}, align {t.itemsize}")
-                                         for k in range(4)])
+                                         for k in range(n)])
         else:
             for k, x in enumerate(vals):
                 self.emit(f"store {ty} {x}, {pty} {at(k)}, align {t.itemsize}")

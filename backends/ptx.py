@@ -291,7 +291,10 @@ class _Renderer:
         ptx_mem.store(self.em, self._buf(buf), buf.type.dtype, addr, self.v(val))
 
     def _vector(self, g: vector_access.Group, op):
-        """A v4 access at the group's anchor op (the other members emit nothing)."""
+        """A 16-byte v4 access at the group's anchor op (the other members emit nothing).
+        4-byte elements are the four words; 2-byte ones are split out of (packed into) four
+        b32 words: f16/bf16 ``%h`` halves by ``mov.b32``, 16-bit integers (canonical in ``%r``)
+        by ``bfe`` / ``prmt``. Element 2j is word j's low half (little-endian)."""
         if op is not g.at:
             return
         em, info, t = self.em, self._buf(g.buf), g.buf.type.dtype
@@ -299,18 +302,36 @@ class _Renderer:
         p = self.aligned[g.buf.id]
         space = "global.nc" if info.nc else "global"
         mt = ptx_mem.mem_type(t)
+        half, vt = t.itemsize == 2, "b32" if t.itemsize == 2 else mt
+        ext = "s32" if t.is_signed else "u32"         # bfe keeps 16-bit integers canonical
+        fp16 = reg_class(t) == "h"
 
         def at(k):      # the address of member k, with the chunk's offset folded in
             off = (g.offset + k) * t.itemsize
             return f"[{addr}+{off}]" if off else f"[{addr}]"
         if g.kind == "load":
             regs = [em.define(o.result) for o in g.ops]
-            em.ins(f"@{p} ld.{space}.v4.{mt} {{{', '.join(regs)}}}, {at(0)}")
+            words = [em.tmp("r") for _ in range(4)] if half else regs
+            em.ins(f"@{p} ld.{space}.v4.{vt} {{{', '.join(words)}}}, {at(0)}")
+            for j, w in enumerate(words if half else ()):
+                lo, hi = regs[2 * j], regs[2 * j + 1]
+                if fp16:
+                    em.ins(f"@{p} mov.b32 {{{lo}, {hi}}}, {w}")
+                else:
+                    em.ins(f"@{p} bfe.{ext} {lo}, {w}, 0, 16")
+                    em.ins(f"@{p} bfe.{ext} {hi}, {w}, 16, 16")
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} ld.{space}.{mt} {r}, {at(k)}")
         else:
             regs = [self.v(o.operands[-1]) for o in g.ops]
-            em.ins(f"@{p} st.global.v4.{mt} {at(0)}, {{{', '.join(regs)}}}")
+            words = [em.tmp("r") for _ in range(4)] if half else regs
+            for j, w in enumerate(words if half else ()):
+                lo, hi = regs[2 * j], regs[2 * j + 1]
+                if fp16:
+                    em.ins(f"@{p} mov.b32 {w}, {{{lo}, {hi}}}")
+                else:           # bytes 0-1 of lo, then bytes 0-1 of hi
+                    em.ins(f"@{p} prmt.b32 {w}, {lo}, {hi}, 0x5410")
+            em.ins(f"@{p} st.global.v4.{vt} {at(0)}, {{{', '.join(words)}}}")
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")
 

@@ -1,23 +1,27 @@
-"""Vectorised global memory access: which four scalar accesses may become one 16-byte access.
+"""Vectorised global memory access: which n scalar accesses may become one 16-byte access.
 
-The analysis is target-independent; both emitters use :func:`plan`. kaio's PTX emitter
-(:mod:`kaio.backends.ptx`) emits a group as predicated instructions (``@p ld.global.v4.f32`` /
-``@!p`` four scalar loads), the LLVM emitter (:mod:`kaio.backends.llvm`) as a branch on the
-predicate to one ``<4 x T>`` load or store with ``align 16`` or to the four scalar accesses.
+The group length is ``n = 16 / itemsize``: four 4-byte elements (f32, i32, u32) or eight 2-byte
+ones (f16, bf16, i16, u16). The analysis is target-independent; both emitters use :func:`plan`.
+kaio's PTX emitter (:mod:`kaio.backends.ptx`) emits a group as predicated instructions
+(``@p ld.global.v4.b32`` / ``@!p`` n scalar loads; 2-byte elements are split out of, or packed
+into, the four 32-bit words), the LLVM emitter (:mod:`kaio.backends.llvm`) as a branch on the
+predicate to one ``<n x T>`` load or store with ``align 16`` or to the n scalar accesses.
 
-Pattern (what ``for j in kaio.static_range(4): ... x[4*i + j]`` becomes after unrolling, what
-a ``blocked(4k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`, and a
-``Coarsened(k)`` thread's k elements): four loads, or four stores, in one block, of the same 1-d
-global kernel-parameter buffer with a 4-byte dtype, at indices ``base + 4c + 0 .. base + 4c + 3``
-(``c`` a constant chunk number, ``base`` an ``i32``) where ``base`` is provably a multiple of 4
-(``mul`` by a constant multiple of 4, ``shl`` by a constant >= 2, sums of those, or a ``for``
-variable whose start and step are). Then the four elements are one 16-byte aligned chunk *if*
-the buffer's pointer is 16-byte aligned, which the emitted code tests once per buffer (at kernel
-entry); the access is emitted both ways under that predicate, so views with odd offsets stay
-correct.
+Pattern (what ``for j in kaio.static_range(n): ... x[n*i + j]`` becomes after unrolling, what
+a ``blocked(n*k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`, and a
+``Coarsened(k)`` thread's k elements): n loads, or n stores, in one block, of the same 1-d
+global kernel-parameter buffer with a 2- or 4-byte dtype, at indices ``base + nc + 0 .. base +
+nc + n - 1`` (``c`` a constant chunk number, ``base`` an ``i32``) where ``base`` is provably a
+multiple of n (``mul`` by a constant multiple of n or by a multiple of n, ``shl`` by a constant
+>= log2(n), sums and differences of those, or a ``for`` variable whose start and step are).
+Then the n elements are one 16-byte aligned chunk *if* the buffer's pointer is 16-byte aligned
+(its byte offset is ``(base + nc) * itemsize``, a multiple of ``n * itemsize = 16``; wrapping
+``i32`` arithmetic keeps multiples of n since n divides 2**32), which the emitted code tests
+once per buffer (at kernel entry); the access is emitted both ways under that predicate, so
+views with odd offsets stay correct.
 
-Member ``k``'s address is emitted as the address of element ``base`` plus ``(4c + k) * 4``
-bytes (64-bit arithmetic) rather than the IR's wrapping ``i32`` sum ``base + 4c + k``. The two
+Member ``k``'s address is emitted as the address of element ``base`` plus ``(nc + k) *
+itemsize`` bytes (64-bit arithmetic) rather than the IR's wrapping ``i32`` sum ``base + 4c + k``. The two
 differ only when that sum overflows, i.e. when the IR's index is negative although it would be
 at least 2**31 in exact arithmetic -- out of bounds either way, since extents are below 2**31.
 
@@ -43,46 +47,58 @@ from .. import dtypes as dt
 from ..ir.indexmath import base_and_offset as _split
 from ..ir.indexmath import const_value as _const
 
-VEC = 4
+#: bytes moved by one vectorised access
+VEC_BYTES = 16
+
+
+def group_length(dtype) -> int | None:
+    """Elements per 16-byte access for ``dtype`` (4 or 8), or None when it is never grouped."""
+    if dtype.is_bool or dtype.bits not in (16, 32):
+        return None
+    return VEC_BYTES // dtype.itemsize
 
 
 @dataclass
 class Group:
-    """One vectorised access: the ops (by offset 0..3), the base index value, and the op at
-    which the vector instruction is emitted."""
+    """One vectorised access: the ops (by offset 0..n-1), the base index value (a multiple of
+    n), and the op at which the vector instruction is emitted."""
 
     kind: str            # 'load' | 'store'
     buf: object          # the buffer Value
-    base: object         # i32 Value, a multiple of 4
-    ops: list            # ops ordered by offset
+    base: object         # i32 Value, a multiple of the group length
+    ops: list            # ops ordered by offset (16 / itemsize of them)
     at: object           # op where the instruction goes
-    offset: int = 0      # elements from ``base`` to the chunk (a multiple of 4)
+    offset: int = 0      # elements from ``base`` to the chunk (a multiple of the length)
 
 
-def _multiple_of_4(v) -> bool:
+def _multiple_of(v, n: int) -> bool:
+    """Whether the i32 value ``v`` is provably a multiple of ``n`` (a power of two)."""
     op = v.owner
     loop = getattr(op, "parent", None) if op is not None and not hasattr(op, "opcode") else None
     if loop is not None and getattr(loop, "opcode", None) == "for" and v is op.args[0]:
         lb, _, step = loop.operands[:3]      # a loop variable: lb + k * step
-        return _multiple_of_4(lb) and _multiple_of_4(step)
+        return _multiple_of(lb, n) and _multiple_of(step, n)
     opc = getattr(op, "opcode", None)
     if opc == "const":
-        return op.attrs["value"] % VEC == 0
+        return op.attrs["value"] % n == 0
     if opc == "mul":
-        return any(_const(x) is not None and _const(x) % VEC == 0 for x in op.operands) or \
-            any(_multiple_of_4(x) for x in op.operands)
+        return any(_const(x) is not None and _const(x) % n == 0 for x in op.operands) or \
+            any(_multiple_of(x, n) for x in op.operands)
     if opc == "shl":
         c = _const(op.operands[1])
-        return (c is not None and 2 <= c < 32) or _multiple_of_4(op.operands[0])
+        return (c is not None and 1 << c >= n and c < 32) or _multiple_of(op.operands[0], n)
     if opc in ("add", "sub"):
-        return all(_multiple_of_4(x) for x in op.operands)
+        return all(_multiple_of(x, n) for x in op.operands)
     return False
 
 
-def _eligible(buf) -> bool:
+def _length(buf) -> int | None:
+    """The group length for ``buf``'s accesses, or None when they are never grouped."""
     t = buf.type
-    return (getattr(t, "space", None) == "global" and t.ndim == 1 and t.dtype.bits == 32
-            and buf.owner is not None and getattr(buf.owner, "opcode", None) is None)
+    if (getattr(t, "space", None) == "global" and t.ndim == 1
+            and buf.owner is not None and getattr(buf.owner, "opcode", None) is None):
+        return group_length(t.dtype)
+    return None
 
 
 def _touches(op, buf) -> bool:
@@ -131,17 +147,18 @@ def plan(block) -> dict:
         if op.opcode not in ("load", "store") or len(op.operands) < 2:
             continue
         buf = op.operands[0]
-        if not _eligible(buf):
+        n = _length(buf)
+        if n is None:
             continue
         base, off = _split(op.operands[1])
-        if off >= 0 and base.type == dt.INDEX and _multiple_of_4(base):
-            key = (op.opcode, buf.id, base.id, off // VEC)
-            cands.setdefault(key, {}).setdefault(off % VEC, (pos, op))
+        if off >= 0 and base.type == dt.INDEX and _multiple_of(base, n):
+            key = (op.opcode, buf.id, base.id, n, off // n)
+            cands.setdefault(key, {}).setdefault(off % n, (pos, op))
     groups: dict = {}
-    for (kind, _, _, chunk), by_off in cands.items():
-        if len(by_off) != VEC:
+    for (kind, _, _, n, chunk), by_off in cands.items():
+        if len(by_off) != n:
             continue
-        members = [by_off[k] for k in range(VEC)]
+        members = [by_off[k] for k in range(n)]
         first = min(p for p, _ in members)
         last = max(p for p, _ in members)
         buf = members[0][1].operands[0]
@@ -149,7 +166,7 @@ def plan(block) -> dict:
         if not _may_move(kind, members, block.ops, first, last, buf, base):
             continue
         g = Group(kind, buf, base, [o for _, o in members],
-                  block.ops[first if kind == "load" else last], VEC * chunk)
+                  block.ops[first if kind == "load" else last], n * chunk)
         for _, o in members:
             groups[id(o)] = g
     return groups

@@ -466,13 +466,13 @@ def execute(m: Machine, opc: list, ops: list) -> None:
     t = ts[-1] if ts else None
     if name == "mov":
         d, a = ops
-        if d.startswith("{"):          # unpack a 64-bit value into two halves
+        if d.startswith("{"):          # unpack a 64-/32-bit value into two halves
             lo, hi = [x.strip() for x in d.strip("{}").split(",")]
-            b = m.raw(a)
-            m.regs[lo], m.regs[hi] = b & 0xFFFFFFFF, (b >> 32) & 0xFFFFFFFF
+            b, w = m.raw(a), m.width(lo)
+            m.regs[lo], m.regs[hi] = b & ((1 << w) - 1), (b >> w) & ((1 << w) - 1)
         elif a.startswith("{"):
             lo, hi = [x.strip() for x in a.strip("{}").split(",")]
-            m.regs[d] = m.raw(lo) | (m.raw(hi) << 32)
+            m.regs[d] = m.raw(lo) | (m.raw(hi) << m.width(lo))
         else:
             b = m.raw(a)
             m.regs[d] = b & ((1 << m.width(d)) - 1) if m.width(d) > 1 else int(bool(b))
@@ -601,6 +601,12 @@ def _int_op(m, name, opc, t, ops):
         if st[0] == "s" and ln and v >> (ln - 1):
             v -= 1 << ln
         m.put(ops[0], st, v)
+        return
+    if name == "prmt":                 # default mode: byte i of d = byte (c >> 4i) & 7 of {b, a}
+        ab, c = m.get(ops[1], "u32") | (m.get(ops[2], "u32") << 32), m.get(ops[3], "u32")
+        if c & 0x8888:
+            raise PtxError("prmt sign replication is not modelled")
+        m.put(ops[0], "u32", sum(((ab >> 8 * ((c >> 4 * i) & 7)) & 0xFF) << 8 * i for i in range(4)))
         return
     if name == "bfi":
         f, b = m.get(ops[1], "u32"), m.get(ops[2], "u32")

@@ -5,7 +5,7 @@ its body names no thread identity (``thread_idx``, ``global_id``, ``lane_id``, .
 memory, barrier, atomic, warp or block collective, and calls no ``@kaio.func`` (whose body is not
 inspected here); its only ownership comes from ``y.owned()``. The README's
 ``for i in y.owned(): y[i] = a * x[i] + y[i]`` is one. For such a kernel every 1-D Region/Out left
-on the default partition, when every buffer has 4-byte elements, is given
+on the default partition, when every buffer has 2- or 4-byte elements, is given
 :class:`~kaio.regions.partitions.Coarsened` (k elements per thread, :func:`elements_per_thread`)
 instead of
 :class:`~kaio.regions.partitions.Elementwise`: kaio's launch shape then uses k times fewer
@@ -27,10 +27,11 @@ from .diagnostics import parse_function
 #: intrinsics that do not reveal or involve other threads
 THREAD_INDEPENDENT = frozenset({"static_range", "local_array"})
 
-#: the element size the vector pass groups (kaio.backends.vector_access): coarsening pays only
+#: the element sizes the vector pass groups (kaio.backends.vector_access): coarsening pays only
 #: where every buffer's accesses become 16-byte ones (H200, 2026-12-01: with k serial 2-byte
-#: accesses per thread, f16 GELU and silu_gate ran 3.2-4.8x behind Triton)
-VECTOR_ITEMSIZE = 4
+#: accesses per thread, before 2-byte groups existed, f16 GELU and silu_gate ran 3.2-4.8x
+#: behind Triton)
+VECTOR_ITEMSIZES = frozenset({2, 4})
 
 #: bytes per thread and buffer: two 16-byte accesses for 4-byte types, as the blocked(8) saxpy
 #: that reached 4062 GB/s against 3336 one element per thread (H200, issue 13)
@@ -47,17 +48,18 @@ def coarsening(fn, params, kernel_name: str) -> int | None:
     regions = [p for p in params if p.kind == "buffer" and p.spec.intent in ("region", "out")]
     if not regions or any(p.spec.partition is not None or p.spec.ndim != 1 for p in regions):
         return None
-    if any(p.spec.dtype.itemsize != VECTOR_ITEMSIZE for p in params if p.kind == "buffer"):
-        return None  # no 16-byte accesses for them: k serial narrow accesses measured slower
+    sizes = [p.spec.dtype.itemsize for p in params if p.kind == "buffer"]
+    if any(s not in VECTOR_ITEMSIZES for s in sizes):      # bool (1 byte) included
+        return None  # no 16-byte accesses for them: k serial accesses measured slower
     tree = parse_function(fn, kernel_name).tree
     if not _thread_independent(tree, fn, {p.name for p in params}):
         return None
-    return elements_per_thread([VECTOR_ITEMSIZE])
+    return elements_per_thread(sizes)   # 8: one 16-byte access per 2-byte buffer, two per 4-byte
 
 
 def _thread_independent(tree, fn, param_names) -> bool:
     local = set(param_names) | _assigned(tree)
-    for node in ast.walk(tree):
+    for node in _body_nodes(tree):
         if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                              ast.Global, ast.Nonlocal)) and node is not tree:
             return False
@@ -69,6 +71,20 @@ def _thread_independent(tree, fn, param_names) -> bool:
             if obj is not _LOCAL and not _allowed(obj):
                 return False
     return True
+
+
+def _body_nodes(tree):
+    """The nodes of the kernel's body: its decorators, parameter annotations and defaults were
+    evaluated once, where it was defined (they gave the parameter specs, checked above), and may
+    name definition-time locals such as a factory's ``dt``."""
+    skip = set()
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = tree.args
+        heads = tree.decorator_list + a.defaults + [d for d in a.kw_defaults if d is not None]
+        heads += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs if x.annotation]
+        heads += [tree.returns] if tree.returns else []
+        skip = {id(n) for h in heads for n in ast.walk(h)}
+    return [n for n in ast.walk(tree) if id(n) not in skip]
 
 
 _LOCAL = object()      # an attribute of a parameter or local (y.owned, x.shape): allowed
