@@ -30,6 +30,10 @@ def _check_passes(disabled) -> frozenset:
     return disabled
 
 
+#: threads in one block on every backend (the launch checks and the race checker use it too)
+MAX_BLOCK_THREADS = 1024
+
+
 def check_block(block) -> tuple[int, int, int]:
     """A declared block shape (an int or 1 to 3 ints >= 1, at most 1024 threads) as a 3-tuple;
     ValueError otherwise."""
@@ -38,7 +42,6 @@ def check_block(block) -> tuple[int, int, int]:
         isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in t)
     if not ok:
         raise ValueError(f"block must be an int or a tuple of 1 to 3 ints >= 1, got {block!r}")
-    from .regions.affine import MAX_BLOCK_THREADS  # (lazy: options load before the checker)
     t = tuple(t) + (1,) * (3 - len(t))
     if t[0] * t[1] * t[2] > MAX_BLOCK_THREADS:
         raise ValueError(f"block {t} has {t[0] * t[1] * t[2]} threads; a block has at most "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..ir.indexmath import IndexMath
+from ..options import MAX_BLOCK_THREADS
 
 
 class Poly:
@@ -208,7 +209,6 @@ AXES = "xyz"
 GEOMETRY = {"thread_idx": "tid", "block_idx": "bid", "block_dim": "bdim", "grid_dim": "gdim"}
 
 #: launch limits (kaio.launch): threads per block; grid.y and grid.z; i32 ids and extents
-MAX_BLOCK_THREADS = 1024
 GRID_YZ_MAX = 65535
 I32_MAX = 2**31 - 1
 

@@ -181,11 +181,12 @@ class Checker:
 
     def _flatter(self, level: int, accesses):
         """Accept the proof of ``accesses`` that assumed a ``level``-D launch, recording it for
-        the launch check, unless one of their indices uses geometry of the axes it pinned."""
+        the launch check, unless one of their indices uses thread geometry of the axes it pinned."""
         acc = accesses[0] if accesses else None
         axes = "xyz"[level:]
+        # (thread ids and extents: block ids only pick the block, which a 1-D block keeps)
         used = sorted({s for a in accesses for s in self._geometry(a.index)} & {
-            f"{k}.{ax}" for k in ("thread_idx", "block_idx", "block_dim", "grid_dim") for ax in axes})
+            f"{k}.{ax}" for k in ("thread_idx", "block_dim") for ax in axes})
         if acc is not None and used:
             name = self.names.get(acc.buf.id, acc.buf.name or "shared")
             t = acc.buf.type
