@@ -40,8 +40,17 @@ def block_sums(x: kaio.In[f32], partial: kaio.Out[f32, kaio.regions.per_block()]
         partial[kaio.block_idx.x] = total
 
 
+def _ownership_checked(monkeypatch):
+    """The reference backend with its ownership check on: a fresh instance (a cached one read
+    KAIO_SANITIZE_OWNERSHIP when it was made)."""
+    from kaio import backends
+    monkeypatch.setenv("KAIO_SANITIZE_OWNERSHIP", "1")
+    monkeypatch.setattr(backends, "_instances", {})
+    assert backends.get_backend("reference").check_ownership
+
+
 def test_block_sum_reduction_writes_one_partial_per_block(reference, monkeypatch):
-    monkeypatch.setenv("KAIO_SANITIZE_OWNERSHIP", "1")   # each write checked against owned_spec
+    _ownership_checked(monkeypatch)   # each write checked against owned_spec
     x = np.random.default_rng(0).random(1000).astype(np.float32)
     partial = np.full(GRID, -1, np.float32)
     block_sums[(GRID,), (BLOCK,)](x, partial)
@@ -147,7 +156,7 @@ def test_racy_twins_are_refused(name):
 def test_racy_twins_really_race_when_unchecked(reference, monkeypatch, name):
     """Run unchecked, with the sanitizer's ownership check on: several threads of a block write
     its element, or (shifted) a block writes the next one's and the last writes past the end."""
-    monkeypatch.setenv("KAIO_SANITIZE_OWNERSHIP", "1")
+    _ownership_checked(monkeypatch)
     expected = kaio.OutOfBoundsError if name == "shifted" else kaio.RaceError
     with checker.disabled(), pytest.raises(expected):
         kaio.kernel(_twin(name))[(GRID,), (BLOCK,)](np.ones(1000, np.float32), np.zeros(GRID, np.float32))
