@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # kaio.math inside kernels; kaio.blas.gemm; kaio.regions (which registers the partitions as IR
 # attributes, so IR text parses in any process); kaio.backends (set_backend / get_backend below)
-from . import backends, blas, math, regions
+from . import backends, blas, math, mma, regions
 from .device import (
     DeviceArray,
     Event,

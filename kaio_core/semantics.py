@@ -27,7 +27,7 @@ import numpy as np
 from . import dtypes as dt
 
 __all__ = ["binary", "unary", "fma", "cmp", "cast", "bitcast", "math", "select", "const",
-           "round_f64", "poison"]
+           "round_f64", "poison", "mma"]
 
 _F64 = np.dtype(np.float64)
 _F32 = np.dtype(np.float32)
@@ -385,3 +385,22 @@ def poison(dtype: dt.DType):
     if dtype.is_bool:
         return np.True_
     return np.frombuffer(b"\xa5" * dtype.itemsize, dtype=dtype.storage_np)[0]
+
+
+def mma(a, b, c):
+    """``c + a @ b`` for stacks of matrices, the reference meaning of kaio.mma.mma.
+
+    ``a`` (..., m, k) and ``b`` (..., k, n) hold f16 or bf16 values, ``c`` (..., m, n) f32.
+    Each product ``a[i, p] * b[p, j]`` is computed exactly in f32 (11- or 8-bit significands
+    multiply into at most 22 bits; only a product outside f32's range is not exact). The sum is
+    taken in f32 in ascending ``p``, rounding to nearest even after each addition:
+    ``d = ((c + a0*b0) + a1*b1) + ... + a(k-1)*b(k-1)``. Matrix units add in other orders and
+    with other internal precision; docs/language.md states the bound between the two.
+    """
+    a32 = np.asarray(a).astype(np.float32)
+    b32 = np.asarray(b).astype(np.float32)
+    d = np.array(c, dtype=np.float32, copy=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in range(a32.shape[-1]):
+            d += a32[..., :, p, None] * b32[..., None, p, :]   # f32 += f32 product: one rounding
+    return d

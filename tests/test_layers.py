@@ -48,7 +48,7 @@ LAYERS = [
                        "kaio.cache", "kaio.version"]),
     ("ir", 1, ["kaio.ir", "kaio.mathlib"]),
     ("passes", 2, ["kaio.passes", "kaio.regions"]),
-    ("frontend", 3, ["kaio.frontend", "kaio.lang", "kaio.math", "kaio.signature"]),
+    ("frontend", 3, ["kaio.frontend", "kaio.lang", "kaio.math", "kaio.mma", "kaio.signature"]),
     ("backends", 3, ["kaio.backends"]),
     ("api", 4, ["kaio", "kaio.launch", "kaio.device", "kaio.graphs", "kaio.blas", "kaio.dlpack",
                 "kaio.checked"]),

@@ -16,7 +16,7 @@ import numpy as np
 from ... import semantics
 from ...errors import source_excerpt
 from ...ir.ops import handler_table
-from . import atomics, warp
+from . import atomics, fragments, warp
 from .errors import DivergentBarrierError
 from .memory import Buf
 
@@ -268,6 +268,19 @@ class Interpreter:
         self.uniform_blocks(op, mask, "block reduction")
         (v,) = self._vals(op)
         self._set(op, warp.block_reduce(self.batch, op.attrs["op"], op.operands[0].type, v))
+
+    # --- matrix fragments (kaio.mma): whole-warp matrices, see fragments.py ----------------
+    def op_mma_fill(self, op, mask):
+        self._set(op, fragments.fill(self, op, mask))
+
+    def op_mma_load(self, op, mask):
+        self._set(op, fragments.load(self, op, mask))
+
+    def op_mma(self, op, mask):
+        self._set(op, fragments.mma(self, op, mask))
+
+    def op_mma_store(self, op, mask):
+        fragments.store(self, op, mask)
 
     # --- control flow -------------------------------------------------------------------
     def op_if(self, op, mask):

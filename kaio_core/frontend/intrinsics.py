@@ -50,7 +50,7 @@ class IntrinsicsMixin:
             args, kwargs = self.call_args(node)
             if obj.name.startswith("math."):
                 return self.math_call(obj.name[5:], args, kwargs, node)
-            handler = getattr(self, "intr_" + obj.name, None)
+            handler = getattr(self, "intr_" + obj.name.replace(".", "_"), None)  # mma.fill -> intr_mma_fill
             if handler is None:
                 raise self.err(node, f"kaio.{obj.name} cannot be called",
                                hint=f"use it without parentheses: kaio.{obj.name}")

@@ -23,6 +23,7 @@ from .control import ControlMixin
 from .diagnostics import Source, error, parse_function
 from .exprs import ExprMixin
 from .intrinsics import IntrinsicsMixin
+from .mma import MmaMixin
 from .typing import TypingMixin
 from .values import Lit, OwnedMethod, PyObj, ShapeOf, TupleV, Undef, describe, is_scalar
 
@@ -42,7 +43,7 @@ class Frame:
     trial_returns: list | None = None  # set while learning a function's return type
 
 
-class Lowerer(ExprMixin, IntrinsicsMixin, ControlMixin, TypingMixin):
+class Lowerer(ExprMixin, IntrinsicsMixin, MmaMixin, ControlMixin, TypingMixin):
     def __init__(self, fn, params, consts: dict, fast_math: bool, coarsen: int | None = None):
         self.fn = fn
         self.kernel_name = fn.__name__

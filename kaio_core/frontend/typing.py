@@ -14,6 +14,7 @@ import math
 
 from .. import dtypes as dt
 from ..ir.core import Value
+from ..ir.types import FragType
 from .values import Lit, describe, is_scalar
 
 
@@ -48,16 +49,20 @@ class TypingMixin:
             return self.b.const(v.value, dt.literal_dtype(v.value))
         return self.scalar(v, node)
 
-    def scalar(self, v, node, what: str = "operand"):
-        """Check that ``v`` is a scalar (Lit or typed value) and return it."""
+    def scalar(self, v, node, what: str = "operand", frag_ok: bool = False):
+        """Check that ``v`` is a scalar (Lit or typed value) and return it. A kaio.mma fragment
+        passes only where values are carried whole (``frag_ok``: merges, loop variables)."""
         if not is_scalar(v):
             raise self.err(node, f"expected a scalar {what}, got {describe(v)}",
                            hint="index buffers to get elements: x[i]")
+        if not frag_ok and isinstance(v, Value) and isinstance(v.type, FragType):
+            raise self.err(node, f"expected a scalar {what}, got the matrix fragment {v.type}",
+                           hint="fragments take part only in kaio.mma operations (mma, store)")
         return v
 
     def convert(self, v, dtype: dt.DType, node, what: str = "value") -> Value:
         """``v`` as ``dtype`` without an implicit cast: literals convert, typed values must match."""
-        self.scalar(v, node, what)
+        self.scalar(v, node, what, frag_ok=True)
         if isinstance(v, Lit):
             return self.lit_value(v, dtype, node, what if what != "value" else None)
         if v.type is not dtype:

@@ -29,7 +29,7 @@ class OpSpec:
     name: str
     category: str          # 'const' | 'binary' | 'unary' | 'ternary' | 'math' | 'cmp' | 'select' |
     #                        'cast' | 'special' | 'memory' | 'alloc' | 'sync' | 'warp' |
-    #                        'reduce' | 'control' | 'terminator'
+    #                        'reduce' | 'mma' | 'control' | 'terminator'
     pure: bool             # droppable when its results are unused
     n_regions: int = 0
     attrs: dict = field(default_factory=dict)   # key -> kaio.ir.attrs type: every key it may carry
@@ -89,6 +89,11 @@ SPECS.update(_specs("warp", ["shuffle"], False, attrs={"mode": OneOf(SHUFFLE_MOD
 SPECS.update(_specs("warp", ["vote"], False, attrs={"mode": OneOf(VOTE_MODES)}))
 SPECS.update(_specs("warp", ["ballot"], False))
 SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False, attrs={"op": OneOf(REDUCE_OPS)}))
+#: warp matrix fragments (kaio.mma): warp-collective, every lane of the warp takes part.
+#: mma_load is not pure so loop-invariant motion never lifts it over a store
+SPECS.update(_specs("mma", ["mma_fill", "mma"], True))
+SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag()}, required=()))
+SPECS.update(_specs("mma", ["mma_store"], False))
 SPECS.update(_specs("control", ["if"], False, 2))
 #: for: ``owned`` names the Region whose owned() loop this is; ``step_sign = 1``: the step is > 0
 #: (kaio.passes.loop_facts); ``unrolled = k``: made by kaio.passes.unroll, k bodies per iteration

@@ -18,7 +18,7 @@ from ..ir import ops as O
 from ..ir.attrs import KERNEL_ATTRS, AttrError, StructAttr, convert
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.scalars import representable
-from ..ir.types import SPACES, BufType, type_str
+from ..ir.types import MMA_ACC, SPACES, BufType, FragType, type_str
 
 _ARITH = ("add", "sub", "mul", "div", "rem", "min", "max")
 _BITWISE = ("and", "or", "xor")
@@ -88,7 +88,7 @@ class _Verifier:
     def define(self, op: Op | None, v: Value, what: str) -> None:
         if v.id in self.defined:
             self.fail(op, f"{what} {v!r} is defined more than once")
-        if not isinstance(v.type, (dt.DType, BufType)):
+        if not isinstance(v.type, (dt.DType, BufType, FragType)):
             self.fail(op, f"{what} {v!r} has no valid type ({v.type!r})")
         self.defined.add(v.id)
         self.values.append(v)
@@ -315,6 +315,49 @@ class _Verifier:
                 self.result_is(op, dt.bool_)
             else:
                 self.result_is(op, dt.u64)
+
+    def frag(self, op, v: Value, what: str, role: str) -> FragType:
+        if not (isinstance(v.type, FragType) and v.type.role == role):
+            self.fail(op, f"{what} must be a '{role}' fragment, got {_tn(v.type)}")
+        return v.type
+
+    def op_mma(self, op, parent):
+        """Fragment ops (kaio.mma): a tile is addressed by (row0, col0) of a 2-d buffer, or of
+        a 1-d buffer with a leading dimension ``ld`` (element (r, c) at r * ld + c)."""
+        if op.opcode == "mma_fill":
+            self.counts(op, 1)
+            t = op.results[0].type
+            if not isinstance(t, FragType) or op.operands[0].type is not t.dtype:
+                self.fail(op, f"fills a fragment with a value of its element dtype, got "
+                              f"{_tn(op.operands[0].type)} -> {_tn(t)}")
+            return
+        if op.opcode == "mma":
+            self.counts(op, 3)
+            a, b, c = (self.frag(op, v, f"operand {i}", r)
+                       for i, (v, r) in enumerate(zip(op.operands, ("a", "b", "acc"))))
+            if not (a.shape == b.shape == c.shape and a.dtype is b.dtype
+                    and MMA_ACC.get(a.dtype.name) == c.dtype.name):
+                self.fail(op, f"no matrix multiply {_tn(a)} x {_tn(b)} + {_tn(c)}")
+            self.result_is(op, c)
+            return
+        bt = self.buffer(op, op.operands[0])
+        if bt.ndim not in (1, 2):
+            self.fail(op, f"a tile lives in a 1-d (with ld) or 2-d buffer, not {bt}")
+        n_idx = 3 if bt.ndim == 1 else 2
+        for k, v in enumerate(op.operands[1:1 + n_idx]):
+            self.scalar(op, v, f"index {k}", ("int", "uint"))
+        if op.opcode == "mma_load":
+            self.counts(op, 1 + n_idx)
+            t = op.results[0].type
+            if not isinstance(t, FragType) or t.dtype is not bt.dtype:
+                self.fail(op, f"loads a fragment of the buffer's dtype {bt.dtype.name}, got {_tn(t)}")
+            if op.attrs.get("trans") and t.role == "acc":
+                self.fail(op, "an accumulator is loaded untransposed")
+            return
+        self.counts(op, 2 + n_idx, 0)
+        self.frag(op, op.operands[-1], "the stored value", "acc")
+        if not bt.writable or not bt.dtype.is_float:
+            self.fail(op, f"stores into a writable float buffer, got {bt}")
 
     def op_reduce(self, op, parent):
         self.counts(op, 1)

@@ -1,0 +1,142 @@
+"""kaio.mma fragments on the reference backend: each warp's fragment is one whole matrix.
+
+A fragment value is a numpy array of shape (E, L): E elements per lane, lanes last (so the
+interpreter's lane masks merge fragments of ``if``/``for`` results like any value). The
+reference layout: in a warp of W lanes, element e of lane l holds the matrix element at flat
+(row-major) position ``e * W + l``. Nothing outside this module sees it; the kernel never names
+a layout, and a GPU target uses its own (the PTX backend: ``mma.sync``'s).
+
+The ops are warp-collective. The interpreter requires what the hardware does: whole warps
+(block size a multiple of the warp width), every lane of a warp active or none, and one tile
+origin per warp; anything else raises :class:`FragmentError` naming the op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import semantics
+from ...errors import KernelRuntimeError
+
+
+class FragmentError(KernelRuntimeError):
+    """A warp-collective kaio.mma op was not executed by a whole warp, or its lanes disagreed."""
+
+
+def _fail(interp, op, msg, hint):
+    raise FragmentError(f"{interp.where(op)}in kernel '{interp.kernel.name}': {msg}"
+                        f"{interp.excerpt(op)}\nhint: {hint}", kernel=interp.kernel.name,
+                        line=op.loc.line if op.loc else None)
+
+
+def _what(op) -> str:
+    role = (op.results[0].type if op.results else op.operands[-1].type).role
+    return {"mma_load": f"kaio.mma.load_{role}", "mma_store": "kaio.mma.store",
+            "mma": "kaio.mma.mma", "mma_fill": "kaio.mma.fill"}[op.opcode]
+
+
+def check_warps(interp, op, mask):
+    """Whole warps only, each entirely active or entirely inactive at ``op``."""
+    b = interp.batch
+    W = b.warp_size
+    if b.T % W:
+        _fail(interp, op, f"{_what(op)} in a block of {b.T} threads, not a multiple of the warp "
+                          f"width {W}: the last warp is partial",
+              "launch blocks whose size is a multiple of kaio.warp_size")
+    if mask is not None:
+        m = mask.reshape(-1, W)
+        if (m.any(axis=1) & ~m.all(axis=1)).any():
+            _fail(interp, op, f"{_what(op)} reached by only some lanes of a warp (it is "
+                              "warp-collective: every lane of the warp takes part)",
+                  "keep kaio.mma calls out of branches that split a warp")
+
+
+def _uniform_per_warp(interp, op, v, mask, what):
+    """``v`` as one value per lane, checked equal across each warp's active lanes."""
+    b = interp.batch
+    if np.ndim(v) == 0:
+        return v
+    w = np.asarray(v).reshape(-1, b.warp_size)
+    act = np.ones_like(w, dtype=bool) if mask is None else mask.reshape(w.shape)
+    first = w[np.arange(len(w)), np.argmax(act, axis=1)][:, None]
+    if (act & (w != first)).any():
+        _fail(interp, op, f"{_what(op)}: the lanes of one warp disagree on the tile's {what}",
+              "every lane of a warp passes the same tile origin (derive it from the warp's "
+              "index, e.g. thread_idx.x // kaio.warp_size, not from the lane)")
+    return v
+
+
+def coords(batch, ftype):
+    """(rows, cols), each (E, L): the matrix element each lane's element e holds."""
+    rows, cols = ftype.dims
+    W = batch.warp_size
+    E = rows * cols // W
+    flat = np.arange(E)[:, None] * W + (batch.tid % W)[None, :]
+    return flat // cols, flat % cols
+
+
+def to_matrices(batch, ftype, vals):
+    """(E, L) lane values -> (nblocks * warps per block, rows, cols) matrices."""
+    rows, cols = ftype.dims
+    E, W = vals.shape[0], batch.warp_size
+    per = np.broadcast_to(vals, (E, batch.L)).reshape(E, -1, W).transpose(1, 0, 2)
+    return per.reshape(-1, rows, cols)
+
+
+def from_matrices(batch, mats):
+    W = batch.warp_size
+    nw, rows, cols = mats.shape
+    E = rows * cols // W
+    return np.ascontiguousarray(mats.reshape(nw, E, W).transpose(1, 0, 2).reshape(E, batch.L))
+
+
+def _tile_index(interp, op, mask):
+    """Per element e: the buffer index (list of per-lane arrays) it reads or writes."""
+    buf_v = op.operands[0]
+    ftype = op.results[0].type if op.results else op.operands[-1].type
+    n_idx = 3 if buf_v.type.ndim == 1 else 2
+    idx = [_uniform_per_warp(interp, op, interp.env[v.id], mask, what)
+           for v, what in zip(op.operands[1:1 + n_idx], ("row", "column", "leading dimension"))]
+    r, c = coords(interp.batch, ftype)
+    if op.attrs.get("trans"):
+        r, c = c, r
+    row, col = idx[0] + r, idx[1] + c   # (E, L), int64
+    if n_idx == 3:
+        return [[row[e] * idx[2] + col[e]] for e in range(len(row))]
+    return [[row[e], col[e]] for e in range(len(row))]
+
+
+def load(interp, op, mask):
+    check_warps(interp, op, mask)
+    buf = interp.env[op.operands[0].id]
+    t = op.results[0].type
+    out = np.zeros((len(coords(interp.batch, t)[0]), interp.batch.L), dtype=t.dtype.storage_np)
+    for e, index in enumerate(_tile_index(interp, op, mask)):
+        sel, pos = interp._positions(op, buf, index, mask)
+        if interp.san is not None:
+            interp.san.read(interp, op, buf, pos, sel)
+        out[e, slice(None) if sel is None else sel] = buf.flat[pos]
+    return out
+
+
+def store(interp, op, mask):
+    check_warps(interp, op, mask)
+    buf = interp.env[op.operands[0].id]
+    vals = semantics.cast(op.operands[-1].type.dtype, buf.dtype, interp.env[op.operands[-1].id])
+    for e, index in enumerate(_tile_index(interp, op, mask)):
+        sel, pos = interp._positions(op, buf, index, mask)
+        if interp.san is not None:
+            interp.san.write(interp, op, buf, pos, sel)
+        buf.flat[pos] = vals[e] if sel is None else vals[e][sel]
+
+
+def fill(interp, op, mask):
+    t = op.results[0].type
+    E = len(coords(interp.batch, t)[0])
+    return np.full((E, interp.batch.L), interp.env[op.operands[0].id], dtype=t.dtype.storage_np)
+
+
+def mma(interp, op, mask):
+    check_warps(interp, op, mask)
+    b = interp.batch
+    a, bm, c = (to_matrices(b, v.type, interp.env[v.id]) for v in op.operands)
+    return from_matrices(b, semantics.mma(a, bm, c))

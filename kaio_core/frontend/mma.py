@@ -1,0 +1,144 @@
+"""Calls of kaio.mma inside kernels: warp matrix fragments -> the IR's ``mma_*`` ops.
+
+Each ``kaio.mma.<name>`` call lands in ``intr_mma_<name>``. Arguments are checked here so the
+error names the call: a tile is addressed by (row0, col0) in a 2-d buffer, or in a 1-d buffer
+with ``ld=`` (element (r, c) at ``r * ld + c``); element types must match the shape's table
+(:data:`kaio.ir.types.MMA_ACC`).
+
+Where fragments may live (the race checker's rules, docs/language.md): loads read ``In`` and
+``Raw`` global buffers and shared arrays; stores write ``Raw`` global buffers only. A Region's
+partition says which thread writes each element, and a warp-collective store is not one thread's
+write, so it is refused until a partition that gives each warp its own tile exists.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..ir.types import MMA_ACC, MMA_SHAPES, frag_type
+from .values import Lit, PyObj, describe, is_buffer
+
+
+class MmaMixin:
+    def _mma_kw(self, name, args, kwargs, node, positional, keywords):
+        """Positional then keyword arguments of kaio.mma.<name>, as a dict (missing: absent)."""
+        label = f"kaio.mma.{name}"
+        if len(args) > len(positional):
+            raise self.err(node, f"{label}() takes {len(positional)} positional argument(s) but "
+                                 f"{len(args)} were given",
+                           hint=f"pass {', '.join(keywords)} by keyword")
+        out = dict(zip(positional, args))
+        for k, (v, knode) in kwargs.items():
+            if k not in positional + keywords or k in out:
+                raise self.err(knode, f"{label}() got an unexpected or repeated argument '{k}'",
+                               hint=f"its arguments: {', '.join(positional + keywords)}")
+            out[k] = v
+        missing = [p for p in positional if p not in out]
+        if missing:
+            raise self.err(node, f"{label}() is missing {', '.join(missing)}")
+        return out
+
+    def _mma_shape(self, a, node) -> str:
+        if a is None:
+            return "m16n8k16"
+        if not (isinstance(a, PyObj) and a.obj in MMA_SHAPES):
+            raise self.err(node, f"shape= must be a kaio.mma shape such as kaio.mma.m16n8k16, "
+                                 f"got {describe(a)}")
+        return a.obj
+
+    def _mma_flag(self, a, node, what) -> bool:
+        if a is None:
+            return False
+        if not (isinstance(a, Lit) and isinstance(a.value, bool)):
+            raise self.err(node, f"{what}= must be a compile-time True or False, got {describe(a)}")
+        return a.value
+
+    def _mma_tile(self, name, kw, node, write: bool):
+        """(buffer, [row0, col0, (ld)]) of a fragment load or store, checked."""
+        buf = kw["buf"]
+        label = f"kaio.mma.{name}"
+        if not is_buffer(buf):
+            raise self.err(node, f"the first argument of {label} must be a buffer, got {describe(buf)}")
+        t = buf.type
+        if t.ndim not in (1, 2):
+            raise self.err(node, f"{label} reads tiles of 2-d buffers (or 1-d ones with ld=), "
+                                 f"'{buf.name}' has {t.ndim} dimensions")
+        if write and not (t.space == "global" and t.intent == "raw"):
+            raise self.err(node, f"{label} into '{buf.name}', a {t.space} {t.intent} buffer: "
+                                 "fragment stores go to kaio.Raw[...] buffers for now",
+                           hint="declare the output kaio.Raw[...] (each warp must store its own "
+                                "tile); the race checker does not yet prove warp tiles apart")
+        if not write and not (t.space == "shared" or t.intent in ("in", "raw")):
+            raise self.err(node, f"{label} from '{buf.name}', a {t.intent} buffer",
+                           hint="load fragments from kaio.In[...] or kaio.Raw[...] buffers or "
+                                "shared arrays")
+        ld = kw.get("ld")
+        if (t.ndim == 1) != (ld is not None):
+            raise self.err(node, f"{label}: a 1-d buffer needs ld= (its row length), a 2-d one "
+                                 "takes none" if t.ndim == 1 else
+                                 f"{label}: '{buf.name}' is 2-d; ld= is only for 1-d buffers")
+        idx = [kw["row0"], kw["col0"]] + ([ld] if ld is not None else [])
+        return buf, [self.index_value(i, node) for i in idx]
+
+    def _mma_load(self, name, role, args, kwargs, node, transposable=True):
+        keywords = ["ld", "shape"] + (["trans"] if transposable else [])
+        kw = self._mma_kw(name, args, kwargs, node, ["buf", "row0", "col0"], keywords)
+        shape = self._mma_shape(kw.get("shape"), node)
+        buf, idx = self._mma_tile(name, kw, node, write=False)
+        t = buf.type.dtype
+        ok = t.name in MMA_ACC if role != "acc" else t.name in MMA_ACC.values()
+        if not ok:
+            want = sorted(MMA_ACC) if role != "acc" else sorted(set(MMA_ACC.values()))
+            raise self.err(node, f"kaio.mma.{name}: '{buf.name}' holds {t.name}; {shape} "
+                                 f"{'multiplicands' if role != 'acc' else 'accumulators'} are "
+                                 f"{'/'.join(want)}",
+                           hint="convert the data first (a kaio kernel can cast it)")
+        trans = self._mma_flag(kw.get("trans"), node, "trans")
+        return self.b._one("mma_load", [buf, *idx], frag_type(role, shape, t),
+                           attrs={"trans": True} if trans else None)
+
+    def intr_mma_load_a(self, name, args, kwargs, node):
+        return self._mma_load("load_a", "a", args, kwargs, node)
+
+    def intr_mma_load_b(self, name, args, kwargs, node):
+        return self._mma_load("load_b", "b", args, kwargs, node)
+
+    def intr_mma_load_acc(self, name, args, kwargs, node):
+        return self._mma_load("load_acc", "acc", args, kwargs, node, transposable=False)
+
+    def intr_mma_fill(self, name, args, kwargs, node):
+        kw = self._mma_kw("fill", args, kwargs, node, ["dtype", "value"], ["shape"])
+        t = self.const_dtype(kw["dtype"], node)
+        if t.name not in MMA_ACC.values():
+            raise self.err(node, f"kaio.mma.fill makes accumulators, whose dtype is "
+                                 f"{'/'.join(sorted(set(MMA_ACC.values())))}, not {t.name}")
+        v = self.convert(kw["value"], t, node, "the fill value")
+        return self.b._one("mma_fill", [v], frag_type("acc", self._mma_shape(kw.get("shape"), node), t))
+
+    def intr_mma_mma(self, name, args, kwargs, node):
+        self.arity("kaio.mma.mma", args, kwargs, node, 3)
+        a, b, c = args
+        for v, role, what in ((a, "a", "first"), (b, "b", "second"), (c, "acc", "third")):
+            if getattr(getattr(v, "type", None), "role", None) != role:
+                raise self.err(node, f"the {what} argument of kaio.mma.mma must be "
+                                     f"{'an accumulator' if role == 'acc' else role.upper() + ' fragment'}"
+                                     f", got {describe(v)}",
+                               hint="kaio.mma.mma(a, b, acc): a from load_a, b from load_b, acc "
+                                    "from fill or load_acc")
+        ta, tb, tc = a.type, b.type, c.type
+        if not (ta.shape == tb.shape == tc.shape and ta.dtype is tb.dtype
+                and MMA_ACC[ta.dtype.name] == tc.dtype.name):
+            raise self.err(node, f"kaio.mma.mma of {ta} and {tb} into {tc}: the shapes and "
+                                 "element types do not match",
+                           hint="A and B hold one dtype (f16 or bf16), the accumulator f32")
+        return self.b._one("mma", [a, b, c], tc)
+
+    def intr_mma_store(self, name, args, kwargs, node):
+        kw = self._mma_kw("store", args, kwargs, node, ["buf", "row0", "col0", "acc"], ["ld"])
+        acc = kw["acc"]
+        if getattr(getattr(acc, "type", None), "role", None) != "acc":
+            raise self.err(node, f"kaio.mma.store stores an accumulator, got {describe(acc)}")
+        buf, idx = self._mma_tile("store", kw, node, write=True)
+        if not buf.type.dtype.is_float or buf.type.dtype is dt.f64:
+            raise self.err(node, f"kaio.mma.store into '{buf.name}', a {buf.type.dtype.name} buffer",
+                           hint="store accumulators into f32, f16 or bf16 buffers")
+        self.b.op("mma_store", [buf, *idx, acc])
+        return Lit(None)

@@ -1,0 +1,38 @@
+"""kaio.mma: warp matrix fragments for the matrix units (tensor cores), usable inside kernels.
+
+A fragment is one warp's share of a small matrix: a multiplicand A (``m x k``), a multiplicand
+B (``k x n``) or an accumulator (``m x n``). The kernel names whole tiles by their top-left
+corner; which lane holds which element belongs to the target, so the same kernel runs on any
+warp width. Every op here is warp-collective: all lanes of the warp execute it together, with
+the same arguments (see docs/language.md, "Matrix fragments").
+
+    acc = kaio.mma.fill(kaio.f32, 0.0)
+    for k0 in range(0, K, 16):
+        a = kaio.mma.load_a(A, row0, k0)           # A[row0:row0+16, k0:k0+16]
+        b = kaio.mma.load_b(B, k0, col0)           # B[k0:k0+16, col0:col0+8]
+        acc = kaio.mma.mma(a, b, acc)              # acc + a @ b, f32 accumulation
+    kaio.mma.store(C, row0, col0, acc)             # C[row0:row0+16, col0:col0+8]
+"""
+from __future__ import annotations
+
+from .lang import Intrinsic
+
+#: the shape of the matrix multiply (m, n, k): the only one so far; ``shape=`` names it
+m16n8k16 = "m16n8k16"
+
+fill = Intrinsic("mma.fill", "fill(dtype, value, shape=m16n8k16): an accumulator fragment with "
+                             "every element ``value``.")
+load_a = Intrinsic("mma.load_a", "load_a(buf, row0, col0, ld=None, trans=False, shape=m16n8k16): "
+                                 "the A tile buf[row0:row0+m, col0:col0+k] (trans: buf holds A "
+                                 "transposed, A[r, c] = buf[row0 + c, col0 + r]).")
+load_b = Intrinsic("mma.load_b", "load_b(buf, row0, col0, ld=None, trans=False, shape=m16n8k16): "
+                                 "the B tile buf[row0:row0+k, col0:col0+n] (trans: buf holds B "
+                                 "transposed, as the n x k tile at (row0, col0)).")
+load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=m16n8k16): the "
+                                     "accumulator tile buf[row0:row0+m, col0:col0+n].")
+mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact, f32 accumulation).")
+store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None): write the accumulator "
+                               "tile to buf[row0:row0+m, col0:col0+n] (rounded to buf's dtype).")
+
+FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store)}
+__all__ = [*FUNCTIONS, "m16n8k16"]
