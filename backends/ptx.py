@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..ir.ops import handler_table
-from ..ir.types import BufType
+from ..ir.types import BufType, FragType
 from ..passes.expand_math import library_code
 from ..version import __version__
-from . import ptx_math, ptx_mem, ptx_ops, ptx_workarounds, vector_access
+from . import ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_workarounds, vector_access
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -418,6 +418,23 @@ class _Renderer:
         self.em.ins(f"cvt.u64.u32 {d}, {w}")
         self.set(op, d)
 
+    # --- matrix fragments (kaio.mma): backends.ptx_mma -----------------------------------
+    def op_mma_fill(self, op):
+        self.set(op, ptx_mma.fill(self.em, op.result.type, self.v(op.operands[0])))
+
+    def op_mma_load(self, op):
+        buf, *idx = op.operands
+        self.set(op, ptx_mma.load(self.em, self._buf(buf), op, [self.v(i) for i in idx]))
+
+    def op_mma(self, op):
+        a, b, c = op.operands
+        d = self.em.define(op.result)
+        ptx_mma.mma(self.em, a.type.dtype, self.v(a), self.v(b), self.v(c), d)
+
+    def op_mma_store(self, op):
+        buf, *idx, acc = op.operands
+        ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc))
+
     # --- control flow ------------------------------------------------------------------
     def _moves(self, dsts: list[str], srcs: list[str], types) -> None:
         """Parallel move ``dsts[i] = srcs[i]`` (through temporaries when sources overlap)."""
@@ -433,6 +450,10 @@ class _Renderer:
             self._mov(d, s, t)
 
     def _mov(self, d, s, t):
+        if isinstance(t, FragType):   # a fragment: its registers one by one
+            for dr, sr in zip(d.split(","), s.split(",")):
+                self.em.ins(f"mov.b32 {dr}, {sr}")
+            return
         self.em.ins(f"mov.{'pred' if t.is_bool else bits_type(t)} {d}, {s}")
 
     def _yield_into(self, block, dsts, types):

@@ -18,6 +18,7 @@ import struct
 import numpy as np
 
 from .. import dtypes as dt
+from ..ir.types import FragType
 
 #: register class of each dtype
 _CLASS = {"bool": "p", "f16": "h", "bf16": "h", "f32": "f", "f64": "fd", "i64": "rd", "u64": "rd"}
@@ -30,6 +31,10 @@ _ARITH = {"i8": "s32", "i16": "s32", "i32": "s32", "u8": "u32", "u16": "u32", "u
 _MEM = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32": "s32",
         "u32": "u32", "i64": "s64", "u64": "u64", "f16": "b16", "bf16": "b16", "f32": "f32",
         "f64": "f64"}
+
+#: registers of a kaio.mma fragment of m16n8k16 (f16/bf16 in, f32 accumulator), per role: A is
+#: four .b32 of two halves each, B two, the accumulator four .f32 (PTX's mma fragment layout)
+FRAG_REGS = {"a": ("r",) * 4, "b": ("r",) * 2, "acc": ("f",) * 4}
 
 
 def reg_class(t: dt.DType) -> str:
@@ -99,6 +104,8 @@ class Emitter:
         return f"%{cls}{n}"
 
     def reg(self, t: dt.DType) -> str:
+        if isinstance(t, FragType):   # several registers, comma-joined (backends.ptx_mma)
+            return ",".join(self.tmp(c) for c in FRAG_REGS[t.role])
         return self.tmp(reg_class(t))
 
     def define(self, value, reg: str | None = None) -> str:

@@ -158,7 +158,20 @@ def _cubin(a, o):
 
 
 def _llvm(a, o):
+    _no_fragments(a["lowered"], o.target)
     return emit_llvm(a["lowered"], o.target, fast_math=o.fast_math, max_registers=o.max_registers)
+
+
+def _no_fragments(kernel, target: str) -> None:
+    """kaio.mma fragments have codegen on kaio's PTX path only so far: on the LLVM paths (NVVM
+    mma intrinsics, AMD MFMA) a kernel using them is refused here, at its first fragment op."""
+    op = next((o for o in kernel.walk() if o.opcode.startswith("mma")), None)
+    if op is not None:
+        raise CompileError.at(
+            op.loc, f"kaio.mma fragments are not supported on target {target} yet (LLVM path: "
+                    f"no NVVM mma / AMD MFMA lowering)", kernel=kernel.name,
+            hint="compile for kaio's PTX path (targets sm_80 .. sm_90a; "
+                 "KAIO_CUDA_CODEGEN=ptx), or use the reference backend")
 
 
 def _asm(a, o):
