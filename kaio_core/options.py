@@ -14,7 +14,9 @@ from .config import settings
 #: passes that can be switched off per kernel (name -> what it does); all on by default
 SWITCHABLE_PASSES = {
     "full_tiles": "for lo, min(lo + C, n) loops: the full-tile case unrolled",
-    "unroll": "small positive-step loops unrolled by 4",
+    "unroll": "small positive-step loops unrolled by 4 (off: unroll_strided is off too)",
+    "unroll_strided": "unroll also loops whose step's sign is unknown at compile time "
+                      "(grid-stride loops: grid_dim.x * block_dim.x), behind a run-time test",
     "coarsen": "elementwise kernels: k elements per thread on default Regions (kaio.frontend.coarsen)",
 }
 

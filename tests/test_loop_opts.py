@@ -158,10 +158,16 @@ def test_unroll_structure_main_loop_then_remainder():
     assert len(fors(again)) == 2
 
 
-def test_not_unrolled_negative_unknown_or_effectful():
+def test_not_unrolled_negative_or_effectful():
+    """A step that is never positive is left alone; one of unknown sign (grid_dim.x *
+    block_dim.x, a parameter) is unrolled behind a run-time test (tests/test_unroll_strided.py),
+    and not with the unroll_strided switch off."""
     assert [op.attrs.get("unrolled") for op in fors(lowered(down))] == [None]
-    assert [op.attrs.get("unrolled") for op in fors(lowered(grid_step))] == [None, 4, 1]
-    assert [op.attrs.get("unrolled") for op in fors(lowered(scalar_bounds))] == [4, 1, None]
+    assert [op.attrs.get("unrolled") for op in fors(lowered(grid_step))] == [4, 1, 4, 1]
+    assert [op.attrs.get("unrolled") for op in fors(lowered(scalar_bounds))] == [4, 1, 4, 1]
+    no_strided = target_pipeline(grid_step.specialize_ir(), 32,
+                                 disabled_passes=frozenset({"unroll_strided"}))
+    assert [op.attrs.get("unrolled") for op in fors(no_strided)] == [None, 4, 1]
 
     @kaio.kernel
     def with_barrier(x: kaio.In[f32], out: kaio.Raw[f32]):

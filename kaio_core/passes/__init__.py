@@ -28,7 +28,8 @@ from . import (
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
                     disabled_passes=frozenset(), checked: bool = False):
     """Expand portable math, lower block and warp reductions for a target's warp width, mark
-    loops with a positive step and unroll the small ones by 4, then clean up.
+    loops with a positive step and unroll the small ones by 4 (those whose step's sign is known
+    only at run time, such as a grid-stride loop's, behind a run-time test), then clean up.
 
     Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
     ``fast_math`` (kernel-wide) marks math ops ``fast`` instead of expanding them.
@@ -50,8 +51,8 @@ def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked):
     if "full_tiles" not in disabled_passes:
         kernel = full_tiles.run(kernel)              # for lo, min(lo + C, n): full case unrolled
     kernel = loop_facts.run(kernel)                  # step_sign = 1 where the step is > 0
-    if "unroll" not in disabled_passes:
-        kernel = unroll.run(kernel)                  # small positive-step loops, by 4
+    if "unroll" not in disabled_passes:              # small loops by 4; grid-stride ones too
+        kernel = unroll.run(kernel, strided="unroll_strided" not in disabled_passes)
     kernel = constfold.run(kernel)
     kernel = cse.run(kernel)
     kernel = dce.run(kernel)

@@ -19,15 +19,22 @@ not wrap: when the step's range (:func:`kaio.passes.loop_facts.value_range`) doe
 may be near the type's minimum, ``max(ub, min + 3s) - 3s`` is used. The remainder loop (the
 original op, whose results the rest of the kernel already uses) runs what is left.
 
-Eligible loops: ``step_sign = 1`` (set by :mod:`.loop_facts`), no ``unrolled`` attr yet, at most
-:data:`MAX_BODY_OPS` ops, and no nested loops, barriers, warp or block ops, atomics or array
-allocations in the body. In the main loop, loads at the top level of the body
-(with the pure ops computing their indices) are moved before the rest, so the four loads are in
-flight together, when no store they could read from precedes them
-(:func:`kaio.passes.loop_body.loads_first`): loads
-from ``in`` buffers always (they never change during a launch: the launch rejects a writable
-buffer that overlaps another buffer, which is also what makes ``ld.global.nc`` valid), loads
-from a writable buffer past stores to other elements of it. Every other op keeps program order.
+Grid-stride loops (``strided``, the ``unroll_strided`` switch): a step whose sign is not proven,
+such as ``grid_dim.x * block_dim.x`` (it may wrap on the largest grids) or a parameter, is still
+computed once, before the loop. Such a loop is unrolled too, its main loop guarded by
+``0 < s <= max/4`` at run time (bound ``lb`` and step 1 otherwise, so the main loop, marked
+``step_sign = 1``, runs no iteration); the remainder keeps the sign test and runs the loop as
+written. A step never positive (its range below 1) is left alone.
+
+Eligible loops: ``step_sign = 1`` (set by :mod:`.loop_facts`) or, with ``strided``, a step of
+unknown sign; no ``unrolled`` attr yet, at most :data:`MAX_BODY_OPS` ops, and no nested loops,
+barriers, warp or block ops, atomics or array allocations in the body. In the main loop, loads
+at the top level of the body (with the pure ops computing their indices) are moved before the
+rest, so the four loads are in flight together, when no store they could read from precedes them
+(:func:`kaio.passes.loop_body.loads_first`): loads from ``in`` buffers always (they never change
+during a launch: the launch rejects a writable buffer that overlaps another buffer, which is also
+what makes ``ld.global.nc`` valid), loads from a writable buffer past stores to other elements of
+it. Every other op keeps program order.
 """
 from __future__ import annotations
 
@@ -41,20 +48,23 @@ FACTOR = 4
 MAX_BODY_OPS = 40
 
 
-def run(kernel: Kernel) -> Kernel:
-    """Unroll every eligible loop of ``kernel`` in place; returns the kernel."""
-    loops = [op for op in kernel.walk() if op.opcode == "for" and _eligible(op)]
+def run(kernel: Kernel, *, strided: bool = True) -> Kernel:
+    """Unroll every eligible loop of ``kernel`` in place; returns the kernel. ``strided``: also
+    the loops whose step's sign is not proven (the ``unroll_strided`` switch)."""
     ranges: dict = {}
+    loops = [op for op in kernel.walk() if op.opcode == "for" and _eligible(op, strided, ranges)]
     for op in loops:
         _unroll(op, ranges)
     return kernel
 
 
-def _eligible(op: Op) -> bool:
-    if op.attrs.get("step_sign") != 1 or "unrolled" in op.attrs:
+def _eligible(op: Op, strided: bool, ranges: dict) -> bool:
+    if "unrolled" in op.attrs or not op.operands[0].type.is_int:
         return False
-    if not op.operands[0].type.is_int:
-        return False
+    if op.attrs.get("step_sign") != 1:
+        rs = value_range(op.operands[2], ranges)
+        if not strided or (rs is not None and rs[1] < 1):   # never positive: nothing to gain
+            return False
     n = body_size(op)
     return n is not None and n <= MAX_BODY_OPS
 
@@ -71,6 +81,9 @@ def _unroll(op: Op, ranges: dict) -> None:
         s_max = hi_t // FACTOR
     else:
         s_max = rs[1]
+    if op.attrs.get("step_sign") != 1:             # sign unknown: run the main loop only if s > 0
+        positive = pre("cmp", [s, pre.const(0, t)], dt.bool_, {"pred": "gt"})
+        guard = positive if guard is None else pre("and", [guard, positive], dt.bool_)
     steps = [s] + [pre("mul", [s, pre.const(k, t)], t) for k in range(2, FACTOR + 1)]
     s3, s4 = steps[FACTOR - 2], steps[FACTOR - 1]
     if rub is not None and rub[0] - (FACTOR - 1) * s_max >= lo_t:
