@@ -178,6 +178,24 @@ def main(argv=None) -> int:
         ms = timed(fn)
         record(f"dot n=2^{n.bit_length() - 1} f32 (rel err)", name, ms, 8 * n, "GB/s", err)
 
+    # --- the classic grid-stride sum: shuffle tree, one atomic per block; same launch shape -----
+    total = torch.zeros(1, device=dev)
+    want_sum = float(x.double().sum())
+    impls = {
+        "kaio": lambda: kk.grid_sum[(nb,), (256,)](x, total),
+        "kaio rolled": lambda: kk.grid_sum_rolled[(nb,), (256,)](x, total),
+        "cuda-c++": lambda: native.get_function("grid_sum")(
+            (nb,), (256,), (cupy.asarray(x), cupy.asarray(total), np.int32(n))),
+        "torch": lambda: total.copy_(torch.sum(x).reshape(1)),
+    }
+    for name, fn in impls.items():
+        total.zero_()            # the kernels add into total: checked after one call from 0
+        fn()
+        torch.cuda.synchronize()
+        err = abs(float(total[0]) - want_sum) / abs(want_sum)
+        ms = timed(fn)
+        record(f"grid-stride sum n=2^{n.bit_length() - 1} f32 (rel err)", name, ms, 4 * n, "GB/s", err)
+
     # --- gemm through kaio.blas (cuBLAS) vs torch.matmul (cuBLAS): the interface's overhead ------
     for dtype, label, size in ((torch.float16, "f16", 8192), (torch.float32, "f32", 4096)):
         size = 2048 if args.quick else size

@@ -70,5 +70,32 @@ def dot_partials8(x: kaio.In[f32], y: kaio.In[f32], part: kaio.Out[f32, 2, rows_
         part[r, j] = total
 
 
+def _classic_grid_sum(x: kaio.In[f32], total: kaio.Atomic[f32]):
+    """The classic CUDA sum: a grid-stride loop, a shuffle tree per warp, the warps' partials
+    through shared memory, one atomic per block (``total`` must start at 0)."""
+    partial = kaio.shared_array(f32, 32)
+    t = kaio.thread_idx.x
+    acc = 0.0
+    for i in range(kaio.global_id(), x.shape[0], kaio.grid_dim.x * kaio.block_dim.x):
+        acc += x[i]
+    acc = kaio.warp_sum(acc)
+    if t % kaio.warp_size == 0:
+        partial[t // kaio.warp_size] = acc
+    kaio.sync()
+    if t < kaio.warp_size:
+        v = 0.0
+        if t < (kaio.block_dim.x + kaio.warp_size - 1) // kaio.warp_size:
+            v = partial[t]
+        v = kaio.warp_sum(v)
+        if t == 0:
+            kaio.atomic_add(total, 0, v)
+
+
+#: the grid-stride loop unrolled by 4 behind a run-time test of the step (unroll_strided)
+grid_sum = kaio.kernel(_classic_grid_sum)
+#: the same kernel with the loop as written: one load in flight per thread
+grid_sum_rolled = kaio.kernel(_classic_grid_sum, disabled_passes=("unroll_strided",))
+
+
 __all__ = ["saxpy", "saxpy8", "softmax_rows", "softmax_rows_resident", "dot_partials",
-           "dot_partials8", "grid_stride"]
+           "dot_partials8", "grid_stride", "grid_sum", "grid_sum_rolled"]

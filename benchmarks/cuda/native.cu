@@ -114,3 +114,20 @@ extern "C" __global__ void dot_partials8(const float* __restrict__ x, const floa
     for (int s = blockDim.x / 2; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
     if (t == 0) part[blockIdx.x] = red[0];
 }
+
+// The classic grid-stride sum (kaio_bench_kernels.grid_sum): a grid-stride loop, a shuffle tree
+// per warp, the warps' partials through shared memory, one atomicAdd per block (total starts at 0).
+extern "C" __global__ void grid_sum(const float* __restrict__ x, float* total, int n) {
+    __shared__ float partial[32];
+    int t = threadIdx.x;
+    float acc = 0.f;
+    for (int i = blockIdx.x * blockDim.x + t; i < n; i += gridDim.x * blockDim.x) acc += x[i];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if ((t & 31) == 0) partial[t >> 5] = acc;
+    __syncthreads();
+    if (t < 32) {
+        float v = t < (int)((blockDim.x + 31) / 32) ? partial[t] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+        if (t == 0) atomicAdd(total, v);
+    }
+}
