@@ -1,4 +1,5 @@
-"""Barriers must be reached by all threads of a block or by none.
+"""Barriers must be reached by all threads of a block or by none; kaio.mma fragment ops
+(warp-collective) likewise, by the simplest sound rule: block-uniform control flow only.
 
 A ``barrier`` (``kaio.sync()``) or a ``block_reduce`` (``kaio.block_sum`` etc., which contain
 barriers) is rejected when any enclosing ``if`` condition, ``for`` bound or ``while`` condition
@@ -18,19 +19,41 @@ _WHERE = {
 }
 
 
+def _first_divergent(records):
+    """(record, kind, ctrl op) of the first record under thread-dependent control, or None."""
+    return next(((r, kind, op) for r in records for kind, op, uniform in r.ctrl if not uniform),
+                None)
+
+
+def _line(op) -> str:
+    return f" (line {op.loc.line})" if op.loc is not None else ""
+
+
 def check(kernel, walk) -> None:
-    """Raise CompileError for the first barrier in thread-dependent control flow."""
-    for b in walk.barriers:
-        for kind, op, uniform in b.ctrl:
-            if uniform:
-                continue
-            what = ("kaio.sync()" if b.op.opcode == "barrier"
-                    else f"kaio.block_{b.op.attrs.get('op', 'sum')}() (which synchronises the block)")
-            line = f" (line {op.loc.line})" if op.loc is not None else ""
-            err = CompileError.at(
-                b.op.loc, f"{what} is {_WHERE[kind]}{line}: threads that skip it would deadlock "
-                          "or race the others", kernel=kernel.name,
-                hint="move kaio.sync() out of the branch (or make the condition depend only on "
-                     "block ids, params, shapes and constants)")
-            err.kind = "divergent-barrier"
-            raise err
+    """Raise CompileError for the first barrier (then fragment op) in thread-dependent control
+    flow."""
+    found = _first_divergent(walk.barriers)
+    if found is not None:
+        b, kind, op = found
+        what = ("kaio.sync()" if b.op.opcode == "barrier"
+                else f"kaio.block_{b.op.attrs.get('op', 'sum')}() (which synchronises the block)")
+        err = CompileError.at(
+            b.op.loc, f"{what} is {_WHERE[kind]}{_line(op)}: threads that skip it would deadlock "
+                      "or race the others", kernel=kernel.name,
+            hint="move kaio.sync() out of the branch (or make the condition depend only on "
+                 "block ids, params, shapes and constants)")
+        err.kind = "divergent-barrier"
+        raise err
+    found = _first_divergent(walk.collectives)
+    if found is not None:
+        c, kind, op = found
+        what = {"mma_load": "kaio.mma.load", "mma_store": "kaio.mma.store"}.get(c.op.opcode,
+                                                                              "kaio.mma.mma")
+        err = CompileError.at(
+            c.op.loc, f"{what} is {_WHERE[kind]}{_line(op)}: fragment ops are warp-collective, "
+                      "and a branch that splits a warp would leave some of its lanes out",
+            kernel=kernel.name,
+            hint="make the condition depend only on block ids, params, shapes and constants "
+                 "(conditions uniform per warp but not per block are not yet proved)")
+        err.kind = "divergent-collective"
+        raise err

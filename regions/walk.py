@@ -184,6 +184,7 @@ class Walk:
         self.env: dict[int, object] = {}
         self.accesses: list[Access] = []
         self.barriers: list[Barrier] = []
+        self.collectives: list[Barrier] = []   # kaio.mma ops (warp-collective), with their ctrl
         self.parent: dict[int, int] = {}
         self.edges: list[tuple[int, int]] = []   # (a, b): b may follow a with no barrier between
         self.counters: set = set()   # loop iteration-count symbols
@@ -483,6 +484,27 @@ class Walk:
     def op_atomic(self, op, blk):
         self._record(op, blk, "atomic", op.operands[0].type.ndim)
         self._opaque(op.result, False)
+
+    # --- kaio.mma fragments (warp-collective) -----------------------------------------------
+    def op_mma_load(self, op, blk):
+        buf = op.operands[0]
+        if buf.type.space == "shared":
+            # the warp reads a tile whose elements its lanes split in a target's layout: modelled
+            # as each thread reading any element (a fresh unbounded index per axis), so a write
+            # to the array by another thread in the same barrier interval is a race
+            index = [self.table.opaque("tile", loops=self._loop_ids()) for _ in range(buf.type.ndim)]
+            facts = [f for f in self.facts if not isinstance(f, _InBounds)]
+            self.accesses.append(Access(op, buf, "load", index, facts, self.cur,
+                                        {id(lp.op): lp.seg for lp in self.loops if lp.direct_barrier},
+                                        blk))
+        self.op_mma(op, blk)
+
+    def op_mma(self, op, blk):
+        self.collectives.append(Barrier(op, list(self.ctrl)))
+        for r in op.results:
+            self._opaque(r, False)
+
+    op_mma_store = op_mma
 
     def op_barrier(self, op, blk):
         self.barriers.append(Barrier(op, list(self.ctrl)))

@@ -322,7 +322,47 @@ class Machine:
                 else:
                     self.put(ops[0], "pred", res)
                 continue
+            if opc[0] == "mma":
+                regs = [[x.strip() for x in o.strip("{}").split(",")] for o in ops]
+                res = yield ("warp", "mma", ".".join(opc[1:]), self.special["%laneid"],
+                             [[self.raw(r) for r in rs] for rs in regs[1:]], 0xFFFFFFFF)
+                for r, bits in zip(regs[0], res):
+                    self.regs[r] = bits
+                continue
             execute(self, opc, ops)
+
+
+def _mma_m16n8k16(reqs):
+    """``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`` for a whole warp,
+    from the ISA's fragment tables: with g = lane // 4 and t = lane % 4, A's element i sits at
+    (g + 8 * ((i // 2) % 2), 2 * t + (i % 2) + 8 * (i // 4)), B's at (2 * t + (i % 2) +
+    8 * (i // 2), g), C/D's at (g + 8 * (i // 2), 2 * t + (i % 2)); two 16-bit elements per
+    32-bit register, the lower index in the low half. D is computed exactly and rounded once
+    (a bound the hardware meets within its own rounding)."""
+    fmt = reqs[0][2].split(".")[6]
+    A, B = np.zeros((16, 16)), np.zeros((16, 8))
+    C = np.zeros((16, 8))
+    for r in reqs:
+        lane, (a, b, c) = r[3], r[4]
+        g, t = lane // 4, lane % 4
+        halves = lambda regs: [(w >> (16 * h)) & 0xFFFF for w in regs for h in (0, 1)]  # noqa: E731
+        for i, bits in enumerate(halves(a)):
+            A[g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4)] = from_bits(bits, fmt)
+        for i, bits in enumerate(halves(b)):
+            B[2 * t + i % 2 + 8 * (i // 2), g] = from_bits(bits, fmt)
+        for i, bits in enumerate(c):
+            C[g + 8 * (i // 2), 2 * t + i % 2] = from_bits(bits, "f32")
+    out = []
+    for r in reqs:
+        g, t = r[3] // 4, r[3] % 4
+        d = []
+        for i in range(4):
+            row, col = g + 8 * (i // 2), 2 * t + i % 2
+            exact = Fraction(C[row, col]) + sum(Fraction(A[row, p]) * Fraction(B[p, col])
+                                                for p in range(16))
+            d.append(to_bits(round_frac(exact, "f32"), "f32"))
+        out.append(d)
+    return out
 
 
 def _warp_op(lanes, reqs):
@@ -331,6 +371,10 @@ def _warp_op(lanes, reqs):
     if len(kinds) != 1:
         raise PtxError(f"lanes of one warp are at different warp ops: {kinds}")
     kind, mode = kinds.pop()
+    if kind == "mma":
+        if len(reqs) != 32:
+            raise PtxError(f"mma.sync executed by {len(reqs)} lanes of a warp, not 32")
+        return _mma_m16n8k16(reqs)
     by_lane = {r[3]: r for r in reqs}
     members = sum(1 << r[3] for r in reqs)
     for r in reqs:   # the member mask must name exactly the lanes taking part

@@ -116,11 +116,11 @@ class MmaMixin:
     def intr_mma_mma(self, name, args, kwargs, node):
         self.arity("kaio.mma.mma", args, kwargs, node, 3)
         a, b, c = args
-        for v, role, what in ((a, "a", "first"), (b, "b", "second"), (c, "acc", "third")):
+        wanted = (("first", "an A fragment"), ("second", "a B fragment"), ("third", "an accumulator"))
+        for v, role, (what, kind) in zip((a, b, c), ("a", "b", "acc"), wanted):
             if getattr(getattr(v, "type", None), "role", None) != role:
-                raise self.err(node, f"the {what} argument of kaio.mma.mma must be "
-                                     f"{'an accumulator' if role == 'acc' else role.upper() + ' fragment'}"
-                                     f", got {describe(v)}",
+                raise self.err(node, f"the {what} argument of kaio.mma.mma must be {kind}, "
+                                     f"got {describe(v)}",
                                hint="kaio.mma.mma(a, b, acc): a from load_a, b from load_b, acc "
                                     "from fill or load_acc")
         ta, tb, tc = a.type, b.type, c.type
