@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kaio import dtypes as dt
 from kaio.ir import BufType, Builder, Loc, Param
+from kaio.ir.types import frag_type
 
 
 def buf(dtype, ndim=1, intent="in"):
@@ -15,8 +16,9 @@ def builder(name="k", params=()):
     return Builder.for_kernel(name, ps, loc=Loc("sample.py", 1, 0))
 
 
-def every_op_kernel():
-    """One kernel using every opcode, with nested if/for/while regions carrying values."""
+def every_op_kernel(fragments: bool = False):
+    """One kernel using every opcode, with nested if/for/while regions carrying values;
+    ``fragments``: the kaio.mma ops too (the LLVM paths refuse those, so they are optional)."""
     b = builder("every_op", [("x", buf(dt.f32, 2)), ("y", buf(dt.f32, 2, "raw")),
                              ("c", buf(dt.i32, 1, "atomic")), ("n", dt.i32), ("a", dt.f32)])
     x, y, c, n, a = b.block.args
@@ -78,4 +80,13 @@ def every_op_kernel():
     with b.at(after):
         b.yield_(b.binary("add", after.args[0], b.const(1, dt.i32)), after.args[1])
     b.store(y, [i, j], wop.results[1])
+    if fragments:
+        ht = b.shared_array(dt.f16, (16, 16), name="htile")
+        fa = b.op("mma_load", [ht, i, j], [frag_type("a", "m16n8k16", dt.f16)], {"trans": True}).result
+        fb = b.op("mma_load", [ht, j, i], [frag_type("b", "m16n8k16", dt.f16)]).result
+        acc = b.op("mma_load", [x, i, j], [frag_type("acc", "m16n8k16", dt.f32)]).result
+        acc = b.op("mma", [fa, fb, acc], [acc.type]).result
+        z = b.op("mma_fill", [a], [acc.type]).result
+        b.op("mma_store", [y, i, j, b.op("mma", [fa, fb, z], [acc.type]).result])
+        b.op("mma_store", [y, i, j, acc])
     return b.finish()

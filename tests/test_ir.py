@@ -33,7 +33,7 @@ def _structure(k):
 
 @pytest.mark.parametrize("with_locs", [True, False])
 def test_round_trip_every_op(with_locs):
-    k = every_op_kernel()
+    k = every_op_kernel(fragments=True)
     assert {op.opcode for op in k.walk()} == set(O.SPECS), "the sample must cover every opcode"
     text = print_kernel(k, with_locs=with_locs)
     k2 = parse_kernel(text)
