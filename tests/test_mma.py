@@ -273,14 +273,17 @@ def test_ptx_of_transposed_shared_and_1d_tiles_assembles(arch):
 
 
 # --- the PTX executed (tests/ptx_sim.py: mma.sync from the ISA's fragment tables) ----------------
-def _sim(k, args, grid, block, arch="sm_80"):
+def _sim(k, args, grid, block, arch="sm_80", **consts):
+    """Lower ``k`` for ``arch``, assemble its PTX and run it in tests/ptx_sim.py (``args``: the
+    runtime arguments, constants left out)."""
     from ptx_sim import Machine
 
     from kaio.backends.ptx import emit_ptx
     from kaio.backends.targets import get_target
     t = get_target(arch)
-    lowered = t.run(k.specialize_ir({}), t.options(k.options), until="lowered")["lowered"]
+    lowered = t.run(k.specialize_ir(consts), t.options(k.options), until="lowered")["lowered"]
     ptx, abi = emit_ptx(lowered, arch)
+    ptxas(ptx, arch)
     Machine(ptx).launch(args, abi, grid, block)
 
 
@@ -309,3 +312,34 @@ def test_ptx_transposed_accumulated_and_shared_tiles_in_the_simulator():
     c1 = np.zeros(128, np.float32)
     _sim(shared_tiles, [a[:, :16].copy(), b, c1], (1, 1, 1), (32, 1, 1))
     np.testing.assert_array_equal(c1.reshape(16, 8), a[:, :16].astype(np.float32) @ b.astype(np.float32))
+
+
+@kaio.kernel
+def branch_result(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 2], twice: kaio.Const[bool],
+                  scale_k: kaio.i32):
+    """A fragment as the result of a block-uniform branch (a runtime scalar and a constant)."""
+    acc = kaio.mma.fill(f32, 0.0)
+    a = kaio.mma.load_a(A, 0, 0)
+    b = kaio.mma.load_b(B, 0, 0)
+    if scale_k > 0:
+        acc = kaio.mma.mma(a, b, acc)
+    else:
+        acc = kaio.mma.fill(f32, -1.0)
+    if twice:
+        acc = kaio.mma.mma(a, b, acc)
+    kaio.mma.store(C, 0, 0, acc)
+
+
+@pytest.mark.parametrize("scale_k", [1, 0])
+def test_fragment_as_branch_result(reference, scale_k):
+    g = np.random.default_rng(13)
+    a = g.integers(-4, 5, (16, 16)).astype(np.float16)
+    b = g.integers(-4, 5, (16, 8)).astype(np.float16)
+    prod = a.astype(np.float32) @ b.astype(np.float32)
+    want = 2 * prod if scale_k else prod - 1
+    c = np.zeros((16, 8), np.float32)
+    branch_result[1, 32](a, b, c, True, scale_k)
+    np.testing.assert_array_equal(c, want)
+    c2 = np.zeros((16, 8), np.float32)
+    _sim(branch_result, [a, b, c2, scale_k], (1, 1, 1), (32, 1, 1), "sm_90", twice=True)
+    np.testing.assert_array_equal(c2, want)
