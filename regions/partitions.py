@@ -148,14 +148,19 @@ class Blocked(Partition):
 
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         _require_ndim(self, shape, buffer, kernel)
-        _require_1d(self, shape, grid, block, buffer, kernel)
-        threads = grid[0] * block[0]
+        if self.launch_1d:
+            _require_1d(self, shape, grid, block, buffer, kernel)
+        threads = math.prod(grid) * math.prod(block)
         _require_i32(self, "threads * k", threads * self.k, shape, grid, block, buffer, kernel)
         if threads * self.k < shape[0]:
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' has {shape[0]} elements but the launch "
                 f"{_launch_text(grid, block)} has {threads} threads owning {self.k} each "
-                f"({threads * self.k} elements); launch at least {-(-shape[0] // self.k)} threads")
+                f"({threads * self.k} elements){self._chosen()}; launch at least "
+                f"{-(-shape[0] // self.k)} threads")
+
+    def _chosen(self) -> str:
+        return ""
 
 
 @dataclass(frozen=True, repr=False)
@@ -170,16 +175,8 @@ class Coarsened(Blocked):
     name = "coarsened"
     launch_1d = False
 
-    def check_launch(self, shape, grid, block, *, buffer, kernel):
-        _require_ndim(self, shape, buffer, kernel)
-        threads = math.prod(grid) * math.prod(block)
-        _require_i32(self, "threads * k", threads * self.k, shape, grid, block, buffer, kernel)
-        if threads * self.k < shape[0]:
-            raise LaunchError(
-                f"kernel '{kernel}': Region '{buffer}' has {shape[0]} elements but the launch "
-                f"{_launch_text(grid, block)} has {threads} threads, which own {self.k} each "
-                f"under the coarsened({self.k}) partition kaio chose for this elementwise kernel; "
-                f"launch at least {-(-shape[0] // self.k)} threads")
+    def _chosen(self) -> str:
+        return f" under the coarsened(k={self.k}) partition kaio chose for this elementwise kernel"
 
 
 @dataclass(frozen=True, repr=False)

@@ -13,29 +13,18 @@ import llvm_host
 import numpy as np
 import pytest
 from test_amdgpu import build_and_validate, needs_lld
+from test_coarsen import saxpy, scale64  # the elementwise kernels coarsening is about
 
 import kaio
-from kaio import f32, f64, i32
+from kaio import i32
 from kaio.backends.targets import emit
 from kaio.regions import Coarsened
-
-
-@kaio.kernel
-def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
-    for i in y.owned():
-        y[i] = a * x[i] + y[i]
 
 
 @kaio.kernel
 def axpy_i32(a: i32, x: kaio.In[i32], y: kaio.Region[i32]):
     for i in y.owned():
         y[i] = a * x[i] + y[i]
-
-
-@kaio.kernel
-def scale64(x: kaio.In[f64], y: kaio.Out[f64]):
-    for i in y.owned():
-        y[i] = 2.0 * x[i]
 
 
 def coarse(kernel):
