@@ -21,7 +21,11 @@ so float sums are bit-identical on every target. With ``t`` the thread's linear 
 
 A group of 32 consecutive threads is one warp on NVIDIA and half a wave on AMD (wave64): the
 partners ``t + s`` with ``l < s`` never leave the group, so the shuffles pair exactly the same
-values at either width. Three barriers per reduction (a pairwise tree through shared memory
+values at either width. Narrower warps (the reference interpreter's 1- to 16-lane targets) cannot
+shuffle within a group; there every thread stores its value and thread 0 runs the same two trees
+over the scratch array, in the same order, so the result is still bit-identical.
+
+Three barriers per reduction (a pairwise tree through shared memory
 over the whole block needs one per halving step).
 
 Each site gets its own 1024-element shared array, declared at the top of the kernel body.
@@ -46,7 +50,8 @@ def run(kernel: Kernel, warp_size: int = 32) -> Kernel:
     def lower(b: Builder, op: Op) -> list[Value]:
         if op.opcode == "warp_reduce":
             return [_warp(b, op, warp_size)]
-        return [_block(b, op, _scratch(op, scratch))]
+        buf = _scratch(op, scratch)
+        return [_block(b, op, buf) if warp_size >= GROUP else _block_serial(b, op, buf)]
 
     expand_in_place(kernel.body, lambda op: op.opcode in ("warp_reduce", "block_reduce"), lower)
     for o in scratch:
@@ -121,3 +126,39 @@ def _group_tree(b, im, combine, v, lane, t, n):
         v = b.select(im.and_(im.lt(lane, s), im.lt(im.add(t, s), n)), b.binary(combine, v, other), v)
         s //= 2
     return v
+
+
+def _block_serial(b: Builder, op: Op, buf: Value) -> Value:
+    """The two-level tree of :func:`_block`, run by thread 0 over the scratch array (for warps
+    narrower than a group): ``buf[j] op= buf[j + s]`` for lanes ``j < s`` of each group, in the
+    order the shuffle tree combines them, then the same tree over the group totals."""
+    im = IndexMath(b)
+    combine = _COMBINE[op.attrs["op"]]
+    t, n = im.thread_linear_id(), im.block_threads()
+    b.store(buf, [t], op.operands[0])
+    b.barrier()
+    with b.if_(b.cmp("eq", t, im.const(0))) as (first, _, _):
+        with b.at(first):
+            groups = b.binary("shr", im.add(n, GROUP - 1), im.const(GROUP.bit_length() - 1))
+            loop, body, g, _ = b.for_(im.const(0), groups, im.const(1))
+            with b.at(body):
+                base = b.binary("shl", g, im.const(GROUP.bit_length() - 1))
+                _serial_tree(b, im, combine, buf, base, im.const(1), im.sub(n, base))  # total at base
+                b.yield_()
+            _serial_tree(b, im, combine, buf, im.const(0), im.const(GROUP), groups)
+    b.barrier()
+    out = b.load(buf, [im.const(0)])
+    b.barrier()
+    return out
+
+
+def _serial_tree(b, im, combine, buf, base, stride, count):
+    """``buf[base + j*stride] op= buf[base + (j + s)*stride]`` for s = 16..1, j < s, j + s < count."""
+    s = GROUP // 2
+    while s >= 1:
+        for j in range(s):
+            here, there = im.add(base, im.mul(stride, j)), im.add(base, im.mul(stride, j + s))
+            with b.if_(im.lt(im.const(j + s), count)) as (pair, _, _):
+                with b.at(pair):
+                    b.store(buf, [here], b.binary(combine, b.load(buf, [here]), b.load(buf, [there])))
+        s //= 2
