@@ -1,11 +1,12 @@
 """How a RAJAPerf port becomes a :class:`kaio.kernels.KernelCase`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from ..registry import KernelCase, Tolerance, register
+from ..registry import REGISTRY, KernelCase, Tolerance, register
 from .checksum import checksum_of
 
 #: Arithmetic-only float64 kernels evaluate the same expressions in the same order as the numpy
@@ -24,17 +25,43 @@ TRANSCENDENTAL = Tolerance(atol=1e-14, rtol=1e-12,
                            why="float64 with exp: both sides within a few ulp of the exact value")
 
 
+@dataclass(frozen=True)
+class SuiteFacts:
+    """How the suite runs a kernel, beyond one call of its loop body.
+
+    - ``scale``: the suite's checksum scale factor at the default size; at other sizes the suite
+      multiplies it by ``problem(default_size) / problem(size)``;
+    - ``carry(inputs, outputs) -> inputs``: the next rep's inputs, for kernels that update their
+      data in place (the suite sets data up once per pass, then runs every rep on it);
+    - ``fold(total, outputs) -> total``: for reductions the suite accumulates across reps.
+    """
+
+    scale: float = 1.0
+    problem: Callable | None = None
+    carry: Callable | None = None
+    fold: Callable | None = None
+
+
+#: Suite facts of every port, by short name (``"DAXPY"``).
+SUITE: dict[str, SuiteFacts] = {}
+
+
 def raja_case(*, name: str, group: str, make: Callable[[int], dict], run: Callable[[dict], dict],
               reference: Callable[[dict], dict], default_size, small_size, reps: int,
               tolerance: Tolerance = ARITH, flops: Callable = lambda n: 0.0,
               bytes: Callable = lambda n: 0.0, checksum_scale: float = 1.0,
               checksum_rtol: float = 1e-12, checksum_keys: tuple = (),
               checksum_select: Callable | None = None, bench: Callable | None = None,
-              description: str = "") -> KernelCase:
+              problem: Callable | None = None, carry: Callable | None = None,
+              fold: Callable | None = None, description: str = "") -> KernelCase:
     """Register a RAJAPerf port. ``make(size)`` builds the suite's deterministic inputs (the
     seed is ignored: the suite has none); the checksum adds the checksums of the outputs the
     suite checksums (``checksum_keys``; default: every output), or of the arrays
-    ``checksum_select(outputs)`` returns when the suite checksums part of an output."""
+    ``checksum_select(outputs)`` returns when the suite checksums part of an output.
+    ``case.checksum`` uses the default-size scale factor; :func:`suite_checksum` applies the
+    suite's size correction, reps and passes (see :class:`SuiteFacts` for ``problem``,
+    ``carry`` and ``fold``)."""
+    SUITE[name] = SuiteFacts(scale=checksum_scale, problem=problem, carry=carry, fold=fold)
 
     def checksum(outputs: dict) -> float:
         if checksum_select is not None:
@@ -54,3 +81,58 @@ def raja_case(*, name: str, group: str, make: Callable[[int], dict], run: Callab
 def copy(inputs: dict, *names: str) -> dict:
     """Fresh copies of the arrays a kernel updates in place (run() must not touch its inputs)."""
     return {n: np.array(inputs[n], copy=True) for n in names}
+
+
+def after_reps(name: str, inputs: dict, reps: int | None = None, variant: str = "reference") -> dict:
+    """The outputs after the suite's ``reps`` reps of one pass (default: the case's reps).
+
+    ``variant`` is ``"reference"`` (numpy) or ``"run"`` (kaio's kernels on the current
+    backend). In-place kernels feed each rep's outputs to the next (``carry``); reductions
+    accumulate (``fold``); any other kernel's reps all give the same outputs, so one is run.
+    """
+    case = REGISTRY[f"rajaperf/{name}"]
+    facts = SUITE[name]
+    fn = case.reference if variant == "reference" else case.run
+    reps = case.reps if reps is None else reps
+    if facts.carry is None:
+        out = fn(inputs)
+        total = out
+        for _ in range(reps - 1 if facts.fold is not None else 0):
+            total = facts.fold(total, out)
+        return total
+    current = inputs
+    for _ in range(reps):
+        out = fn(current)
+        current = facts.carry(current, out)
+    return out
+
+
+def scale_at(name: str, size) -> float:
+    """The suite's checksum scale factor at ``size``: the default-size factor times
+    default problem size / problem size (every kernel the suite scales does it this way)."""
+    case = REGISTRY[f"rajaperf/{name}"]
+    facts = SUITE[name]
+    if facts.problem is None:
+        return facts.scale
+    return facts.scale * facts.problem(case.default_size) / facts.problem(size)
+
+
+def suite_checksum(name: str, size=None, reps: int | None = None, npasses: int = 1,
+                   variant: str = "reference") -> float:
+    """The suite's checksum: taken after all reps of a pass, summed over ``npasses`` passes
+    (each pass sets the data up afresh, so every pass adds the same value)."""
+    case = REGISTRY[f"rajaperf/{name}"]
+    size = case.default_size if size is None else size
+    out = after_reps(name, case.make_inputs(size, 0), reps, variant)
+    ratio = scale_at(name, size) / SUITE[name].scale if SUITE[name].scale else 1.0
+    return npasses * case.checksum(out) * ratio
+
+
+def feed(*keys: str) -> Callable:
+    """``carry`` for in-place kernels: this rep's outputs ``keys`` are the next rep's inputs."""
+    return lambda inputs, outputs: {**inputs, **{k: outputs[k] for k in keys}}
+
+
+def add_up(*keys: str) -> Callable:
+    """``fold`` for reductions the suite accumulates across reps (``m_sum += sum``)."""
+    return lambda total, out: {**total, **{k: np.asarray(total[k] + out[k]) for k in keys}}

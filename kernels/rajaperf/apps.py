@@ -1,14 +1,17 @@
 """RAJAPerf Apps group: PRESSURE, ENERGY, VOL3D, DEL_DOT_VEC_2D, FIR, LTIMES (float64).
 
-- PRESSURE and ENERGY are LULESH's equation-of-state updates. The suite runs them as 2 and 6
-  loops over the same index; every loop body touches only index i, so each becomes one kernel
-  whose thread performs the loop bodies in order (same arithmetic, fewer launches).
-- VOL3D: hexahedral zone volumes from the 8 corner nodes; the mesh is (n+1)^3 nodes on a
-  uniform grid (the suite's mesh without its ghost padding).
-- DEL_DOT_VEC_2D: divergence per zone over a list of real zones (indirect reads). The suite
-  writes ``div[zone_index]`` through the list; here thread ii writes ``div[ii]`` (a dense,
-  partitioned output) and the host scatters it into the node-sized array for the checksum, so
-  no Raw buffer is needed.
+- PRESSURE and ENERGY are LULESH's equation-of-state updates. The ports keep the suite's
+  structure, 2 and 6 loops (kernels) per rep (src/apps/PRESSURE.hpp, ENERGY.hpp); every loop
+  body touches only index i, so PRESSURE_FUSED and ENERGY_FUSED run all bodies in one kernel
+  per thread (same arithmetic, fewer launches), as separately named variants.
+- VOL3D and DEL_DOT_VEC_2D use the suite's padded domain (:mod:`._domain`): 2 ghost layers
+  below and 1 above, spacings 0.3/0.2/0.1 (3-D) and 0.2/0.1 (2-D). VOL3D loops over the whole
+  linear zone range, ghost zones included (src/apps/VOL3D.cpp), with the suite's four-term
+  volume sum (src/apps/VOL3D.hpp).
+- DEL_DOT_VEC_2D: the suite writes ``div[zone]`` through its real-zone list. Regions cannot
+  prove writes through a list disjoint, so each thread owns one node of the full ``div`` array
+  and computes it when the node starts a real zone (the list is the interior block of the
+  padded mesh): the same values in the same places, no host scatter, no Raw buffer.
 """
 import numpy as np
 
@@ -17,7 +20,8 @@ from kaio import f64, i32
 
 from .._bench import empty, launcher, up
 from ..registry import Tolerance
-from ._case import raja_case
+from ._case import feed, raja_case
+from ._domain import Domain
 from .checksum import DataInit
 
 N = 1_000_000
@@ -171,6 +175,168 @@ def ltimes(ell: kaio.In[f64, 2], psi: kaio.In[f64, 3], phi: kaio.Region[f64, 3])
         phi[z, g, m] = v
 
 
+@kaio.kernel
+def pressure_bvc(compression: kaio.In[f64], bvc: kaio.Out[f64], cls: f64):
+    """PRESSURE loop 1 (src/apps/PRESSURE.hpp BODY1)."""
+    for i in bvc.owned():
+        bvc[i] = cls * (compression[i] + 1.0)
+
+
+@kaio.kernel
+def pressure_p(bvc: kaio.In[f64], e_old: kaio.In[f64], vnewc: kaio.In[f64], p_new: kaio.Out[f64],
+               p_cut: f64, pmin: f64, eosvmax: f64):
+    """PRESSURE loop 2 (BODY2): the new pressure with its cut-offs."""
+    for i in p_new.owned():
+        p = bvc[i] * e_old[i]
+        if kaio.math.abs(p) < p_cut:
+            p = 0.0
+        if vnewc[i] >= eosvmax:
+            p = 0.0
+        if p < pmin:
+            p = pmin
+        p_new[i] = p
+
+
+@kaio.kernel
+def energy_1(e_old: kaio.In[f64], delvc: kaio.In[f64], p_old: kaio.In[f64], q_old: kaio.In[f64],
+             work: kaio.In[f64], e_new: kaio.Out[f64]):
+    """ENERGY loop 1 (src/apps/ENERGY.hpp BODY1): half-step energy."""
+    for i in e_new.owned():
+        e_new[i] = e_old[i] - 0.5 * delvc[i] * (p_old[i] + q_old[i]) + 0.5 * work[i]
+
+
+@kaio.kernel
+def energy_2(delvc: kaio.In[f64], comp_half: kaio.In[f64], pbvc: kaio.In[f64], e_new: kaio.In[f64],
+             bvc: kaio.In[f64], p_half: kaio.In[f64], ql_old: kaio.In[f64], qq_old: kaio.In[f64],
+             q_new: kaio.Out[f64], rho0: f64):
+    """ENERGY loop 2 (BODY2): half-step artificial viscosity."""
+    for i in q_new.owned():
+        q = f64(0.0)
+        if delvc[i] <= 0.0:
+            vhalf = 1.0 / (1.0 + comp_half[i])
+            q = sound_speed(pbvc[i], e_new[i], vhalf * vhalf, bvc[i], p_half[i], rho0) * ql_old[i] + qq_old[i]
+        q_new[i] = q
+
+
+@kaio.kernel
+def energy_3(delvc: kaio.In[f64], p_old: kaio.In[f64], q_old: kaio.In[f64], p_half: kaio.In[f64],
+             q_new: kaio.In[f64], e_new: kaio.Region[f64]):
+    """ENERGY loop 3 (BODY3): full-step energy."""
+    for i in e_new.owned():
+        e_new[i] = e_new[i] + 0.5 * delvc[i] * (3.0 * (p_old[i] + q_old[i]) - 4.0 * (p_half[i] + q_new[i]))
+
+
+@kaio.kernel
+def energy_4(work: kaio.In[f64], e_new: kaio.Region[f64], e_cut: f64, emin: f64):
+    """ENERGY loop 4 (BODY4): work term and cut-offs."""
+    for i in e_new.owned():
+        e = e_new[i] + 0.5 * work[i]
+        if kaio.math.abs(e) < e_cut:
+            e = 0.0
+        if e < emin:
+            e = emin
+        e_new[i] = e
+
+
+@kaio.kernel
+def energy_5(delvc: kaio.In[f64], pbvc: kaio.In[f64], vnewc: kaio.In[f64], bvc: kaio.In[f64],
+             p_new: kaio.In[f64], ql_old: kaio.In[f64], qq_old: kaio.In[f64], p_old: kaio.In[f64],
+             q_old: kaio.In[f64], p_half: kaio.In[f64], q_new: kaio.In[f64], e_new: kaio.Region[f64],
+             rho0: f64, e_cut: f64, emin: f64):
+    """ENERGY loop 5 (BODY5): correction with the new pressure."""
+    for i in e_new.owned():
+        q_tilde = f64(0.0)
+        if delvc[i] <= 0.0:
+            q_tilde = (sound_speed(pbvc[i], e_new[i], vnewc[i] * vnewc[i], bvc[i], p_new[i], rho0)
+                       * ql_old[i] + qq_old[i])
+        e = e_new[i] - (7.0 * (p_old[i] + q_old[i]) - 8.0 * (p_half[i] + q_new[i])
+                        + (p_new[i] + q_tilde)) * delvc[i] / 6.0
+        if kaio.math.abs(e) < e_cut:
+            e = 0.0
+        if e < emin:
+            e = emin
+        e_new[i] = e
+
+
+@kaio.kernel
+def energy_6(delvc: kaio.In[f64], pbvc: kaio.In[f64], e_new: kaio.In[f64], vnewc: kaio.In[f64],
+             bvc: kaio.In[f64], p_new: kaio.In[f64], ql_old: kaio.In[f64], qq_old: kaio.In[f64],
+             q_new: kaio.Region[f64], rho0: f64, q_cut: f64):
+    """ENERGY loop 6 (BODY6): final viscosity."""
+    for i in q_new.owned():
+        if delvc[i] <= 0.0:
+            ssc = sound_speed(pbvc[i], e_new[i], vnewc[i] * vnewc[i], bvc[i], p_new[i], rho0)
+            q = ssc * ql_old[i] + qq_old[i]
+            if kaio.math.abs(q) < q_cut:
+                q = 0.0
+            q_new[i] = q
+
+
+@kaio.kernel
+def vol3d_zones(x: kaio.In[f64], y: kaio.In[f64], z: kaio.In[f64], vol: kaio.Out[f64], ibegin: i32,
+                jp: i32, kp: i32, vnormq: f64):
+    """The suite's VOL3D over the linear zone range ``ibegin + ii``: corners 0..7 of zone i are
+    nodes i, i+1, i+jp, i+1+jp, then the same plus kp; the volume sums four triple products,
+    the third repeating the second's cross product (src/apps/VOL3D.hpp, VOL3D_BODY)."""
+    for ii in vol.owned():
+        i = ii + ibegin
+        x71 = x[i + 1 + jp + kp] - x[i + 1]
+        x72 = x[i + 1 + jp + kp] - x[i + jp]
+        x74 = x[i + 1 + jp + kp] - x[i + kp]
+        x30 = x[i + 1 + jp] - x[i]
+        x50 = x[i + 1 + kp] - x[i]
+        x60 = x[i + jp + kp] - x[i]
+        y71 = y[i + 1 + jp + kp] - y[i + 1]
+        y72 = y[i + 1 + jp + kp] - y[i + jp]
+        y74 = y[i + 1 + jp + kp] - y[i + kp]
+        y30 = y[i + 1 + jp] - y[i]
+        y50 = y[i + 1 + kp] - y[i]
+        y60 = y[i + jp + kp] - y[i]
+        z71 = z[i + 1 + jp + kp] - z[i + 1]
+        z72 = z[i + 1 + jp + kp] - z[i + jp]
+        z74 = z[i + 1 + jp + kp] - z[i + kp]
+        z30 = z[i + 1 + jp] - z[i]
+        z50 = z[i + 1 + kp] - z[i]
+        z60 = z[i + jp + kp] - z[i]
+        v = ((x71 + x60) * (y72 * z30 - z72 * y30) + (y71 + y60) * (z72 * x30 - x72 * z30)
+             + (z71 + z60) * (x72 * y30 - y72 * x30))
+        v += ((x72 + x50) * (y74 * z60 - z74 * y60) + (y72 + y50) * (z74 * x60 - x74 * z60)
+              + (z72 + z50) * (x74 * y60 - y74 * x60))
+        v += ((x74 + x30) * (y74 * z60 - z74 * y60) + (y74 + y30) * (z74 * x60 - x74 * z60)
+              + (z74 + z30) * (x74 * y60 - y74 * x60))
+        v += ((x74 + x30) * (y71 * z50 - z71 * y50) + (y74 + y30) * (z71 * x50 - x71 * z50)
+              + (z74 + z30) * (x71 * y50 - y71 * x50))
+        vol[ii] = v * vnormq
+
+
+@kaio.kernel
+def del_dot_vec_2d_nodes(x: kaio.In[f64, 2], y: kaio.In[f64, 2], fx: kaio.In[f64, 2],
+                         fy: kaio.In[f64, 2], div: kaio.Out[f64, 2], lo: i32, hi: i32):
+    """The suite's divergence, written at the zone's lower-left node (j, i) of the (jp, jp)
+    node grid (corners 4 = (j, i), 1 = (j, i+1), 2 = (j+1, i+1), 3 = (j+1, i)); nodes that
+    start no real zone (row or column outside [lo, hi)) keep the suite's initial 0."""
+    nj = div.shape[0]
+    ni = div.shape[1]
+    for j, i in div.owned():
+        d = f64(0.0)
+        if j >= lo and j < hi and i >= lo and i < hi and j + 1 < nj and i + 1 < ni:
+            xi = 0.5 * (x[j, i + 1] + x[j + 1, i + 1] - x[j + 1, i] - x[j, i])
+            xj = 0.5 * (x[j + 1, i + 1] + x[j + 1, i] - x[j, i] - x[j, i + 1])
+            yi = 0.5 * (y[j, i + 1] + y[j + 1, i + 1] - y[j + 1, i] - y[j, i])
+            yj = 0.5 * (y[j + 1, i + 1] + y[j + 1, i] - y[j, i] - y[j, i + 1])
+            fxi = 0.5 * (fx[j, i + 1] + fx[j + 1, i + 1] - fx[j + 1, i] - fx[j, i])
+            fxj = 0.5 * (fx[j + 1, i + 1] + fx[j + 1, i] - fx[j, i] - fx[j, i + 1])
+            fyi = 0.5 * (fy[j, i + 1] + fy[j + 1, i + 1] - fy[j + 1, i] - fy[j, i])
+            fyj = 0.5 * (fy[j + 1, i + 1] + fy[j + 1, i] - fy[j, i] - fy[j, i + 1])
+            rarea = 1.0 / (xi * yj - xj * yi + PTINY)
+            dfxdx = rarea * (fxi * yj - fxj * yi)
+            dfydy = rarea * (fyj * xi - fyi * xj)
+            affine = ((fy[j, i + 1] + fy[j + 1, i + 1] + fy[j + 1, i] + fy[j, i])
+                      / (y[j, i + 1] + y[j + 1, i + 1] + y[j + 1, i] + y[j, i]))
+            d = dfxdx + dfydy + affine
+        div[j, i] = d
+
+
 # --- host side ---------------------------------------------------------------------------------
 def _pressure_in(n):
     d = DataInit()
@@ -182,10 +348,28 @@ def _pressure_in(n):
 
 
 def _pressure_run(i):
+    """The suite's two loops, one kernel each."""
+    bvc, p = np.empty_like(i["e_old"]), np.empty_like(i["e_old"])
+    pressure_bvc(i["compression"], bvc, i["cls"])
+    pressure_p(bvc, i["e_old"], i["vnewc"], p, i["p_cut"], i["pmin"], i["eosvmax"])
+    return {"p_new": p, "bvc": bvc}
+
+
+def _pressure_fused_run(i):
     bvc, p = np.empty_like(i["e_old"]), np.empty_like(i["e_old"])
     pressure(i["compression"], i["e_old"], i["vnewc"], bvc, p, i["cls"], i["p_cut"], i["pmin"],
              i["eosvmax"])
     return {"p_new": p, "bvc": bvc}
+
+
+def _pressure_bench(i):
+    comp, e_old, vnewc = up(i, "compression", "e_old", "vnewc")
+    bvc, p = empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64)
+
+    def launch():
+        pressure_bvc(comp, bvc, i["cls"])
+        pressure_p(bvc, e_old, vnewc, p, i["p_cut"], i["pmin"], i["eosvmax"])
+    return launch
 
 
 def _pressure_ref(i):
@@ -212,11 +396,36 @@ def _energy_in(n):
     return out
 
 
+def _energy_fused_run(i):
+    e, q = np.empty_like(i["e_old"]), np.empty_like(i["e_old"])
+    energy(*(i[k] for k in _ENERGY_INPUTS), e, q, i["rho0"], i["e_cut"], i["emin"], i["q_cut"])
+    return {"e_new": e, "q_new": q}
+
+
+def _energy_loops(g, e, q):
+    """The suite's six loops on arrays ``g`` (host or device), writing ``e`` and ``q``."""
+    energy_1(g["e_old"], g["delvc"], g["p_old"], g["q_old"], g["work"], e)
+    energy_2(g["delvc"], g["comp_half"], g["pbvc"], e, g["bvc"], g["p_half"], g["ql_old"],
+             g["qq_old"], q, g["rho0"])
+    energy_3(g["delvc"], g["p_old"], g["q_old"], g["p_half"], q, e)
+    energy_4(g["work"], e, g["e_cut"], g["emin"])
+    energy_5(g["delvc"], g["pbvc"], g["vnewc"], g["bvc"], g["p_new"], g["ql_old"], g["qq_old"],
+             g["p_old"], g["q_old"], g["p_half"], q, e, g["rho0"], g["e_cut"], g["emin"])
+    energy_6(g["delvc"], g["pbvc"], e, g["vnewc"], g["bvc"], g["p_new"], g["ql_old"], g["qq_old"],
+             q, g["rho0"], g["q_cut"])
+
+
 def _energy_run(i):
     e, q = np.empty_like(i["e_old"]), np.empty_like(i["e_old"])
-    energy(*(i[k] for k in _ENERGY_ARRAYS if k not in ("e_new", "q_new")), e, q,
-           i["rho0"], i["e_cut"], i["emin"], i["q_cut"])
+    _energy_loops(i, e, q)
     return {"e_new": e, "q_new": q}
+
+
+def _energy_bench(i):
+    g = dict(zip(_ENERGY_INPUTS, up(i, *_ENERGY_INPUTS)))
+    g.update({k: i[k] for k in ("rho0", "e_cut", "emin", "q_cut")})
+    e, q = empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64)
+    return lambda: _energy_loops(g, e, q)
 
 
 def _ssc(pbvc, e, v2, bvc, p, rho0):
@@ -278,34 +487,88 @@ def vol3d_ref(x, y, z, vnormq=VNORMQ):
 
 
 def _vol3d_in(n):
-    x, y, z = mesh_3d(n)
-    return {"x": x, "y": y, "z": z}
+    """The suite's set-up (src/apps/VOL3D.cpp): x, y, z zeroed (3 initialisation calls), then
+    node positions with spacings 0.3, 0.2, 0.1 on the padded domain."""
+    dom = Domain(n, 3)
+    d = DataInit()
+    for _ in range(3):
+        d.const(0, 0.0)
+    x, y, z = dom.positions(0.3, 0.2, 0.1)
+    return {"x": x, "y": y, "z": z, "n": n}
 
 
 def _vol3d_run(i):
-    n = i["x"].shape[0] - 1
-    vol = np.empty((n, n, n), np.float64)
-    vol3d(i["x"], i["y"], i["z"], vol, VNORMQ)
+    dom = Domain(i["n"], 3)
+    dense = np.empty(dom.lpz + 1 - dom.fpz, np.float64)
+    vol3d_zones(i["x"], i["y"], i["z"], dense, dom.fpz, dom.jp, dom.kp, VNORMQ)
+    vol = np.zeros(dom.nnalls)
+    vol[dom.fpz:dom.lpz + 1] = dense             # the zone range is contiguous: no scatter
     return {"vol": vol}
 
 
+def vol3d_suite_ref(x, y, z, dom: Domain, vnormq=VNORMQ):
+    """numpy VOL3D over the linear zone range (ghost zones included), zeros elsewhere."""
+    lo, hi, jp, kp = dom.fpz, dom.lpz + 1, dom.jp, dom.kp
+    offs = (0, 1, jp, 1 + jp, kp, 1 + kp, jp + kp, 1 + jp + kp)
+
+    def diffs(a):
+        c = [a[lo + o:hi + o] for o in offs]
+        return c[7] - c[1], c[7] - c[2], c[7] - c[4], c[3] - c[0], c[5] - c[0], c[6] - c[0]
+    x71, x72, x74, x30, x50, x60 = diffs(x)
+    y71, y72, y74, y30, y50, y60 = diffs(y)
+    z71, z72, z74, z30, z50, z60 = diffs(z)
+
+    def term(xs, ys, zs, xa, ya, za, xb, yb, zb):
+        return xs * (ya * zb - za * yb) + ys * (za * xb - xa * zb) + zs * (xa * yb - ya * xb)
+    v = term(x71 + x60, y71 + y60, z71 + z60, x72, y72, z72, x30, y30, z30)
+    v = v + term(x72 + x50, y72 + y50, z72 + z50, x74, y74, z74, x60, y60, z60)
+    v = v + term(x74 + x30, y74 + y30, z74 + z30, x74, y74, z74, x60, y60, z60)
+    v = v + term(x74 + x30, y74 + y30, z74 + z30, x71, y71, z71, x50, y50, z50)
+    vol = np.zeros(dom.nnalls)
+    vol[lo:hi] = v * vnormq
+    return vol
+
+
+def _vol3d_bench(i):
+    dom = Domain(i["n"], 3)
+    return launcher(vol3d_zones, *up(i, "x", "y", "z"), empty(dom.lpz + 1 - dom.fpz, np.float64),
+                    dom.fpz, dom.jp, dom.kp, VNORMQ)
+
+
+def _vol3d_its(n):
+    dom = Domain(n, 3)
+    return dom.lpz + 1 - dom.fpz
+
+
 def _ddv_in(n):
-    jp = n + 1
-    t = np.arange(jp, dtype=np.float64) / n
-    yy, xx = np.meshgrid(t, t, indexing="ij")       # node (j, i) at flat index i + j*jp
+    """The suite's set-up (src/apps/DEL_DOT_VEC_2D.cpp): x, y and the zone list are constant
+    initialisations (3 calls), then positions with spacings 0.2, 0.1 on the padded domain, then
+    xdot and ydot (so their factors are 0.1 then 0.2)."""
+    dom = Domain(n, 2)
     d = DataInit()
-    fx, fy = d.real(jp * jp), d.real(jp * jp)
-    j, i = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    return {"x": xx.ravel(), "y": yy.ravel(), "fx": fx, "fy": fy,
-            "zones": (i + j * jp).ravel().astype(np.int32), "jp": jp}
+    for _ in range(3):
+        d.const(0, 0.0)
+    x, y = dom.positions(0.2, 0.1)
+    fx, fy = d.real(dom.nnalls), d.real(dom.nnalls)
+    return {"x": x, "y": y, "fx": fx, "fy": fy, "zones": dom.real_zones().astype(np.int32),
+            "jp": dom.jp, "n": n}
 
 
 def _ddv_run(i):
-    dense = np.empty(i["zones"].shape[0], np.float64)
-    del_dot_vec_2d(i["x"], i["y"], i["fx"], i["fy"], i["zones"], dense, i["jp"])
-    div = np.zeros_like(i["x"])
-    div[i["zones"]] = dense
-    return {"div": div}
+    dom = Domain(i["n"], 2)
+    grid = (dom.jp, dom.jp)
+    div = np.empty(grid, np.float64)
+    del_dot_vec_2d_nodes(*(i[k].reshape(grid) for k in ("x", "y", "fx", "fy")), div, dom.imin,
+                         dom.imax)
+    return {"div": div.reshape(-1)}
+
+
+def _ddv_bench(i):
+    dom = Domain(i["n"], 2)
+    grid = (dom.jp, dom.jp)
+    arrays = {k: i[k].reshape(grid) for k in ("x", "y", "fx", "fy")}
+    return launcher(del_dot_vec_2d_nodes, *up(arrays, "x", "y", "fx", "fy"),
+                    empty(grid, np.float64), dom.imin, dom.imax)
 
 
 def ddv_ref(x, y, fx, fy, zones, jp):
@@ -331,22 +594,26 @@ def _ddv_ref(i):
 
 
 def _fir_in(n):
-    d = DataInit()
-    return {"inp": d.rand_value(n + FIR_COEFF.size - 1), "n": n}
+    """The suite's standard initialisation of ``in`` (n values); out[i] for i < n - 16, the
+    last 16 outputs keep their initial 0 (src/apps/FIR.cpp)."""
+    return {"inp": DataInit().real(n), "n": n}
 
 
 def _fir_run(i):
-    out = np.empty(i["n"], np.float64)
-    fir(i["inp"], FIR_COEFF, out)
+    n = i["n"]
+    dense = np.empty(n - FIR_COEFF.size, np.float64)
+    fir(i["inp"], FIR_COEFF, dense)
+    out = np.zeros(n)
+    out[:dense.size] = dense
     return {"out": out}
 
 
 def _fir_ref(i):
-    n = i["n"]
-    acc = np.zeros(n)
+    m = i["n"] - FIR_COEFF.size
+    acc = np.zeros(m)
     for j, c in enumerate(FIR_COEFF):
-        acc = acc + c * i["inp"][j:j + n]
-    return {"out": acc}
+        acc = acc + c * i["inp"][j:j + m]
+    return {"out": np.concatenate([acc, np.zeros(FIR_COEFF.size)])}
 
 
 def _ltimes_in(size):
@@ -373,32 +640,48 @@ def _ltimes_ref(i):
 _SQRT = Tolerance(atol=1e-14, rtol=1e-13,
                   why="float64 arithmetic and sqrt (correctly rounded), same order")
 
+_LEN = dict(problem=lambda n: n)
 raja_case(name="PRESSURE", group="apps", make=_pressure_in, reps=700, default_size=N,
           small_size=SMALL, run=_pressure_run, reference=_pressure_ref, flops=lambda n: 2.0 * n,
-          bytes=lambda n: 8.0 * 5 * n, checksum_keys=("p_new",), description="LULESH pressure")
+          bytes=lambda n: 8.0 * 6 * n, checksum_keys=("p_new",), bench=_pressure_bench,
+          description="LULESH pressure: the suite's 2 loops, one kernel each")
+raja_case(name="PRESSURE_FUSED", group="apps", make=_pressure_in, reps=700, default_size=N,
+          small_size=SMALL, run=_pressure_fused_run, reference=_pressure_ref,
+          flops=lambda n: 2.0 * n, bytes=lambda n: 8.0 * 5 * n, checksum_keys=("p_new",),
+          bench=lambda i: launcher(pressure, *up(i, "compression", "e_old", "vnewc"),
+                                   empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64),
+                                   i["cls"], i["p_cut"], i["pmin"], i["eosvmax"]),
+          description="PRESSURE's 2 loop bodies in one kernel (a kaio variant, not the suite's)")
 raja_case(name="ENERGY", group="apps", make=_energy_in, reps=130, default_size=N, small_size=SMALL,
           run=_energy_run, reference=_energy_ref, tolerance=_SQRT, flops=lambda n: 58.0 * n,
-          bytes=lambda n: 8.0 * 15 * n, description="LULESH energy (6 loop bodies per thread)",
+          bytes=lambda n: 8.0 * 15 * n, bench=_energy_bench,
+          description="LULESH energy: the suite's 6 loops, one kernel each")
+raja_case(name="ENERGY_FUSED", group="apps", make=_energy_in, reps=130, default_size=N,
+          small_size=SMALL, run=_energy_fused_run, reference=_energy_ref, tolerance=_SQRT,
+          flops=lambda n: 58.0 * n, bytes=lambda n: 8.0 * 15 * n,
+          description="ENERGY's 6 loop bodies in one kernel (a kaio variant, not the suite's)",
           bench=lambda i: launcher(energy, *up(i, *_ENERGY_INPUTS),
                                    empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64),
                                    i["rho0"], i["e_cut"], i["emin"], i["q_cut"]))
-raja_case(name="VOL3D", group="apps", make=_vol3d_in, reps=100, default_size=100, small_size=10,
-          run=_vol3d_run, reference=lambda i: {"vol": vol3d_ref(i["x"], i["y"], i["z"])},
-          flops=lambda n: 72.0 * n ** 3, bytes=lambda n: 8.0 * (3 * (n + 1) ** 3 + n ** 3),
-          description="hexahedron volumes",
-          bench=lambda i: launcher(vol3d, *up(i, "x", "y", "z"),
-                                   empty(tuple(s - 1 for s in i["x"].shape), np.float64), VNORMQ))
+raja_case(name="VOL3D", group="apps", make=_vol3d_in, reps=100, default_size=100, small_size=6,
+          run=_vol3d_run,
+          reference=lambda i: {"vol": vol3d_suite_ref(i["x"], i["y"], i["z"], Domain(i["n"], 3))},
+          flops=lambda n: 72.0 * _vol3d_its(n), bytes=lambda n: 8.0 * 4 * _vol3d_its(n),
+          checksum_scale=1e-3, problem=_vol3d_its, bench=_vol3d_bench,
+          description="hexahedron volumes over the padded zone range (ghost zones included)")
 raja_case(name="DEL_DOT_VEC_2D", group="apps", make=_ddv_in, reps=100, default_size=1000,
           small_size=40, run=_ddv_run, reference=_ddv_ref, flops=lambda n: 54.0 * n * n,
-          bytes=lambda n: 8.0 * 5 * n * n, description="2-D divergence over an index list")
+          bytes=lambda n: 8.0 * 5 * n * n, bench=_ddv_bench,
+          description="2-D divergence over the real zones of a padded mesh")
 raja_case(name="FIR", group="apps", make=_fir_in, reps=160, default_size=N, small_size=SMALL,
-          run=_fir_run, reference=_fir_ref, flops=lambda n: 32.0 * n, bytes=lambda n: 16.0 * n,
-          description="16-tap FIR filter",
+          run=_fir_run, reference=_fir_ref, flops=lambda n: 32.0 * (n - 16),
+          bytes=lambda n: 16.0 * n, checksum_scale=1e-4, **_LEN, description="16-tap FIR filter",
           bench=lambda i: launcher(fir, *up(i, "inp"), up({"c": FIR_COEFF}, "c")[0],
-                                   empty(i["n"], np.float64)))
+                                   empty(i["n"] - FIR_COEFF.size, np.float64)))
 raja_case(name="LTIMES", group="apps", make=_ltimes_in, reps=50, default_size=(488, 32, 25, 64),
           small_size=(6, 4, 5, 8), run=_ltimes_run, reference=_ltimes_ref,
           flops=lambda s: 2.0 * s[0] * s[1] * s[2] * s[3],
           bytes=lambda s: 8.0 * (2 * s[0] * s[1] * s[2] + s[0] * s[1] * s[3] + s[2] * s[3]),
+          checksum_scale=1e-3, problem=lambda s: s[0] * s[1] * s[2], carry=feed("phi"),
           description="phi += ell psi (discrete-ordinates moments)",
           bench=lambda i: launcher(ltimes, *up(i, "ell", "psi", "phi")))
