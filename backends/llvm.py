@@ -220,6 +220,11 @@ class FunctionEmitter:
             base, space, _ = self.bufs[buf.id]
             low = self.ins(f"and i64 {self.ins(f'ptrtoint {self.ptrty(space)} {base} to i64')}, 15")
             self.aligned[buf.id] = self.ins(f"icmp eq i64 {low}, 0", "aligned")
+            if vector_access.needs_extent_check(buf):    # N-d: rows start 16-byte aligned too
+                n = vector_access.group_length(buf.type.dtype)
+                rem = self.ins(f"and i32 {self.bufs[buf.id][2][-1]}, {n - 1}")
+                rows = self.ins(f"icmp eq i32 {rem}, 0")
+                self.aligned[buf.id] = self.ins(f"and i1 {self.aligned[buf.id]}, {rows}", "aligned")
         prologue = self.lines
         self.lines = []
         self.block(self.k.body)
@@ -492,7 +497,7 @@ class FunctionEmitter:
             return
         t, n = g.buf.type.dtype, len(g.ops)
         ty, vty = memty(t), f"<{n} x {memty(t)}>"
-        ptr, space = self.address(g.buf, [g.base])
+        ptr, space = self.address(g.buf, g.index)
         pty = self.ptrty(space)
 
         def at(k):      # member k's address: the chunk's offset folded in

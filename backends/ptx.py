@@ -122,16 +122,29 @@ class _Renderer:
                 self.bufs[value.id] = ptx_mem.BufInfo("global", ptr, exts, ext64, nc=t.intent == "in")
                 em.define(value, ptr)
                 if any(g.buf is value for g in self.vec.values()):
-                    low, p = em.tmp("rd"), em.tmp("p")
-                    em.ins(f"and.b64 {low}, {raw}, 15")
-                    em.ins(f"setp.eq.u64 {p}, {low}, 0")
-                    self.aligned[value.id] = p
+                    self.aligned[value.id] = self._aligned(value, raw, exts)
             elif t.is_bool:
                 w = em.tmp("r")
                 em.ins(f"ld.param.u8 {w}, [{flat[0].name}]")
                 em.ins(f"setp.ne.u32 {em.define(value)}, {w}, 0")
             else:
                 em.ins(f"ld.param.{_abi_param_type(flat[0])} {em.define(value)}, [{flat[0].name}]")
+
+    def _aligned(self, value, raw: str, exts: list) -> str:
+        """The predicate under which ``value``'s vector groups are 16-byte aligned
+        (:mod:`kaio.backends.vector_access`): the pointer is, and for an N-d buffer its last
+        extent is a multiple of the group length. Computed once, at kernel entry."""
+        em = self.em
+        low, p = em.tmp("rd"), em.tmp("p")
+        em.ins(f"and.b64 {low}, {raw}, 15")
+        em.ins(f"setp.eq.u64 {p}, {low}, 0")
+        if vector_access.needs_extent_check(value):
+            n = vector_access.group_length(value.type.dtype)
+            rem, both = em.tmp("r"), em.tmp("p")
+            em.ins(f"and.b32 {rem}, {exts[-1]}, {n - 1}")
+            em.ins(f"setp.eq.and.u32 {both}, {rem}, 0, {p}")
+            p = both
+        return p
 
     def _warp_mask(self) -> str:
         """Member mask of this thread's warp: all 32 lanes, or the lanes that exist in the last,
@@ -298,7 +311,7 @@ class _Renderer:
         if op is not g.at:
             return
         em, info, t = self.em, self._buf(g.buf), g.buf.type.dtype
-        addr = ptx_mem.address(em, info, t, [self.v(g.base)])
+        addr = self._addr(g.buf, g.index)
         p = self.aligned[g.buf.id]
         space = "global.nc" if info.nc else "global"
         mt = ptx_mem.mem_type(t)

@@ -9,16 +9,21 @@ predicate to one ``<n x T>`` load or store with ``align 16`` or to the n scalar 
 
 Pattern (what ``for j in kaio.static_range(n): ... x[n*i + j]`` becomes after unrolling, what
 a ``blocked(n*k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`, and a
-``Coarsened(k)`` thread's k elements): n loads, or n stores, in one block, of the same 1-d
-global kernel-parameter buffer with a 2- or 4-byte dtype, at indices ``base + nc + 0 .. base +
+``Coarsened(k)`` thread's k elements): n loads, or n stores, in one block, of the same global
+kernel-parameter buffer with a 2- or 4-byte dtype, at last-axis indices ``base + nc + 0 .. base +
 nc + n - 1`` (``c`` a constant chunk number, ``base`` an ``i32``) where ``base`` is provably a
 multiple of n (``mul`` by a constant multiple of n or by a multiple of n, ``shl`` by a constant
->= log2(n), sums and differences of those, or a ``for`` variable whose start and step are).
+>= log2(n), sums and differences of those, or a ``for`` variable whose start and step are), and,
+for an N-d buffer (row-major), the same leading index *values* ``r`` in every member.
 Then the n elements are one 16-byte aligned chunk *if* the buffer's pointer is 16-byte aligned
-(its byte offset is ``(base + nc) * itemsize``, a multiple of ``n * itemsize = 16``; wrapping
-``i32`` arithmetic keeps multiples of n since n divides 2**32), which the emitted code tests
-once per buffer (at kernel entry); the access is emitted both ways under that predicate, so
-views with odd offsets stay correct.
+and, for N >= 2, its last extent ``d`` is a multiple of n: the element's linear index is
+``lin(r) * d + base + nc`` and its byte offset that times ``itemsize``, a multiple of ``n *
+itemsize = 16`` exactly when ``lin(r) * d`` is a multiple of n for every row, i.e. (rows being
+arbitrary) when ``d`` is (wrapping ``i32`` arithmetic keeps multiples of n since n divides
+2**32; the row part is computed in 64 bits). The emitted code tests that once per buffer (at
+kernel entry: pointer aligned, and ``d % n == 0``); the access is emitted both ways under that
+predicate, so views with odd offsets and rows of odd length stay correct. A statically known
+``d`` that is not a multiple of n never groups.
 
 Member ``k``'s address is emitted as the address of element ``base`` plus ``(nc + k) *
 itemsize`` bytes (64-bit arithmetic) rather than the IR's wrapping ``i32`` sum ``base + 4c + k``. The two
@@ -30,10 +35,11 @@ members. That is allowed when no moved member crosses an access it may conflict 
 
 - ``in`` buffers never change during a launch: their loads always group;
 - for a writable buffer, the other accesses between the first and the last member must all index
-  ``base + constant`` (the same ``base`` value, so equal offsets are equal addresses and distinct
-  offsets distinct ones), and a moved member must not cross a store (for a load) or any access
-  (for a store) at its own address. Anything else touching the buffer in that range (an index of
-  another shape, nested control flow, an atomic) or any barrier blocks the group.
+  ``[r..., base + constant]`` (the same leading values and the same ``base`` value, so equal
+  offsets are equal addresses and distinct offsets distinct ones), and a moved member must not
+  cross a store (for a load) or any access (for a store) at its own address. Anything else
+  touching the buffer in that range (an index of another shape, other leading indices, nested
+  control flow, an atomic) or any barrier blocks the group.
 
 A written buffer overlaps no other buffer argument (kaio's launch checks refuse such launches;
 the LLVM emitter marks the pointers ``noalias``), so accesses to other buffers never block a
@@ -69,6 +75,12 @@ class Group:
     ops: list            # ops ordered by offset (16 / itemsize of them)
     at: object           # op where the instruction goes
     offset: int = 0      # elements from ``base`` to the chunk (a multiple of the length)
+    lead: tuple = ()     # the leading index Values (N-d buffers), the same in every member
+
+    @property
+    def index(self) -> list:
+        """The index Values of the chunk's element ``base`` (leading indices, then ``base``)."""
+        return [*self.lead, self.base]
 
 
 def _multiple_of(v, n: int) -> bool:
@@ -93,12 +105,31 @@ def _multiple_of(v, n: int) -> bool:
 
 
 def _length(buf) -> int | None:
-    """The group length for ``buf``'s accesses, or None when they are never grouped."""
+    """The group length for ``buf``'s accesses, or None when they are never grouped (not a
+    global kernel parameter, another dtype, or a static last extent no group could align in)."""
     t = buf.type
-    if (getattr(t, "space", None) == "global" and t.ndim == 1
-            and buf.owner is not None and getattr(buf.owner, "opcode", None) is None):
-        return group_length(t.dtype)
-    return None
+    if (getattr(t, "space", None) != "global" or buf.owner is None
+            or getattr(buf.owner, "opcode", None) is not None):
+        return None
+    n = group_length(t.dtype)
+    static = getattr(t, "static_shape", None)
+    if n is not None and t.ndim > 1 and static is not None and static[-1] % n:
+        return None
+    return n
+
+
+def needs_extent_check(buf) -> bool:
+    """Whether ``buf``'s alignment predicate must also test its last extent (``% n == 0``): an
+    N-d buffer whose last extent is not known statically (a static one was checked in
+    :func:`plan`)."""
+    return buf.type.ndim > 1 and getattr(buf.type, "static_shape", None) is None
+
+
+def _index(op):
+    """(leading index Values, last index Value) of a load/store."""
+    nd = op.operands[0].type.ndim
+    idx = op.operands[1:1 + nd]
+    return tuple(idx[:-1]), idx[-1]
 
 
 def _touches(op, buf) -> bool:
@@ -111,27 +142,29 @@ def _touches(op, buf) -> bool:
 
 
 def _address(op):
-    """(base value, offset) of a plain load/store, or None for anything else."""
+    """(leading index ids, base value, offset) of a plain load/store, or None otherwise."""
     if op.opcode in ("load", "store") and not op.regions and len(op.operands) >= 2:
-        return _split(op.operands[1])
+        lead, last = _index(op)
+        return (tuple(v.id for v in lead), *_split(last))
     return None
 
 
-def _may_move(kind: str, members: list, block_ops: list, first: int, last: int, buf, base) -> bool:
+def _may_move(kind: str, members: list, block_ops: list, first: int, last: int, buf, base,
+              lead: tuple) -> bool:
     """Whether a load group may move to ``first`` / a store group to ``last`` (see the module
-    docstring). ``members`` are (position, op) ordered by offset."""
+    docstring). ``members`` are (position, op) ordered by offset; ``lead`` the leading index ids."""
     if buf.type.intent == "in":
         return True
-    where = {id(o): (p, _split(o.operands[1])[1]) for p, o in members}
+    where = {id(o): (p, _address(o)[2]) for p, o in members}
     for pos in range(first, last + 1):
         o = block_ops[pos]
         if id(o) in where or not _touches(o, buf):
             continue
         addr = _address(o)
-        if addr is None or addr[0] is not base or o.operands[0] is not buf:
+        if addr is None or addr[0] != lead or addr[1] is not base or o.operands[0] is not buf:
             return False                       # barrier, atomic, nested use, unrelated index
         for mpos, moff in where.values():
-            if moff != addr[1]:
+            if moff != addr[2]:
                 continue                       # a different address: never conflicts
             if kind == "load" and o.opcode == "store" and pos < mpos:
                 return False                   # the load would move above the store it reads
@@ -150,23 +183,25 @@ def plan(block) -> dict:
         n = _length(buf)
         if n is None:
             continue
-        base, off = _split(op.operands[1])
+        lead, last_index = _index(op)
+        base, off = _split(last_index)
         if off >= 0 and base.type == dt.INDEX and _multiple_of(base, n):
-            key = (op.opcode, buf.id, base.id, n, off // n)
+            key = (op.opcode, buf.id, tuple(v.id for v in lead), base.id, n, off // n)
             cands.setdefault(key, {}).setdefault(off % n, (pos, op))
     groups: dict = {}
-    for (kind, _, _, n, chunk), by_off in cands.items():
+    for (kind, _, lead_ids, _, n, chunk), by_off in cands.items():
         if len(by_off) != n:
             continue
         members = [by_off[k] for k in range(n)]
         first = min(p for p, _ in members)
         last = max(p for p, _ in members)
         buf = members[0][1].operands[0]
-        base = _split(members[0][1].operands[1])[0]
-        if not _may_move(kind, members, block.ops, first, last, buf, base):
+        lead, last_index = _index(members[0][1])
+        base = _split(last_index)[0]
+        if not _may_move(kind, members, block.ops, first, last, buf, base, lead_ids):
             continue
         g = Group(kind, buf, base, [o for _, o in members],
-                  block.ops[first if kind == "load" else last], n * chunk)
+                  block.ops[first if kind == "load" else last], n * chunk, lead)
         for _, o in members:
             groups[id(o)] = g
     return groups

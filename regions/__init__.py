@@ -25,6 +25,7 @@ from .partitions import (
     Elementwise,
     GridStride,
     PerBlock,
+    RowChunks,
     Rows,
     RowsPerBlock,
     Tiles,
@@ -33,8 +34,8 @@ from .partitions import (
 )
 
 __all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Coarsened", "Elementwise", "GridStride", "OwnedSpec",
-           "Partition", "PerBlock", "Rows", "RowsPerBlock", "Tiles", "blocked", "check_launch_attrs",
-           "elementwise", "grid_stride",
+           "Partition", "PerBlock", "RowChunks", "Rows", "RowsPerBlock", "Tiles", "blocked",
+           "check_launch_attrs", "elementwise", "grid_stride",
            "owned_indices", "owner_map", "per_block", "rows", "rows_per_block", "tiles"]
 
 
@@ -58,9 +59,11 @@ def rows() -> Rows:
     return Rows()
 
 
-def rows_per_block(block: int = DEFAULT_BLOCK) -> RowsPerBlock:
-    """One row per block, the block's threads striding the columns (softmax / norm pattern)."""
-    return RowsPerBlock(block)
+def rows_per_block(block: int = DEFAULT_BLOCK, vec: int = 1) -> RowsPerBlock | RowChunks:
+    """One row per block, the block's threads striding the columns (softmax / norm pattern).
+    ``vec`` > 1: threads own chunks of ``vec`` contiguous columns (thread t: chunks t, t+B, ...;
+    the row length a multiple of ``vec``), which one 16-byte access can move."""
+    return RowsPerBlock(block) if vec == 1 else RowChunks(block, vec)
 
 
 def tiles(th: int | None = None, tw: int | None = None, *, transposed: bool = False) -> Tiles:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -288,6 +289,76 @@ class RowsPerBlock(Partition):
                 f"the rows_per_block partition needs one block per row")
 
 
+def _lane(ctx, c, v: int):
+    """``c % v`` for the obligations below. When every non-constant coefficient of the symbolic
+    ``c`` is an integer multiple of ``v`` (``c = v*P + j0``, the shape of a chunked access
+    ``v*t + v*B*k + j``), that is ``j0 % v`` exactly for ``c >= 0``, which the obligations also
+    require; otherwise the ``rem`` atom."""
+    terms = getattr(c, "t", None)
+    if terms is not None and all((Fraction(x) / (1 if m == () else v)).denominator == 1
+                                 for m, x in terms.items()):
+        return ctx.const(int(terms.get((), 0)) % v)
+    return ctx.rem(c, v)
+
+
+@dataclass(frozen=True, repr=False)
+class RowChunks(Partition):
+    """One row per block, like :class:`RowsPerBlock`, but the block's B threads split the row
+    into chunks of ``vec`` contiguous columns: thread t owns chunks t, t+B, ..., i.e. columns
+    ``[vec*t + vec*B*k, vec*t + vec*B*k + vec)``, so a thread's chunk is one 16-byte access when
+    ``vec`` is the vector group length (:mod:`kaio.backends.vector_access`). The row length must
+    be a multiple of ``vec`` (checked at launch). Made by ``rows_per_block(block, vec=...)``."""
+
+    block: int = DEFAULT_BLOCK
+    vec: int = 4
+    name = "row_chunks"
+    ndim = 2
+
+    def __post_init__(self):
+        RowsPerBlock(self.block)        # the same block check
+        v = self.vec
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"kaio.regions.rows_per_block(vec=...) needs an int >= 1, got {v!r}")
+
+    def spec(self):
+        return f"rows_per_block(block={self.block}, vec={self.vec})"
+
+    def owned_spec(self, ctx, buf):
+        b, v = ctx.block_linear_id(), self.vec
+        return OwnedSpec(ctx.lt(b, ctx.shape(buf, 0)),
+                         [(ctx.mul(ctx.thread_linear_id(), v), ctx.shape(buf, 1),
+                           ctx.mul(ctx.block_threads(), v)), (ctx.const(0), ctx.const(v), ctx.const(1))],
+                         lambda c, j: (b, ctx.add(c, j)))
+
+    def owned_affine(self, ctx, buf, index):
+        v, c = self.vec, index[1]
+        start = ctx.sub(ctx.sub(c, _lane(ctx, c, v)), ctx.mul(ctx.thread_linear_id(), v))
+        return [Eq(ctx.sub(index[0], ctx.block_linear_id())), Nonneg(c),
+                Divides(ctx.mul(ctx.block_threads(), v), start)]
+
+    def launch_facts(self, ctx, buf):
+        # the step past the last owned chunk, c + v*B <= cols - v + v*B, fits in i32
+        return [ctx.sub(I32_MAX + 1, ctx.add(ctx.shape(buf, 1), ctx.mul(ctx.block_threads(), self.vec)))]
+
+    def launch_shape(self, shape):
+        return (max(1, shape[0]), 1, 1), (self.block, 1, 1)
+
+    def check_launch(self, shape, grid, block, *, buffer, kernel):
+        _require_ndim(self, shape, buffer, kernel)
+        _require_i32(self, "columns + vec * threads per block", shape[1] + self.vec * math.prod(block),
+                     shape, grid, block, buffer, kernel)
+        if shape[1] % self.vec:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {shape[1]} columns (shape {tuple(shape)}), "
+                f"not a multiple of {self.vec}, but the {self.spec()} partition splits rows into "
+                f"chunks of {self.vec}; use rows_per_block() (vec=1) for such rows")
+        if math.prod(grid) < shape[0]:
+            raise LaunchError(
+                f"kernel '{kernel}': Region '{buffer}' has {shape[0]} rows (shape {tuple(shape)}) "
+                f"but the launch {_launch_text(grid, block)} has only {math.prod(grid)} blocks; "
+                f"the {self.spec()} partition needs one block per row")
+
+
 @dataclass(frozen=True, repr=False)
 class Tiles(Partition):
     """2-D tiles: block (bx, by) owns rows ``[by*th, by*th+th)`` x columns ``[bx*tw, bx*tw+tw)``;
@@ -509,7 +580,7 @@ def owned_indices(part: Partition, ctx, buf):
     return out
 
 
-PARTITIONS = {c.name: c for c in (Elementwise, Blocked, Coarsened, GridStride, Rows, RowsPerBlock, Tiles,
-                                  PerBlock)}
+PARTITIONS = {c.name: c for c in (Elementwise, Blocked, Coarsened, GridStride, Rows, RowsPerBlock,
+                                  RowChunks, Tiles, PerBlock)}
 for _name, _cls in PARTITIONS.items():   # the IR prints them as #name{...} and parses them back
     register(_name, _cls)

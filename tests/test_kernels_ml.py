@@ -79,18 +79,30 @@ def _row_args(op, dt, rows, cols, seed):
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("cols", [1, 200, 257, 1000, 8192])
 @pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
-def test_register_resident_row_ops_give_the_general_kernels_bits(backend, op, dt, cols):
-    """The host row ops hold rows of up to 32768 columns in registers; same bits as the general
-    kernel that reads x two or three times (same values, same summation order) at the same
-    block size, for 1-column rows and widths that are not multiples of the block."""
+def test_register_resident_row_ops_agree_with_the_general_kernels(backend, op, dt, cols):
+    """The host row ops hold rows of up to 32768 columns in registers. Rows a multiple of
+    16 / itemsize long (200, 1000, 8192) are held in 16-byte chunks per thread, so each thread
+    sums its columns in another order than the general kernel (which strides by one column):
+    both must be within the op's registered tolerance of the float64 reference. Other rows
+    (1, 257) keep the one-column stride: the same bits as the general kernel at the same block
+    size."""
     from kaio.kernels.ml import norms
     args, extra = _row_args(op, dt, 3, cols, cols)
-    threads, per = norms.resident_plan(cols)
-    assert threads * per >= cols and per <= norms.RESIDENT_MAX_PER
+    vec = norms.resident_vec(dt, dt, cols)
+    assert vec == (1 if cols in (1, 257) else 4 if dt == "f32" else 8)
+    threads, per = norms.resident_plan(cols, vec)
+    assert threads * per >= cols and per <= norms.RESIDENT_MAX_PER and per % vec == 0
     want = np.empty_like(args[0])
     getattr(norms, f"{op}_kernel")(dt, dt)[(3,), (threads,)](*args, want, *extra)
     got = getattr(norms, op)(*args, *extra)
-    assert got.tobytes() == want.tobytes()
+    if vec == 1:
+        assert got.tobytes() == want.tobytes()
+        return
+    case = K.get(f"ml/{op}" + ("" if dt == "f32" else f"_{dt}"))
+    ref = {"y": getattr(norms, f"{op}_ref")(*args, *extra)}
+    for y in (got, want):
+        ok, ratio = case.check({"y": y}, ref)
+        assert ok, (ratio, case.tolerance.describe())
 
 
 def test_resident_plan_block_sizes_and_the_fallback_width():
@@ -99,6 +111,9 @@ def test_resident_plan_block_sizes_and_the_fallback_width():
     assert norms.resident_plan(8192) == (512, 16) and norms.resident_plan(16384) == (512, 32)
     assert norms.resident_plan(16385) == (1024, 32) and norms.resident_plan(32768) == (1024, 32)
     assert norms.resident_plan(32769) is None
+    # 16-byte chunks: at least one chunk per thread, fewer threads for narrow rows
+    assert norms.resident_plan(8192, 8) == (512, 16) and norms.resident_plan(1000, 8) == (128, 8)
+    assert norms.resident_plan(64, 4) == (32, 4) and norms.resident_plan(32768, 8) == (1024, 32)
 
 
 @pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])

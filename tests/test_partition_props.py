@@ -133,7 +133,8 @@ def _spec_matches_affine(part, shape, grid, block):
     buf = _Buf(len(shape))
     table = SymbolTable()
     ctx = SymMath(table, lambda b, axis: Poly.const(shape[axis]))
-    index = [Poly.sym(f"i{a}") for a in range(len(shape))]
+    # registered like the checker's index symbols, so obligations may hold div/rem atoms of them
+    index = [table.add(f"i{a}") for a in range(len(shape))]
     obligations = part.owned_affine(ctx, buf, index)
     grids = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
     for bid in np.ndindex(*grid):

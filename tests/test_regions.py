@@ -16,6 +16,7 @@ from kaio.regions import (
     Coarsened,
     Elementwise,
     GridStride,
+    RowChunks,
     Rows,
     RowsPerBlock,
     Tiles,
@@ -87,9 +88,9 @@ def test_bad_launch_is_rejected_naming_buffer_shape_and_launch(part, shape, grid
 
 
 @pytest.mark.parametrize("part", [Elementwise(), Blocked(4), Coarsened(8), GridStride(), Rows(),
-                                  RowsPerBlock(), RowsPerBlock(64), Tiles(16, 8)])
+                                  RowsPerBlock(), RowsPerBlock(64), RowChunks(64, 4), Tiles(16, 8)])
 def test_default_launch_shape_is_valid(part):
-    shape = (37,) if part.ndim in (None, 1) else (13, 29)
+    shape = (37,) if part.ndim in (None, 1) else (13, 32 if isinstance(part, RowChunks) else 29)
     grid, block = part.launch_shape(shape)
     part.check_launch(shape, grid, block, buffer="y", kernel="k")
     owners = owner_map(part, shape, grid, block)
@@ -97,8 +98,8 @@ def test_default_launch_shape_is_valid(part):
 
 
 @pytest.mark.parametrize("part", [Elementwise(), Blocked(3), Coarsened(8), GridStride(), Rows(),
-                                  RowsPerBlock(), RowsPerBlock(32), Tiles(4, 8), Tiles(),
-                                  Tiles(32, 32, True)])
+                                  RowsPerBlock(), RowsPerBlock(32), RowChunks(128, 8), Tiles(4, 8),
+                                  Tiles(), Tiles(32, 32, True)])
 def test_partitions_are_ir_attributes_that_round_trip(part):
     """A partition is an object in the IR, printed as #name{fields} and parsed back equal."""
     from kaio.ir import BufType, Builder, Param, parse_kernel, print_kernel
@@ -111,7 +112,7 @@ def test_partitions_are_ir_attributes_that_round_trip(part):
     got = parse_kernel(text).params[0].partition
     assert got == part and type(got) is type(part) and hash(got) == hash(part)
     assert set(PARTITIONS) == {"elementwise", "blocked", "coarsened", "grid_stride", "rows",
-                               "rows_per_block", "tiles", "per_block"}
+                               "rows_per_block", "row_chunks", "tiles", "per_block"}
 
 
 def test_constructors_and_annotations():

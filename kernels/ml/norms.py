@@ -19,9 +19,10 @@ from .._launch import kdtype
 from .elementwise import _name
 
 
-def _rows():
-    """The row kernels' partition: one row per block, its threads striding the columns."""
-    return regions.rows_per_block()
+def _rows(vec: int = 1):
+    """The row kernels' partition: one row per block, its threads striding the columns (in
+    chunks of ``vec`` contiguous ones)."""
+    return regions.rows_per_block(vec=vec)
 
 
 @functools.lru_cache(maxsize=None)
@@ -96,36 +97,48 @@ def softmax_kernel(dt: str, out_dt: str):
 
 
 # --- register-resident variants: the row is read once ------------------------------------------
-# Thread t keeps columns t, t+B, ..., t+(PER-1)B of its row in a local array (PER a compile-time
-# constant, so the array is registers), so x is read once instead of two or three times. Every
-# sum runs over the same values in the same order as the strided loops above (k-th column of
-# thread t is the k-th iteration of its loop), so the results are bit-identical to the general
-# kernels'. Columns past the row's end hold the reductions' neutral value.
-# ptxas spends registers freely here (68 for PER=16 uncapped, where 55 do without spilling);
-# capped at 64, two 512-thread blocks share an SM, and 1024-thread blocks still fit.
+# Thread t of B keeps PER columns of its row in a local array (PER a compile-time constant, so
+# the array is registers), so x is read once instead of two or three times. The columns are
+# chunks of V contiguous ones (the rows_per_block(vec=V) partition): chunk k of thread t is
+# columns [V*t + V*B*k, ... + V). With V = 16 / itemsize (rows a multiple of V long), each chunk
+# is one 16-byte load of x and one 16-byte store of y (kaio.backends.vector_access); other rows
+# take V = 1, the plain stride. Each thread sums its columns chunk by chunk, so the partial sums
+# (and the results' last bits) differ from the general kernels', which stride by one column;
+# both are checked against the float64 references. Columns past the row's end hold the
+# reductions' neutral value. Capped at 64 registers, two 512-thread blocks share an SM.
 RESIDENT_REGS = 64
 
 
+def resident_vec(dt: str, out_dt: str, cols: int) -> int:
+    """Columns per chunk of the resident kernels: what one 16-byte access moves of the narrower
+    of the two dtypes (4 for f32, 8 for f16/bf16), or 1 when ``cols`` is not a multiple."""
+    v = 16 // min(kdtype(dt).itemsize, kdtype(out_dt).itemsize)
+    return v if cols % v == 0 else 1
+
+
 @functools.lru_cache(maxsize=None)
-def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False):
-    """:func:`softmax_kernel` with the row in registers (read once, written once). ``fast``: the
-    hardware exp (``fast_math``; the library never sets it)."""
-    T, OT = kdtype(dt), kdtype(out_dt)
+def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int = 1):
+    """:func:`softmax_kernel` with the row in registers (read once, written once), in chunks of
+    ``vec`` columns. ``fast``: the hardware exp (``fast_math``; the library never sets it)."""
+    T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
     @kaio.kernel(fast_math=fast, max_registers=RESIDENT_REGS)
-    def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()], PER: kaio.Const[int]):
+    def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows(V)], PER: kaio.Const[int]):
         row = kaio.block_idx.x
         t = kaio.thread_idx.x
         nt = kaio.block_dim.x
         n = x.shape[1]
         v = kaio.local_array(f32, PER)
         m = f32(-kaio.math.inf)
-        for k in kaio.static_range(PER):
-            c = t + k * nt
-            v[k] = f32(-kaio.math.inf)
-            if c < n:
-                v[k] = f32(x[row, c])
-            m = kaio.math.max(m, v[k])
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            for j in kaio.static_range(V):
+                v[V * k + j] = f32(-kaio.math.inf)
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    v[V * k + j] = f32(x[row, c + j])
+            for j in kaio.static_range(V):
+                m = kaio.math.max(m, v[V * k + j])
         row_max = kaio.block_max(m)
         s = f32(0.0)
         for k in kaio.static_range(PER):
@@ -133,21 +146,23 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False):
             v[k] = e
             s += e
         inv_sum = 1.0 / kaio.block_sum(s)
-        for k in kaio.static_range(PER):
-            c = t + k * nt
-            if c < n:
-                y[row, c] = OT(v[k] * inv_sum)
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    y[row, c + j] = OT(v[V * k + j] * inv_sum)
 
     return softmax_resident
 
 
 @functools.lru_cache(maxsize=None)
-def rmsnorm_resident_kernel(dt: str, out_dt: str):
-    """:func:`rmsnorm_kernel` with the row in registers (read once, written once)."""
-    T, OT = kdtype(dt), kdtype(out_dt)
+def rmsnorm_resident_kernel(dt: str, out_dt: str, vec: int = 1):
+    """:func:`rmsnorm_kernel` with the row in registers (read once, written once), in chunks of
+    ``vec`` columns."""
+    T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
     @kaio.kernel(max_registers=RESIDENT_REGS)
-    def rmsnorm_resident(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows()], eps: f32,
+    def rmsnorm_resident(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows(V)], eps: f32,
                          PER: kaio.Const[int]):
         row = kaio.block_idx.x
         t = kaio.thread_idx.x
@@ -155,53 +170,64 @@ def rmsnorm_resident_kernel(dt: str, out_dt: str):
         n = x.shape[1]
         v = kaio.local_array(f32, PER)
         sumsq = f32(0.0)
-        for k in kaio.static_range(PER):
-            c = t + k * nt
-            v[k] = f32(0.0)
-            if c < n:
-                v[k] = f32(x[row, c])
-            sumsq += v[k] * v[k]
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            for j in kaio.static_range(V):
+                v[V * k + j] = f32(0.0)
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    v[V * k + j] = f32(x[row, c + j])
+            for j in kaio.static_range(V):
+                sumsq += v[V * k + j] * v[V * k + j]
         inv_rms = 1.0 / kaio.math.sqrt(kaio.block_sum(sumsq) / f32(n) + eps)
-        for k in kaio.static_range(PER):
-            c = t + k * nt
-            if c < n:
-                y[row, c] = OT(v[k] * inv_rms * f32(w[c]))
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    y[row, c + j] = OT(v[V * k + j] * inv_rms * f32(w[c + j]))
 
     return rmsnorm_resident
 
 
 @functools.lru_cache(maxsize=None)
-def layernorm_resident_kernel(dt: str, out_dt: str):
-    """:func:`layernorm_kernel` with the row in registers: the mean and the centred sum of
-    squares (still two passes, for the variance's accuracy) both run over the registers."""
-    T, OT = kdtype(dt), kdtype(out_dt)
+def layernorm_resident_kernel(dt: str, out_dt: str, vec: int = 1):
+    """:func:`layernorm_kernel` with the row in registers, in chunks of ``vec`` columns: the
+    mean and the centred sum of squares (still two passes, for the variance's accuracy) both run
+    over the registers."""
+    T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
     @kaio.kernel(max_registers=RESIDENT_REGS)
     def layernorm_resident(x: kaio.In[T, 2], w: kaio.In[T], b: kaio.In[T],
-                           y: kaio.Out[OT, _rows()], eps: f32, PER: kaio.Const[int]):
+                           y: kaio.Out[OT, _rows(V)], eps: f32, PER: kaio.Const[int]):
         row = kaio.block_idx.x
         t = kaio.thread_idx.x
         nt = kaio.block_dim.x
         n = x.shape[1]
         v = kaio.local_array(f32, PER)
         s = f32(0.0)
-        for k in kaio.static_range(PER):
-            c = t + k * nt
-            v[k] = f32(0.0)
-            if c < n:
-                v[k] = f32(x[row, c])
-            s += v[k]
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            for j in kaio.static_range(V):
+                v[V * k + j] = f32(0.0)
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    v[V * k + j] = f32(x[row, c + j])
+            for j in kaio.static_range(V):
+                s += v[V * k + j]
         mean = kaio.block_sum(s) / f32(n)
         ss = f32(0.0)
-        for k in kaio.static_range(PER):
-            if t + k * nt < n:
-                d = v[k] - mean
-                ss += d * d
+        for k in kaio.static_range(PER // V):
+            if V * t + V * nt * k + V <= n:
+                for j in kaio.static_range(V):
+                    d = v[V * k + j] - mean
+                    ss += d * d
         inv_std = 1.0 / kaio.math.sqrt(kaio.block_sum(ss) / f32(n) + eps)
-        for k in kaio.static_range(PER):
-            c = t + k * nt
-            if c < n:
-                y[row, c] = OT((v[k] - mean) * inv_std * f32(w[c]) + f32(b[c]))
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    y[row, c + j] = OT((v[V * k + j] - mean) * inv_std * f32(w[c + j])
+                                       + f32(b[c + j]))
 
     return layernorm_resident
 
@@ -212,16 +238,23 @@ RESIDENT_MAX_PER = 32
 RESIDENT_MAX_THREADS = 1024
 
 
-def resident_plan(cols: int) -> tuple[int, int] | None:
-    """(threads per block, columns per thread) for the register-resident kernels, or None when
-    the row is too wide (more than 1024 * RESIDENT_MAX_PER = 32768 columns): those take the
-    general kernels. Columns per thread is a power of two, so few variants are compiled;
-    256-thread blocks up to 2048 columns, 512 up to 16384 (on the H200, 512 x 16 was the fastest
-    shape for 8192 columns), 1024 beyond."""
+def resident_plan(cols: int, vec: int = 1) -> tuple[int, int] | None:
+    """(threads per block, columns per thread) for the register-resident kernels with chunks of
+    ``vec`` columns, or None when the row is too wide (more than 1024 * RESIDENT_MAX_PER = 32768
+    columns): those take the general kernels. Columns per thread is a power of two and at least
+    ``vec``, so few variants are compiled; 256-thread blocks up to 2048 columns, 512 up to 16384
+    (on the H200, 512 x 16 was the fastest shape for 8192 columns), 1024 beyond; narrow rows
+    with ``vec`` > 1 use fewer threads (down to one warp) rather than idle ones."""
     threads = 256 if cols <= 2048 else 512 if cols <= 512 * RESIDENT_MAX_PER else 1024
     need = max(1, -(-cols // threads))
     per = 1 << (need - 1).bit_length()
-    return (threads, per) if per <= RESIDENT_MAX_PER else None
+    if per > RESIDENT_MAX_PER:
+        return None
+    if per < vec:
+        per = vec
+        chunks = -(-cols // per)
+        threads = min(threads, max(32, -(-chunks // 32) * 32))
+    return threads, per
 
 
 _GENERAL = {"softmax": softmax_kernel, "rmsnorm": rmsnorm_kernel, "layernorm": layernorm_kernel}
@@ -238,8 +271,9 @@ def row_kernel(op: str, dt: str, out_dt: str, shape):
     plan = resident_plan(cols)
     if plan is None:
         return _GENERAL[op](dt, out_dt)
-    threads, per = plan
-    k = _RESIDENT[op](dt, out_dt)[(rows,), (threads,)]
+    vec = resident_vec(dt, out_dt, cols)
+    threads, per = resident_plan(cols, vec)
+    k = _RESIDENT[op](dt, out_dt, vec=vec)[(rows,), (threads,)]
     return lambda *args: k(*args, PER=per)
 
 
