@@ -8,7 +8,9 @@ msgpack are used, so this runs anywhere, no ROCm needed.
 
 :func:`validate_code_object` is what CI runs on every kernel: symbol present, target string,
 explicit argument layout equal to what kaio's HIP launcher packs, LDS size equal to kaio's
-shared-memory plan, wavefront size; register counts and spills are recorded in the report.
+shared-memory plan, wavefront size, the code object version (the ELF header's EI_ABIVERSION:
+3 for v5, 4 for v6; and the metadata's ``amdhsa.version``); register counts and spills are
+recorded in the report.
 """
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ import numpy as np
 from ..errors import CompileError
 
 NT_AMDGPU_METADATA = 32
+ELFOSABI_AMDGPU_HSA = 64
+#: code object version -> e_ident[EI_ABIVERSION] (ELFABIVERSION_AMDGPU_HSA_V5 = 3, _V6 = 4)
+ABI_VERSION = {4: 2, 5: 3, 6: 4}
+#: code object version -> the metadata's ``amdhsa.version`` (v6 kept v5's metadata, 1.2)
+METADATA_VERSION = {4: [1, 1], 5: [1, 2], 6: [1, 2]}
 _SHT_SYMTAB, _SHT_NOTE, _SHT_DYNSYM = 2, 7, 11
 LDS_ALIGN = 16   # the emitter aligns every shared array to 16 bytes
 
@@ -93,6 +100,14 @@ def symbols(elf: bytes) -> set[str]:
             if st_name:
                 names.add(_cstr(elf, strs.offset + st_name))
     return names
+
+
+def code_object_version(elf: bytes) -> int | None:
+    """The code object version an AMDGPU ELF's header says (its EI_ABIVERSION under the HSA
+    OS ABI), or None when the header is not one of a known version."""
+    if len(elf) < 16 or elf[:4] != b"\x7fELF" or elf[7] != ELFOSABI_AMDGPU_HSA:
+        return None
+    return next((v for v, abi in ABI_VERSION.items() if abi == elf[8]), None)
 
 
 def metadata(elf: bytes) -> dict:
@@ -203,6 +218,7 @@ class ValidationReport:
     sgpr_spills: int = 0
     vgpr_spills: int = 0
     private_bytes: int = 0
+    version: int | None = None      # the code object version its ELF header says
 
     @property
     def ok(self) -> bool:
@@ -217,21 +233,34 @@ class ValidationReport:
     def summary(self) -> str:
         return (f"{self.kernel} [{self.arch}] {'ok' if self.ok else 'INVALID'}: lds={self.lds_bytes}B "
                 f"sgpr={self.sgpr} vgpr={self.vgpr} agpr={self.agpr} spills(s/v)="
-                f"{self.sgpr_spills}/{self.vgpr_spills} scratch={self.private_bytes}B")
+                f"{self.sgpr_spills}/{self.vgpr_spills} scratch={self.private_bytes}B "
+                f"code-object=v{self.version}")
 
 
-def validate_code_object(hsaco: bytes, kernel_ir, abi, arch: str, warp_size: int = 64) -> ValidationReport:
+def validate_code_object(hsaco: bytes, kernel_ir, abi, arch: str, warp_size: int = 64,
+                         version: int = 5) -> ValidationReport:
     """Check a code object against kaio's expectations for ``kernel_ir`` on ``arch``: the IR
     as compiled, i.e. lowered for ``arch`` (``kaio.backends.targets.lower``: the shared-memory
     plan counts the reductions' scratch arrays too). ``abi`` is
-    ``kaio.backends.abi.kernel_abi(kernel_ir)``. Returns a report; ``report.raise_if_failed()``."""
+    ``kaio.backends.abi.kernel_abi(kernel_ir)``; ``version`` the code object version asked for
+    (its ELF ABI version and metadata version are checked). Returns a report;
+    ``report.raise_if_failed()``."""
     rep = ValidationReport(kernel=abi.entry, arch=arch)
     try:
         metas = kernels(hsaco)
         syms = symbols(hsaco)
+        md_version = list(metadata(hsaco).get("amdhsa.version", []))
     except (CodeObjectError, struct.error, ValueError, IndexError) as e:
         rep.errors.append(f"unreadable code object: {e}")
         return rep
+    rep.version = code_object_version(hsaco)
+    if rep.version != version:
+        rep.errors.append(f"code object version {rep.version} (ELF OS ABI {hsaco[7]}, ABI version "
+                          f"{hsaco[8]}), expected {version} (OS ABI {ELFOSABI_AMDGPU_HSA}, ABI "
+                          f"version {ABI_VERSION.get(version)})")
+    if md_version != METADATA_VERSION.get(version):
+        rep.errors.append(f"metadata amdhsa.version {md_version}, expected "
+                          f"{METADATA_VERSION.get(version)} for code object v{version}")
     km = metas.get(abi.entry)
     if km is None:
         rep.errors.append(f"kernel '{abi.entry}' not in metadata (has: {sorted(metas)})")

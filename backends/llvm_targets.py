@@ -9,8 +9,9 @@ never branched on. Snippets are LLVM IR text with placeholders the emitter fills
 Where the sizes come from on amdgcn: workgroup sizes and grid sizes are read from the *hidden
 kernel arguments of code object v5* (``llvm.amdgcn.implicitarg.ptr``): ``hidden_block_count_{x,y,z}``
 (u32 at offsets 0, 4, 8: number of workgroups) and ``hidden_group_size_{x,y,z}`` (u16 at 12, 14,
-16: work-items per workgroup). LLVM 22 emits code object v5 by default (metadata version 1.2) and
-the HIP runtime fills these hidden arguments after the explicit ones.
+16: work-items per workgroup). Code object v5 and v6 both have them (kaio emits v5 by default
+through :func:`module_flags`; LLVM 22's own default is v6), and the HIP runtime fills these
+hidden arguments after the explicit ones.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class LlvmTarget:
     #: atomics: syncscope text per address space ('' = the target's default, system scope)
     atomic_scope: dict = field(default_factory=dict)
     #: fast math: fn -> snippet on float {a} -> float {out} (f32 only); a function missing here
-    #: is kaio.mathlib's portable code
+    #: is kaio.mathlib's portable code (exp: its exact range reduction around the exp2 entry)
     fast_f32: dict = field(default_factory=dict)
     is_amdgpu: bool = False
     prelude: str = ""              # module-level text every module of this target starts with
@@ -82,8 +83,6 @@ _AMD_SPECIALS = {
 _AMD_FAST = {
     "exp2": "{out} = call float @llvm.amdgcn.exp2.f32(float {a})",
     "log2": "{out} = call float @llvm.amdgcn.log.f32(float {a})",
-    "exp": "{t1} = fmul float {a}, 0x3FF7154760000000\n"
-           "{out} = call float @llvm.amdgcn.exp2.f32(float {t1})",
     "log": "{t1} = call float @llvm.amdgcn.log.f32(float {a})\n"
            "{out} = fmul float {t1}, 0x3FE62E4300000000",
     # v_sin/v_cos take the angle in revolutions
@@ -128,8 +127,6 @@ _NV_SPECIALS["lane_id"] = "{out} = call i32 @llvm.nvvm.read.ptx.sreg.laneid()"
 _NV_FAST = {
     "exp2": "{out} = call float @llvm.nvvm.ex2.approx.f(float {a})",
     "log2": "{out} = call float @llvm.nvvm.lg2.approx.f(float {a})",
-    "exp": "{t1} = fmul float {a}, 0x3FF7154760000000\n"
-           "{out} = call float @llvm.nvvm.ex2.approx.f(float {t1})",
     "log": "{t1} = call float @llvm.nvvm.lg2.approx.f(float {a})\n"
            "{out} = fmul float {t1}, 0x3FE62E4300000000",
     "sin": "{out} = call float @llvm.nvvm.sin.approx.f(float {a})",
@@ -166,6 +163,19 @@ TARGETS: dict[str, LlvmTarget] = {
 }
 # RDNA 3 runs wave32 by default
 TARGETS["gfx1100"] = replace(TARGETS["gfx1100"], warp_size=32)
+
+
+def module_flags(target: LlvmTarget, code_object_version: int = 5) -> str:
+    """Module-level metadata a module for ``target`` ends with: on amdgcn, the code object
+    version as LLVM's ``amdhsa_code_object_version`` module flag (500 or 600; it takes precedence
+    over the backend's default, which is 6 in LLVM 22). Version 5 and 6 have the same hidden
+    kernel arguments and metadata (``amdhsa.version`` 1.2); 6 only adds generic-target flags and
+    needs a newer loader (docs/backends.md). Empty for the other targets."""
+    if not target.is_amdgpu:
+        return ""
+    # a numbered node far from any the emitter could ever number (it numbers none today)
+    return ("!llvm.module.flags = !{!9000}\n"
+            f'!9000 = !{{i32 1, !"amdhsa_code_object_version", i32 {int(code_object_version) * 100}}}\n')
 
 
 _HOST_SPECIALS = {k: "{out} = load i32, ptr @__kaio_%s_{ax}" % k

@@ -39,6 +39,8 @@ from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
 from .llvm import emit_llvm
 from .llvm_compile import link_code_object, llvm_to_asm, llvm_to_object
+from .llvm_targets import get_target as llvm_target
+from .llvm_targets import module_flags
 from .ptx import emit_ptx
 
 
@@ -159,7 +161,8 @@ def _cubin(a, o):
 
 def _llvm(a, o):
     _no_fragments(a["lowered"], o.target)
-    return emit_llvm(a["lowered"], o.target, fast_math=o.fast_math, max_registers=o.max_registers)
+    text = emit_llvm(a["lowered"], o.target, fast_math=o.fast_math, max_registers=o.max_registers)
+    return text + module_flags(llvm_target(o.target), o.code_object_version)
 
 
 def _no_fragments(kernel, target: str) -> None:
@@ -193,7 +196,8 @@ def _hsaco(a, o):
 def _report(a, o):
     """The code object checked against the kernel (metadata, ABI, registers, LDS)."""
     lowered = a["lowered"]
-    return validate_code_object(a["hsaco"], lowered, kernel_abi(lowered), o.target, o.warp_size)
+    return validate_code_object(a["hsaco"], lowered, kernel_abi(lowered), o.target, o.warp_size,
+                                o.code_object_version)
 
 
 _LOWERED = Stage("lowered", ("ir",), _lowered, doc="IR after the target pipeline")

@@ -8,6 +8,8 @@ environment afterwards calls :func:`reload`.
 =========================  ====================================================================
 variable                   meaning
 =========================  ====================================================================
+KAIO_AMD_CODE_OBJECT       AMD code object version kaio emits: 5 (default; every ROCm 6 release
+                           loads it) | 6 (LLVM 22's own default; loaders of ROCm 6.3 and later)
 KAIO_BACKEND               backend launches use: reference | cuda | hip (default: best available)
 KAIO_CACHE_DIR             compile cache folder (default ~/.cache/kaio)
 KAIO_CACHE_DISABLE         1: keep compiled code in memory only
@@ -20,7 +22,12 @@ KAIO_CUDA_SYNC             1: synchronize after every CUDA launch (pins a fault 
 KAIO_CUDA_CODEGEN          ptx (kaio's PTX emitter, default) | llvm (the LLVM nvptx64 path)
 KAIO_HIP_DEVICE            HIP device ordinal (default 0)
 KAIO_HIP_SYNC              1: synchronize after every HIP launch
+KAIO_INTERNAL_FRAMES       1: keep kaio's own frames in a CompileError's traceback (for kaio
+                           developers; by default it starts at the user's call)
 KAIO_LLD                   the ld.lld binary that links AMD code objects
+KAIO_REF_MAX_ITERATIONS    iterations one loop may run in one reference launch before the
+                           watchdog stops it with a KernelRuntimeError naming the loop's line
+                           (default 10**6; 0: no limit)
 KAIO_REF_WARP_SIZE         lanes per warp of the reference interpreter (default 32)
 KAIO_SANITIZE              1: run the reference backend's race sanitizer
 KAIO_SANITIZE_OWNERSHIP    1: the sanitizer also checks Region ownership of every access
@@ -34,12 +41,16 @@ from dataclasses import dataclass
 
 _TRUE = ("1", "true", "yes", "on")
 BACKENDS = ("reference", "cuda", "hip")
+#: AMD code object versions kaio can emit (both carry the hidden kernel arguments of v5 that
+#: kaio reads block and grid sizes from; v4 does not)
+AMD_CODE_OBJECTS = (5, 6)
 
 
 @dataclass(frozen=True)
 class Settings:
     """The process's environment switches (see the module docstring for each)."""
 
+    amd_code_object: int = 5
     backend: str | None = None
     cache_dir: str | None = None
     cache_disable: bool = False
@@ -50,7 +61,9 @@ class Settings:
     cuda_codegen: str = "ptx"
     hip_device: int = 0
     hip_sync: bool = False
+    internal_frames: bool = False
     lld: str | None = None
+    ref_max_iterations: int = 10**6
     ref_warp_size: int = 32
     sanitize: bool = False
     sanitize_ownership: bool = False
@@ -83,6 +96,7 @@ def read(env=None) -> Settings:
     """Settings from ``env`` (default ``os.environ``); ValueError naming a malformed variable."""
     env = os.environ if env is None else env
     return Settings(
+        amd_code_object=int(_choice(env, "KAIO_AMD_CODE_OBJECT", tuple(map(str, AMD_CODE_OBJECTS)), "5")),
         backend=_choice(env, "KAIO_BACKEND", BACKENDS, None),
         cache_dir=env.get("KAIO_CACHE_DIR") or None,
         cache_disable=_flag(env, "KAIO_CACHE_DISABLE"),
@@ -93,7 +107,9 @@ def read(env=None) -> Settings:
         cuda_codegen=_choice(env, "KAIO_CUDA_CODEGEN", ("ptx", "llvm"), "ptx"),
         hip_device=_int(env, "KAIO_HIP_DEVICE", 0),
         hip_sync=_flag(env, "KAIO_HIP_SYNC"),
+        internal_frames=_flag(env, "KAIO_INTERNAL_FRAMES"),
         lld=env.get("KAIO_LLD") or None,
+        ref_max_iterations=_int(env, "KAIO_REF_MAX_ITERATIONS", 10**6),
         ref_warp_size=_int(env, "KAIO_REF_WARP_SIZE", 32),
         sanitize=_flag(env, "KAIO_SANITIZE"),
         sanitize_ownership=_flag(env, "KAIO_SANITIZE_OWNERSHIP"),

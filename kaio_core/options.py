@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .config import settings
+from .config import AMD_CODE_OBJECTS, settings
 
 #: passes that can be switched off per kernel (name -> what it does); all on by default
 SWITCHABLE_PASSES = {
@@ -103,10 +103,14 @@ class CompileOptions:
     ptx_version: str | None = None
     opt_level: int = 2
     checked: bool = False
+    code_object_version: int = field(default_factory=lambda: settings().amd_code_object)
 
     def __post_init__(self):
         if self.codegen not in CODEGENS:
             raise ValueError(f"codegen must be one of {', '.join(CODEGENS)}, got {self.codegen!r}")
+        if self.code_object_version not in AMD_CODE_OBJECTS:
+            raise ValueError(f"code_object_version must be one of "
+                             f"{', '.join(map(str, AMD_CODE_OBJECTS))}, got {self.code_object_version!r}")
         object.__setattr__(self, "disabled_passes", _check_passes(self.disabled_passes))
 
     def with_kernel(self, kopts: KernelOptions | None) -> "CompileOptions":
@@ -126,4 +130,5 @@ class CompileOptions:
         return {"target": self.target, "warp_size": self.warp_size, "codegen": self.codegen,
                 "fast_math": self.fast_math, "max_registers": self.max_registers,
                 "disabled_passes": sorted(self.disabled_passes), "ptx_version": self.ptx_version,
-                "opt_level": self.opt_level, "checked": self.checked}
+                "opt_level": self.opt_level, "checked": self.checked,
+                "code_object_version": self.code_object_version}
