@@ -16,7 +16,7 @@ from kaio import f64, i32, regions
 from .._bench import empty, launcher, up
 from .._launch import BLOCK, reduction_grid
 from ..registry import Tolerance
-from ._case import REDUCTION, raja_case
+from ._case import REDUCTION, add_up, feed, raja_case
 from ._tiled import matmul_tiled, tiled_launcher
 from .checksum import DataInit
 
@@ -174,6 +174,7 @@ def _run_daxpy(i):
 raja_case(name="DAXPY", group="basic", make=_daxpy_in, reps=500, default_size=N, small_size=SMALL,
           run=_run_daxpy, reference=lambda i: {"y": i["y"] + i["a"] * i["x"]},
           flops=lambda n: 2.0 * n, bytes=lambda n: 24.0 * n, description="y += a * x",
+          carry=feed("y"),  # y accumulates over the reps of a pass
           bench=lambda i: launcher(daxpy, *up(i, "x", "y"), i["a"]))
 
 
@@ -198,7 +199,8 @@ def _ifquad_ref(i):
 
 raja_case(name="IF_QUAD", group="basic", make=_ifquad_in, reps=180, default_size=N, small_size=SMALL,
           run=_run_ifquad, reference=_ifquad_ref, flops=lambda n: 11.0 * n,
-          bytes=lambda n: 40.0 * n, description="roots of a x^2 + b x + c where real")
+          bytes=lambda n: 40.0 * n, description="roots of a x^2 + b x + c where real",
+          checksum_scale=1e-4, problem=lambda n: n)  # src/basic/IF_QUAD.cpp
 
 
 def _two_in(n):
@@ -260,7 +262,7 @@ raja_case(name="REDUCE3_INT", group="basic", make=_reduce3_in, reps=50, default_
                                "vmin": np.array(int(i["vec"].min())),
                                "vmax": np.array(int(i["vec"].max()))},
           tolerance=Tolerance(exact=True, why="integer sum/min/max: exact in any order"),
-          checksum_rtol=0.0, bytes=lambda n: 4.0 * n, flops=lambda n: 1.0 * n,
+          checksum_rtol=0.0, bytes=lambda n: 4.0 * n, flops=lambda n: 1.0 * n, fold=add_up("vsum"),
           description="integer sum, min, max")
 
 
@@ -279,7 +281,7 @@ def _trap_ref(i):
 
 raja_case(name="TRAP_INT", group="basic", make=_trap_in, reps=50, default_size=N, small_size=SMALL,
           run=lambda i: {"sumx": np.array(trap_int(i["x0"], i["xp"], i["y"], i["yp"], i["h"], i["n"]))},
-          reference=_trap_ref, tolerance=REDUCTION, flops=lambda n: 10.0 * n,
+          reference=_trap_ref, tolerance=REDUCTION, flops=lambda n: 10.0 * n, fold=add_up("sumx"),
           description="trapezoid-rule sum of 1/sqrt(dx^2 + dy^2)")
 raja_case(name="PI_REDUCE", group="basic", make=lambda n: {"n": n}, reps=50, default_size=N,
           small_size=SMALL, run=lambda i: {"pi": np.array(pi_reduce(i["n"]))},

@@ -19,7 +19,7 @@ from kaio import f64, regions
 
 from .._bench import empty, launcher, up
 from .._launch import exact_threads_block
-from ._case import TRANSCENDENTAL, copy, raja_case
+from ._case import TRANSCENDENTAL, copy, feed, raja_case
 from .checksum import DataInit
 
 N = 1_000_000
@@ -171,12 +171,15 @@ def _hydro_in(n):
 
 def _int_in(n):
     d = DataInit()
-    out = {"px": d.const(13 * n, 1.0), "n": n}
+    out = {"px": d.const(13 * n, PX_INIT), "n": n}
     for name in ("dm22", "dm23", "dm24", "dm25", "dm26", "dm27", "dm28", "c0"):
         out[name] = d.scalar()
     return out
 
 
+#: INT_PREDICT's initial px; the suite subtracts it from row 0 before its checksum
+#: (src/lcals/INT_PREDICT.cpp, updateChecksum).
+PX_INIT = 1.0
 _DM = ("dm22", "dm23", "dm24", "dm25", "dm26", "dm27", "dm28", "c0")
 
 
@@ -251,7 +254,7 @@ def _glr_ref(i):
 
 raja_case(name="DIFF_PREDICT", group="lcals", make=_diff_in, reps=200, default_size=N,
           small_size=SMALL, run=_run_diff, reference=_diff_ref, flops=lambda n: 9.0 * n,
-          bytes=lambda n: 8.0 * 20 * n, checksum_keys=("px",),
+          bytes=lambda n: 8.0 * 20 * n, checksum_keys=("px",), carry=feed("px"),
           description="difference predictor (column chain, grid-stride ownership)")
 raja_case(name="EOS", group="lcals", make=_with_n(_eos_in), reps=500, default_size=N, small_size=SMALL,
           run=_run_out(eos, ("y", "z", "u"), ("q", "r", "t")), reference=_eos_ref,
@@ -267,11 +270,12 @@ raja_case(name="HYDRO_1D", group="lcals", make=_with_n(_hydro_in), reps=1000, de
           reference=lambda i: {"x": i["q"] + i["y"] * (i["r"] * i["z"][10:10 + i["n_out"]]
                                                        + i["t"] * i["z"][11:11 + i["n_out"]])},
           flops=lambda n: 5.0 * n, bytes=lambda n: 24.0 * n, description="hydro fragment",
+          checksum_scale=1e-3, problem=lambda n: n,  # src/lcals/HYDRO_1D.cpp
           bench=lambda i: launcher(hydro_1d, *up(i, "y", "z"), empty(i["n_out"], np.float64),
                                    i["q"], i["r"], i["t"]))
 raja_case(name="INT_PREDICT", group="lcals", make=_int_in, reps=400, default_size=N, small_size=SMALL,
           run=_run_int, reference=_int_ref, flops=lambda n: 17.0 * n, bytes=lambda n: 8.0 * 11 * n,
-          checksum_select=lambda out: [out["px"][:out["px"].shape[0] // 13]],
+          checksum_select=lambda out: [out["px"][:out["px"].shape[0] // 13] - PX_INIT],
           description="integrate predictors (row 0 from rows 2..12)")
 raja_case(name="PLANCKIAN", group="lcals", make=_planck_in, reps=50, default_size=N, small_size=SMALL,
           run=_run_planck, reference=_planck_ref, tolerance=TRANSCENDENTAL,
@@ -284,7 +288,8 @@ raja_case(name="TRIDIAG_ELIM", group="lcals", make=_tridiag_in, reps=1000, defau
           bytes=lambda n: 32.0 * n, description="xout[i] = z[i] (y[i] - xin[i-1])")
 raja_case(name="GEN_LIN_RECUR", group="lcals", make=_glr_in, reps=500, default_size=N,
           small_size=SMALL, run=_run_glr, reference=_glr_ref, flops=lambda n: 6.0 * n,
-          bytes=lambda n: 8.0 * 10 * n, checksum_keys=("b5",),
+          bytes=lambda n: 8.0 * 10 * n, checksum_keys=("b5",), carry=feed("b5", "stb5"),
+          checksum_scale=1e-2, problem=lambda n: n,  # src/lcals/GEN_LIN_RECUR.cpp
           description="general linear recurrence (forward and backward sweeps)")
 
 

@@ -14,7 +14,7 @@ from kaio import f64, regions
 
 from .._bench import empty, launcher, up
 from .._launch import BLOCK, reduction_grid
-from ._case import REDUCTION, raja_case
+from ._case import REDUCTION, add_up, raja_case
 from .checksum import DataInit
 
 N = 1_000_000
@@ -108,13 +108,14 @@ raja_case(name="TRIAD", group="stream",
           run=lambda i: {"a": _run(stream_triad, i["b"], i["c"], out=i["b"], scalars=(i["alpha"],))},
           reference=lambda i: {"a": i["b"] + i["alpha"] * i["c"]},
           flops=lambda n: 2.0 * n, bytes=_bw(3), description="a = b + alpha * c",
+          checksum_scale=1e-3, problem=lambda n: n,  # src/stream/TRIAD.cpp
           bench=lambda i: launcher(stream_triad, *up(i, "b", "c"), empty(i["b"].shape, np.float64),
                                    i["alpha"]))
 raja_case(name="DOT", group="stream", make=_setup(("a", "real"), ("b", "real")),
           reps=2000, default_size=N, small_size=SMALL,
           run=lambda i: {"dot": np.array(dot(i["a"], i["b"]))},
           reference=lambda i: {"dot": np.array(math.fsum(i["a"] * i["b"]))},
-          tolerance=REDUCTION, flops=lambda n: 2.0 * n, bytes=_bw(2),
+          tolerance=REDUCTION, flops=lambda n: 2.0 * n, bytes=_bw(2), fold=add_up("dot"),
           description="dot += a[i] * b[i] (block partials + host sum)", bench=lambda i: _dot_bench(i))
 
 
