@@ -29,7 +29,7 @@ import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
 from .. import dtypes as dt
-from ..errors import LaunchError
+from ..errors import ArgumentTypeError, ArgumentValueError, LaunchError
 from ..ir.types import BufType
 from ..regions import bounds, check_launch_attrs
 from ..regions.affine import GRID_YZ_MAX, I32_MAX, MAX_BLOCK_THREADS
@@ -101,14 +101,16 @@ def _normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
 
 # --- arguments -------------------------------------------------------------------------------
 def check_scalar(kernel: str, name: str, t: dt.DType, value):
-    """The Python value for scalar parameter ``name`` of type ``t``, or TypeError/ValueError."""
+    """The Python value for scalar parameter ``name`` of type ``t``, or ArgumentTypeError /
+    ArgumentValueError (also a TypeError / ValueError). ``True`` and ``False`` are only taken
+    for bool parameters."""
     if type(value) is float and t.is_float:  # the common case, one range test
         if abs(value) <= _float_max(t) or value != value or abs(value) == float("inf"):
             return value
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bool):
-        ok = True
+        ok = t.is_bool  # True is no number: `k(x, True)` for an i32 or f32 is a mistake
     elif isinstance(value, int):
         ok = not t.is_bool
     elif isinstance(value, float):
@@ -116,14 +118,14 @@ def check_scalar(kernel: str, name: str, t: dt.DType, value):
     else:
         ok = False
     if not ok:
-        raise TypeError(f"kernel '{kernel}': parameter '{name}' expects a {t.name} scalar, "
-                        f"got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(f"kernel '{kernel}': parameter '{name}' expects a {t.name} scalar, "
+                                f"got {type(value).__name__} {value!r}")
     if t.is_int and not (t.min_value() <= int(value) <= t.max_value()):
-        raise ValueError(f"kernel '{kernel}': parameter '{name}' is {t.name} "
-                         f"(range {t.min_value()}..{t.max_value()}) but got {value}")
+        raise ArgumentValueError(f"kernel '{kernel}': parameter '{name}' is {t.name} "
+                                 f"(range {t.min_value()}..{t.max_value()}) but got {value}")
     if t.is_float and np.isfinite(value) and abs(value) > t.max_value():
-        raise ValueError(f"kernel '{kernel}': parameter '{name}' is {t.name} but {value!r} "
-                         f"overflows it (max {t.max_value()})")
+        raise ArgumentValueError(f"kernel '{kernel}': parameter '{name}' is {t.name} but {value!r} "
+                                 f"overflows it (max {t.max_value()})")
     return value
 
 
@@ -147,11 +149,11 @@ def check_cuda_array_interface(cai: dict, what: str = "argument") -> tuple[np.dt
         acc = dtype.itemsize
         for st, sh in zip(reversed(tuple(strides)), reversed(shape)):
             if sh > 1 and st != acc:  # extents of 1 may carry any stride
-                raise ValueError(f"{what} is not C-contiguous (strides {tuple(strides)} for shape "
-                                 f"{shape}); make it contiguous first (e.g. tensor.contiguous())")
+                raise ArgumentValueError(f"{what} is not C-contiguous (strides {tuple(strides)} for shape "
+                                         f"{shape}); make it contiguous first (e.g. tensor.contiguous())")
             acc *= sh
     if cai.get("mask") is not None:
-        raise ValueError(f"{what}: masked arrays are not supported")
+        raise ArgumentValueError(f"{what}: masked arrays are not supported")
     return dtype, shape
 
 
@@ -190,23 +192,23 @@ def check_buffer(kernel: str, name: str, t: BufType, arr) -> tuple:
         try:
             adt, shape = check_cuda_array_interface(arr.__cuda_array_interface__, what)
         except (KeyError, TypeError, IndexError) as e:
-            raise TypeError(f"{what}: the {type(arr).__name__}'s __cuda_array_interface__ is "
-                            f"malformed ({type(e).__name__}: {e})") from e
+            raise ArgumentTypeError(f"{what}: the {type(arr).__name__}'s __cuda_array_interface__ is "
+                                    f"malformed ({type(e).__name__}: {e})") from e
     else:
-        raise TypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
+        raise ArgumentTypeError(f"{what} expects a numpy array or a device array, got {type(arr).__name__}")
     if np.dtype(adt) != t.dtype.storage_np:
-        raise TypeError(f"{what} expects dtype {t.dtype.name} ({t.dtype.storage_np}), got {adt}; "
-                        "kaio never casts arrays silently: convert with .astype()")
+        raise ArgumentTypeError(f"{what} expects dtype {t.dtype.name} ({t.dtype.storage_np}), got {adt}; "
+                                "kaio never casts arrays silently: convert with .astype()")
     if len(shape) != t.ndim:
-        raise ValueError(f"{what} expects a {t.ndim}-d array, got shape {shape}")
+        raise ArgumentValueError(f"{what} expects a {t.ndim}-d array, got shape {shape}")
     if any(s > INDEX_LIMIT for s in shape):
-        raise ValueError(f"{what}: extent {max(shape)} exceeds the i32 index range of kernels")
+        raise ArgumentValueError(f"{what}: extent {max(shape)} exceeds the i32 index range of kernels")
     if isinstance(arr, np.ndarray):
         if not arr.flags.c_contiguous:
-            raise ValueError(f"{what} expects a C-contiguous array, got strides {arr.strides}; "
-                             "pass np.ascontiguousarray(x)")
+            raise ArgumentValueError(f"{what} expects a C-contiguous array, got strides {arr.strides}; "
+                                     f"pass np.ascontiguousarray({name})")
         if t.intent != "in" and not arr.flags.writeable:
-            raise ValueError(f"{what} is written by the kernel but the array is read-only")
+            raise ArgumentValueError(f"{what} is written by the kernel but the array is read-only")
     return shape
 
 

@@ -42,6 +42,8 @@ from .dtypes import (
     u64,
 )
 from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
     BackendUnavailable,
     CompileError,
     CudaError,

@@ -1,6 +1,7 @@
 """Exception classes. Each carries structured fields besides its message."""
 from __future__ import annotations
 
+import functools
 import linecache
 
 
@@ -50,6 +51,25 @@ class CompileError(KaioError):
         return "\n".join(parts)
 
 
+def public_entry(method):
+    """Decorator for the user-facing entry points (``kernel(...)``, ``compile``, ``ir_for``,
+    ``emit``): a CompileError leaves them with its traceback starting at the user's call, not
+    the dozen frames of frontend and passes beneath it (the message already points at the
+    kernel's line). ``KAIO_INTERNAL_FRAMES=1`` keeps the whole traceback."""
+
+    @functools.wraps(method)
+    def entry(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except CompileError as e:
+            from .config import settings  # lazy: config is imported by errors' users anyway
+            if settings().internal_frames:
+                raise
+            raise e.with_traceback(None) from None
+
+    return entry
+
+
 class KaioWarning(UserWarning):
     """Base class of kaio's warnings (filter them with ``warnings.filterwarnings``)."""
 
@@ -72,6 +92,18 @@ class RaceError(KaioError):
 
 class LaunchError(KaioError, ValueError):
     """A launch configuration or argument is invalid (raised before anything runs)."""
+
+
+class ArgumentTypeError(KaioError, TypeError):
+    """A kernel argument has the wrong kind or type (a list for a buffer, ``True`` for an i32
+    parameter, an f64 array for an f32 buffer), or arguments are missing or extra. The message
+    names the kernel, the parameter, what it expects and what it got. Also a ``TypeError``."""
+
+
+class ArgumentValueError(KaioError, ValueError):
+    """A kernel argument has the right type but a value kaio cannot take (out of the
+    parameter's range, a non-contiguous or read-only array, the wrong rank). Also a
+    ``ValueError``."""
 
 
 class BackendUnavailable(KaioError):

@@ -20,7 +20,7 @@ from .backends.runtime import DeviceArray
 from .checked import fault_record, raise_fault
 from .config import settings
 from .dlpack import from_dlpack
-from .errors import LaunchError
+from .errors import ArgumentTypeError, LaunchError, public_entry
 from .ir import print_kernel
 from .lang import KaioFunction
 from .options import KernelOptions
@@ -36,8 +36,8 @@ def dlpack_view(kernel: str, name: str, arr):
     try:
         return from_dlpack(arr)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"kernel '{kernel}': parameter '{name}': cannot use the "
-                        f"{type(arr).__name__} through DLPack: {e}") from e
+        raise ArgumentTypeError(f"kernel '{kernel}': parameter '{name}': cannot use the "
+                                f"{type(arr).__name__} through DLPack: {e}") from e
 
 
 class KernelFunction(KaioFunction):
@@ -45,6 +45,7 @@ class KernelFunction(KaioFunction):
     ``k(args...)``, ``k[grid, block](args...)``, ``k[grid, block, shared_bytes](...)``,
     ``k[grid, block, shared_bytes, stream](...)``."""
 
+    @public_entry
     def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None,
                  disabled_passes=(), checked: bool | None = None, block=None):
         try:
@@ -72,8 +73,8 @@ class KernelFunction(KaioFunction):
                   isinstance(v, int) and not isinstance(v, bool) if ty is int else
                   isinstance(v, (int, float)) and not isinstance(v, bool))
             if not ok:
-                raise TypeError(f"kernel '{self.name}': constant parameter '{p.name}' expects "
-                                f"{ty.__name__}, got {type(v).__name__} {v!r}")
+                raise ArgumentTypeError(f"kernel '{self.name}': constant parameter '{p.name}' expects "
+                                        f"{ty.__name__}, got {type(v).__name__} {v!r}")
             consts[p.name] = ty(v)
         return consts
 
@@ -94,7 +95,7 @@ class KernelFunction(KaioFunction):
         consts = dict(consts or {})
         missing = [p.name for p in self.params if p.kind == "const" and p.name not in consts]
         if missing:
-            raise TypeError(f"kernel '{self.name}': give values for constant parameters {missing}")
+            raise ArgumentTypeError(f"kernel '{self.name}': give values for constant parameters {missing}")
         elems = self.coarsening() if coarsen else None
         key = (tuple(sorted(consts.items())), elems)
         with self._lock:
@@ -112,9 +113,11 @@ class KernelFunction(KaioFunction):
         """The kernel's IR as text (kernels with Const parameters: use ``ir_for(**consts)``)."""
         return self.ir_for()
 
+    @public_entry
     def ir_for(self, **consts) -> str:
         return print_kernel(self.specialize_ir(consts))
 
+    @public_entry
     def compile(self, backend=None, **consts):
         """Compile for a backend (default: the current one); returns ``Compiled``."""
         return self._compile(backend, consts, False)
@@ -142,6 +145,7 @@ class KernelFunction(KaioFunction):
     def max_registers(self) -> int | None:
         return self.options.max_registers
 
+    @public_entry
     def emit(self, stage: str, target: str | None = None, **consts):
         """One compilation stage's artifact ('ir', 'lowered', 'ptx', 'llvm', 'asm', 'hsaco', ...)
         for a target, with no GPU needed (see ``kaio compile``): text, or bytes for binary
@@ -161,6 +165,7 @@ class KernelFunction(KaioFunction):
         stream = config[3] if len(config) > 3 else None
         return _BoundLaunch(self, grid, block, shared, stream)
 
+    @public_entry
     def __call__(self, *args, **kwargs):
         return self._launch(None, None, 0, None, args, kwargs)
 
@@ -192,6 +197,7 @@ class _BoundLaunch:
     def __init__(self, kernel, grid, block, shared, stream):
         self.kernel, self.grid, self.block, self.shared, self.stream = kernel, grid, block, shared, stream
 
+    @public_entry
     def __call__(self, *args, **kwargs):
         return self.kernel._launch(self.grid, self.block, self.shared, self.stream, args, kwargs)
 

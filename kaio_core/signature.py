@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass
 
 from . import dtypes as dt
-from .errors import CompileError
+from .errors import ArgumentTypeError, CompileError
 from .lang import BufferSpec, ConstSpec
 
 
@@ -58,25 +58,26 @@ def parse_signature(fn) -> list[ParamInfo]:
 
 
 def bind(kernel_name: str, params: list[ParamInfo], args: tuple, kwargs: dict) -> list:
-    """Match arguments to parameters in order; TypeError on missing or extra arguments."""
+    """Match arguments to parameters in order; ArgumentTypeError (a TypeError) on missing or
+    extra arguments."""
     if len(args) > len(params):
-        raise TypeError(f"kernel '{kernel_name}' takes {len(params)} arguments "
-                        f"({', '.join(p.name for p in params)}) but {len(args)} were given")
+        raise ArgumentTypeError(f"kernel '{kernel_name}' takes {len(params)} arguments "
+                                f"({', '.join(p.name for p in params)}) but {len(args)} were given")
     values = list(args) + [inspect.Parameter.empty] * (len(params) - len(args))
     names = [p.name for p in params]
     for k, v in kwargs.items():
         if k not in names:
-            raise TypeError(f"kernel '{kernel_name}' has no parameter '{k}' "
-                            f"(parameters: {', '.join(names)})")
+            raise ArgumentTypeError(f"kernel '{kernel_name}' has no parameter '{k}' "
+                                    f"(parameters: {', '.join(names)})")
         i = names.index(k)
         if i < len(args):
-            raise TypeError(f"kernel '{kernel_name}': parameter '{k}' given twice")
+            raise ArgumentTypeError(f"kernel '{kernel_name}': parameter '{k}' given twice")
         values[i] = v
     for i, p in enumerate(params):
         if values[i] is inspect.Parameter.empty:
             if p.default is inspect.Parameter.empty:
-                raise TypeError(f"kernel '{kernel_name}': missing argument for parameter "
-                                f"'{p.name}' ({_describe(p)})")
+                raise ArgumentTypeError(f"kernel '{kernel_name}': missing argument for parameter "
+                                        f"'{p.name}' ({_describe(p)})")
             values[i] = p.default
     return values
 
