@@ -145,3 +145,10 @@ def test_reductions_accumulate_over_reps(name, key, reference):
 def test_checksum_is_summed_over_passes():
     one = _case.suite_checksum("DAXPY", size=1000, reps=5)
     assert _case.suite_checksum("DAXPY", size=1000, reps=5, npasses=3) == pytest.approx(3 * one)
+
+
+@pytest.mark.parametrize("name", ["PRESSURE", "PRESSURE_FUSED", "ENERGY", "ENERGY_FUSED", "VOL3D",
+                                  "DEL_DOT_VEC_2D", "FIR"])
+def test_bench_closures_launch(name, reference):
+    case = K.get(f"rajaperf/{name}")
+    case.bench(case.make_inputs(case.small_size, 0))()
