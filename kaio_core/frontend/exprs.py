@@ -224,6 +224,10 @@ class ExprMixin:
                            hint="use // for integer division, or write a float literal (1.0)")
         if op in ("and", "or", "xor", "shl", "shr") and (isinstance(x, float) or isinstance(y, float)):
             raise self.err(node, f"bitwise {_SYMBOL[op]} on float literals")
+        if op not in ("and", "or", "xor") and (isinstance(x, bool) or isinstance(y, bool)):
+            # as for typed bools (binop): Python's True + True == 2 is not kaio's
+            raise self.err(node, f"arithmetic ({_SYMBOL[op]}) on bool values",
+                           hint="cast first, e.g. kaio.i32(flag)")
         if op in ("shl", "shr") and y < 0:
             raise self.err(node, "negative shift amount")
         try:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 
 from .. import dtypes as dt
 from ..ir.core import Value
 from ..ir.indexmath import IndexMath
 from ..ir.ops import MATH_FNS
 from ..lang import DeviceFunction, Intrinsic, KaioFunction
+from .typing import shown_number
 from .values import Lit, OwnedMethod, PyObj, TupleV, describe, is_buffer
 
 _ATOMICS = {"atomic_add": "add", "atomic_sub": "sub", "atomic_min": "min", "atomic_max": "max",
@@ -22,6 +24,18 @@ _REDUCE = {"warp_sum": ("warp_reduce", "sum"), "warp_max": ("warp_reduce", "max"
            "warp_min": ("warp_reduce", "min"), "block_sum": ("block_reduce", "sum"),
            "block_max": ("block_reduce", "max"), "block_min": ("block_reduce", "min")}
 _MAX_LOCAL = 1 << 16
+
+
+
+def saturate(x: float, to: dt.DType) -> int:
+    """A float constant cast to the integer dtype ``to`` as the cast does at run time (docs:
+    language.md): truncated toward zero, saturated at the type's range, NaN -> 0."""
+    if x != x:
+        return 0
+    if math.isinf(x):
+        return to.max_value() if x > 0 else to.min_value()
+    return max(to.min_value(), min(to.max_value(), int(x)))
+
 
 
 class IntrinsicsMixin:
@@ -125,11 +139,17 @@ class IntrinsicsMixin:
         v = self.scalar(args[0], node.args[0], "cast operand")
         if isinstance(v, Lit):
             x = v.value
+            if x is None:
+                raise self.err(node.args[0], f"None is not a value (kaio.{to.name} operand)",
+                               hint="kernels and device functions work on numbers")
             if to.is_float:
+                if isinstance(x, int) and abs(x) > dt.f64.max_value():
+                    raise self.err(node, f"literal {shown_number(x)} does not fit in {to.name}",
+                                   hint=f"the largest {to.name} is {to.max_value()}")
                 return self.b.const(float(x), to)
             if to.is_bool:
                 return self.b.const(bool(x), to)
-            x = int(x)
+            x = saturate(x, to) if isinstance(x, float) else x
             if not dt.literal_fits(x, to):
                 raise self.err(node, f"literal {v.value!r} does not fit in {to.name}",
                                hint=f"range of {to.name}: {to.min_value()}..{to.max_value()}")
@@ -139,6 +159,14 @@ class IntrinsicsMixin:
     # --- math ---------------------------------------------------------------------------
     def math_call(self, fn, args, kwargs, node):
         label = f"kaio.math.{fn}"
+        fast = self.fast_math
+        if "fast" in kwargs and fn in MATH_FNS:   # per call: the target's approximation
+            kwargs = dict(kwargs)
+            v, knode = kwargs.pop("fast")
+            if not (isinstance(v, Lit) and isinstance(v.value, bool)):
+                raise self.err(knode, f"{label}(fast=...) must be a compile-time True or False, "
+                                      f"got {describe(v)}", hint=f"{label}(x, fast=True)")
+            fast = fast or v.value
         if fn in ("min", "max") and len(args) > 2 and not kwargs:
             out = self.math_call(fn, args[:2], {}, node)
             for a in args[2:]:
@@ -169,7 +197,7 @@ class IntrinsicsMixin:
             return self.b.binary(fn, vals[0], vals[1])
         if fn == "fma":
             return self.b.fma(*vals)
-        return self.b.math(fn, *vals, fast=self.fast_math)
+        return self.b.math(fn, *vals, fast=fast)
 
     # --- thread geometry ----------------------------------------------------------------
     def intr_global_id(self, name, args, kwargs, node):

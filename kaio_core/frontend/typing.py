@@ -38,9 +38,10 @@ class TypingMixin:
             raise self.err(node, f"literal {v}{where} does not fit in {dtype.name} "
                                  f"(range {dtype.min_value()}..{dtype.max_value()})",
                            hint="use a wider type, or write the wrapped value explicitly")
-        if isinstance(v, float) and math.isfinite(v) and abs(v) > dtype.max_value():
-            raise self.err(node, f"literal {v!r}{where} overflows {dtype.name} (max {dtype.max_value()})",
-                           hint="use a wider float type")
+        if (isinstance(v, float) and math.isfinite(v) or isinstance(v, int) and dtype.is_float) \
+                and abs(v) > dtype.max_value():
+            raise self.err(node, f"literal {shown_number(v)}{where} overflows {dtype.name} "
+                                 f"(max {dtype.max_value()})", hint="use a wider float type")
         return self.b.const(v, dtype)
 
     def default_value(self, v, node) -> Value:
@@ -111,6 +112,14 @@ class TypingMixin:
         return self.b.cast(v, dt.INDEX)
 
 
+def shown_number(v) -> str:
+    """A literal for a message; an integer of more than 40 digits by its size (str() of a
+    5,000-digit int raises in Python 3.11)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v.bit_length() < 133:
+        return repr(v)
+    return f"{'-' if v < 0 else ''}(an integer of about {int(v.bit_length() * 0.30103) + 1} digits)"
+
+
 # --- compile-time folding of literal operations (IR semantics: C division) -------------------
 def c_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
@@ -121,8 +130,32 @@ def c_rem(a: int, b: int) -> int:
     return a - b * c_div(a, b)
 
 
+#: folded integers stop here (far beyond any dtype; what does not fit is an error anyway)
+_MAX_BITS = 4096
+
+
+def ieee_div(a: float, b: float) -> float:
+    """``a / b`` as IEEE float division: division by zero gives +-inf, or NaN for 0/0 and NaN/0
+    (Python raises instead)."""
+    if b != 0:
+        return a / b
+    if a != a or a == 0:
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def ieee_fmod(a: float, b: float) -> float:
+    """C's ``fmod``: NaN where Python's math.fmod raises (``x % 0.0``, ``inf % y``)."""
+    try:
+        return math.fmod(a, b)
+    except ValueError:
+        return math.nan
+
+
 def fold_binary(op: str, a, b):
-    """Fold two Python numbers; returns the result or raises ZeroDivisionError/TypeError."""
+    """Fold two Python numbers; returns the result or raises ZeroDivisionError (integer
+    division by zero), OverflowError or TypeError. Float operations follow IEEE, as the IR
+    does at run time: ``1.0 / 0.0`` is inf, ``1.0 % 0.0`` NaN."""
     both_int = isinstance(a, int) and isinstance(b, int)
     if op == "add":
         return a + b
@@ -131,12 +164,17 @@ def fold_binary(op: str, a, b):
     if op == "mul":
         return a * b
     if op == "truediv":
-        return a / b
+        return ieee_div(a, b)
     if op == "floordiv":
-        return c_div(a, b) if both_int else math.floor(a / b)
+        if both_int:
+            return c_div(a, b)
+        q = ieee_div(a, b)
+        return float(math.floor(q)) if math.isfinite(q) else q
     if op == "mod":
-        return c_rem(a, b) if both_int else math.fmod(a, b)
+        return c_rem(a, b) if both_int else ieee_fmod(a, b)
     if op == "pow":
+        if both_int and b > 0 and abs(a) > 1 and b * math.log2(abs(a)) > _MAX_BITS:
+            raise OverflowError  # it would not fit any dtype, and computing it may take minutes
         return a ** b
     if op == "and":
         return a & b
@@ -145,6 +183,8 @@ def fold_binary(op: str, a, b):
     if op == "xor":
         return a ^ b
     if op == "shl":
+        if a and b > _MAX_BITS:
+            raise OverflowError
         return a << b
     if op == "shr":
         return a >> b
