@@ -122,3 +122,25 @@ def test_16_bit_float_remainder_of_two_scalar_parameters(dtype):
     want = np.where(np.arange(64) < 50, np.fmod(np.float32(7.5), np.float32(-2.0)), 0).astype(st)
     np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
     assert dtype != "bf16" or y.dtype == ml_dtypes.bfloat16
+
+
+# --- resource limits -------------------------------------------------------------------------
+def test_huge_shared_array_is_a_compile_error_at_its_line():
+    # was accepted: ptxas failed later, and the reference backend died allocating it
+    e = compile_error("s = kaio.shared_array(kaio.f32, 10**12)\ns[0] = 1.0\ny[0] = s[0]")
+    assert "4,000,000,000,000 bytes" in e.bare_message and "49,152" in e.bare_message
+    assert "dynamic_shared" in e.hint
+
+
+def test_shared_arrays_are_counted_together():
+    e = compile_error("a = kaio.shared_array(kaio.f32, (64, 64))\n"
+                      "b = kaio.shared_array(kaio.f64, 4097)\nb[0] = 1.0\ny[0] = kaio.f32(b[0])",
+                      line=4)
+    assert "on top of 16,384" in e.bare_message
+
+
+def test_shared_arrays_up_to_48_kib_compile_and_run():
+    y = run1("t = kaio.global_id()\na = kaio.shared_array(kaio.f32, (64, 64))\n"
+             "b = kaio.shared_array(kaio.f64, 4096)\nb[4095 - t] = 2.5\na[63 - t, 63] = 1.0\n"
+             "y[t] = a[63 - t, 63] + kaio.f32(b[4095 - t])")
+    assert y[0] == 3.5

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..passes import constfold, cse, dce, verify
 from ..regions.checker import check as check_regions
+from .limits import check_static_shared
 from .lowering import Lowerer
 
 
@@ -21,7 +22,9 @@ def lower_kernel(fn, params, consts: dict, fast_math: bool = False, coarsen: int
     default Regions (from :func:`kaio.frontend.coarsen.coarsening`), None for elementwise.
     Raises :class:`kaio.CompileError` on any error in the source.
     """
-    return Lowerer(fn, params, consts, fast_math, coarsen).lower()
+    kernel = Lowerer(fn, params, consts, fast_math, coarsen).lower()
+    check_static_shared(kernel)
+    return kernel
 
 
 def checked_ir(fn, params, consts: dict, *, fast_math: bool = False, attrs=None,
