@@ -5,8 +5,11 @@
   floats), ``testp`` for isnan/isinf/isfinite;
 - ``fast`` (per call or kernel-wide fast_math): the hardware approximations on f32
   (``ex2.approx``, ``lg2.approx``, ``sin/cos.approx``, ``tanh.approx``, ``rsqrt.approx``,
-  ``sqrt.approx``, with the scaling exp(x) = ex2(x log2 e) and the like; tan and pow as two of
-  them), ``rsqrt.approx.f64``; f16/bf16 compute in f32 (exact widening, one rounding back).
+  ``sqrt.approx``, with scalings such as log(x) = lg2(x) ln 2; tan and pow as two of them),
+  ``rsqrt.approx.f64``; f16/bf16 compute in f32 (exact widening, one rounding back). A fast exp
+  never gets here: ``expand_math`` turns it into exact IR around a fast exp2 of a reduced
+  argument (:mod:`kaio.mathlib.hwexp`), whose ``ex2.approx.f32`` is the entry below (no
+  ``.ftz``: the same instruction as a fast exp2 of the user's).
 
 Everything else -- every portable function, and a ``fast`` one with no entry here -- is
 :mod:`kaio.mathlib`'s IR, expanded before codegen or (fast ones) by the renderer through
@@ -19,7 +22,6 @@ import math
 from .. import dtypes as dt
 from .ptx_emit import Emitter, f32_hex
 
-LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
 #: exact functions on f32/f64: fn -> instruction ({t}: the float type)
@@ -69,7 +71,7 @@ def _rsqrt_f64(em, x):
 
 #: fast approximations: float type -> fn -> emitter(em, *argument registers) -> result register
 FAST = {
-    "f32": {"exp": _approx("ex2.approx.f32", pre=LOG2E), "exp2": _approx("ex2.approx.f32"),
+    "f32": {"exp2": _approx("ex2.approx.f32"),
             "log": _approx("lg2.approx.f32", post=LN2), "log2": _approx("lg2.approx.f32"),
             "log10": _approx("lg2.approx.f32", post=math.log10(2.0)),
             "sin": _approx("sin.approx.f32"), "cos": _approx("cos.approx.f32"),

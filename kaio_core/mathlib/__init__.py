@@ -20,7 +20,7 @@ is representable in the narrow type); ``rsqrt`` is ``1 / sqrt`` refined by one N
 from __future__ import annotations
 
 from .. import dtypes as dt
-from . import explog, fmod, hyper, inverse, trig
+from . import explog, fmod, hwexp, hyper, inverse, trig
 from .ctx import F64
 
 #: fn -> f64 implementation taking (F64, *args)
@@ -62,6 +62,23 @@ def _rsqrt(m, x):
     refined = m.fma(m.mul(y, 0.5), h, y)
     ok = m.and_(m.gt(x, 2.0 ** -1000), m.lt(x, 2.0 ** 1000))
     return m.sel(ok, refined, y)
+
+
+def expands_fast(fn: str, t) -> bool:
+    """Whether a ``fast`` ``math`` op ``fn`` on dtype ``t`` is expanded here too: f32 exp, as the
+    target's fast exp2 on a range-reduced argument (:mod:`.hwexp`); f16/bf16 exp through it."""
+    return hwexp.can_expand(fn, t)
+
+
+def expand_fast(b, fn: str, x):
+    """Emit the ``fast`` form of ``fn`` on ``x`` (where :func:`expands_fast`): exact IR ops
+    around one ``math exp2 fast``."""
+    t = x.type
+    if not expands_fast(fn, t):
+        raise KeyError(f"kaio.mathlib has no fast '{fn}' for {t.name}")
+    if t.bits == 16:
+        return b.cast(hwexp.exp_hw_f32(F64(b, dt.f32), _widen_f32(b, x)), t)
+    return hwexp.exp_hw_f32(F64(b, dt.f32), x)
 
 
 def expand(b, fn: str, *args):

@@ -4,7 +4,8 @@
 
 After this pass a backend sees only exact math ops (sqrt, floor, ceil, trunc, rint, copysign,
 isnan/isinf/isfinite) and ``fast`` ones, so the portable results are bit-identical on every
-target that implements the basic IEEE operations. A ``fast`` op that the target has no
+target that implements the basic IEEE operations. A ``fast`` f32 exp becomes exact IR around a
+``fast`` exp2 of a reduced argument (:mod:`kaio.mathlib.hwexp`). A ``fast`` op that the target has no
 approximation for is emitted by the backend from :func:`library_code`: the same library code.
 """
 from __future__ import annotations
@@ -21,12 +22,25 @@ from ..ir.rewrite import discard, expand_in_place
 def needs_expansion(op) -> bool:
     if op.opcode == "rem":
         return op.results[0].type.is_float
-    return (op.opcode == "math" and op.attrs["fn"] not in MATH_EXACT
-            and not op.attrs.get("fast", False))
+    if op.opcode != "math" or op.attrs["fn"] in MATH_EXACT:
+        return False
+    return not _is_fast(op) or _fast_expands(op)
+
+
+def _is_fast(op) -> bool:
+    return bool(op.attrs.get("fast", False))
+
+
+def _fast_expands(op) -> bool:
+    """A ``fast`` op with a library form around the target's instruction (f32 exp: range
+    reduction + fast exp2); what it leaves is ``fast`` and never expanded again."""
+    return _is_fast(op) and mathlib.expands_fast(op.attrs["fn"], op.operands[0].type)
 
 
 def _expand(b, op):
     fn = "fmod" if op.opcode == "rem" else op.attrs["fn"]
+    if op.opcode == "math" and _fast_expands(op):
+        return mathlib.expand_fast(b, fn, *op.operands)
     return mathlib.expand(b, fn, *op.operands)
 
 
