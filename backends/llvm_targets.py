@@ -159,6 +159,8 @@ TARGETS: dict[str, LlvmTarget] = {
     "gfx942": _amdgcn("gfx942", "gfx942"),
     "gfx1100": _amdgcn("gfx1100", "gfx1100"),
     "nvptx64-sm_80": _nvptx("nvptx64-sm_80", "sm_80"),
+    "nvptx64-sm_86": _nvptx("nvptx64-sm_86", "sm_86"),
+    "nvptx64-sm_89": _nvptx("nvptx64-sm_89", "sm_89"),
     "nvptx64-sm_90": _nvptx("nvptx64-sm_90", "sm_90"),
 }
 # RDNA 3 runs wave32 by default

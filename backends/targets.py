@@ -7,7 +7,7 @@ small function from earlier artifacts to the next one (Triton's ``add_stages`` s
 target                         stages (each artifact kept, printable by name)
 =============================  ===============================================================
 sm_80 sm_86 sm_89 sm_90 ...    ir -> lowered -> ptx [-> cubin, when ptxas is installed]
-nvptx64-sm_80, nvptx64-sm_90   ir -> lowered -> llvm -> ptx (PTX written by LLVM; ``asm`` too)
+nvptx64-sm_80 .. -sm_90        ir -> lowered -> llvm -> ptx (PTX written by LLVM; ``asm`` too)
 gfx90a gfx942 gfx1100          ir -> lowered -> llvm -> object -> hsaco -> report; asm beside
 reference-w1 .. reference-w64  ir -> lowered (the interpreter runs the lowered IR)
 =============================  ===============================================================
@@ -218,7 +218,7 @@ def _table() -> dict[str, Target]:
     t = {}
     for arch in SUPPORTED_ARCHS:
         t[arch] = Target(arch, "ptx", 32, "ptx", _NVIDIA_STAGES, loads="ptx")
-    for arch in ("sm_80", "sm_90"):
+    for arch in ("sm_80", "sm_86", "sm_89", "sm_90"):
         name = f"nvptx64-{arch}"
         t[name] = Target(name, "nvptx", 32, "llvm", _NVPTX_STAGES, loads="ptx")
     for arch, warp in (("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)):

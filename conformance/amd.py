@@ -1,9 +1,11 @@
-"""LLVM builds in worker processes: AMD compile-and-validate, and the nvptx64 pre-flight.
+"""Builds in worker processes: AMD and NVIDIA compile-and-validate, and the nvptx64 pre-flight.
 
 Compile-only AMD targets (gfx90a, gfx942): each job runs the target's stages
 (:mod:`kaio.backends.targets`) up to 'report': the code object checked by
-:func:`kaio.backends.codeobject.validate_code_object`. For ``cuda-llvm`` the suite first builds
-the kernel's PTX here (target 'nvptx64-sm_80' / 'nvptx64-sm_90') before loading it in-process.
+:func:`kaio.backends.codeobject.validate_code_object`. Compile-only NVIDIA columns (sm_80,
+sm_86, sm_89 and their -llvm twins): PTX assembled by ``ptxas -v`` and checked
+(:mod:`kaio.conformance.nvidia`). For ``cuda-llvm`` the suite first builds the kernel's PTX here
+(target 'nvptx64-sm_80' / 'nvptx64-sm_90') before loading it in-process.
 
 Why processes: an LLVM backend error such as "no libcall available for frem" is fatal -- LLVM
 prints it and exits the whole process. So the builds run in ``spawn``ed workers (safe after a CUDA
@@ -30,6 +32,8 @@ from kaio.backends import llvm_compile
 from kaio.backends.targets import get_target
 from kaio.ir import parse_kernel, print_kernel
 
+from . import nvidia
+
 
 @dataclass
 class BuildResult:
@@ -45,6 +49,11 @@ class BuildResult:
     agpr: int = 0
     spills: int = 0
     scratch_bytes: int = 0
+    unavailable: bool = False     # refused: a feature this target lacks (kaio's or ptxas's message)
+    registers: int = 0            # NVIDIA (ptxas -v): registers per thread
+    spill_stores: int = 0         # NVIDIA: bytes
+    spill_loads: int = 0          # NVIDIA: bytes
+    barriers: int = 0             # NVIDIA: named barriers used
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -57,13 +66,16 @@ def build(ir_text: str, target: str, kernel_options=None) -> BuildResult:
     try:
         k = parse_kernel(ir_text)   # the IR crossed a process boundary as text
         name = k.name
+        if target in nvidia.COLUMNS:       # an NVIDIA compile column: PTX, then ptxas -v
+            return nvidia.build(k, target, kernel_options)
         t = get_target(target)
         if t.family == "nvptx":
             t.run(k, t.options(kernel_options), until="ptx")
             return BuildResult(name, target, True)
         rep = t.run(k, t.options(kernel_options), until="report")["report"]
     except Exception as e:
-        return BuildResult(name, target, False, [f"{type(e).__name__}: {e}"])
+        msg = f"{type(e).__name__}: {e}"
+        return BuildResult(name, target, False, [msg], unavailable=nvidia.unavailable(msg))
     return BuildResult(name, target, rep.ok, list(rep.errors), rep.lds_bytes, rep.sgpr, rep.vgpr,
                        rep.agpr, rep.sgpr_spills + rep.vgpr_spills, rep.private_bytes)
 
@@ -119,7 +131,8 @@ def _warm_worker() -> None:
     the build itself). kaio's compiler itself is imported with this module."""
     try:
         llvm_compile._llvm()
-        for t in ("gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_90"):
+        for t in ("gfx90a", "gfx942", "nvptx64-sm_80", "nvptx64-sm_86", "nvptx64-sm_89",
+                  "nvptx64-sm_90"):
             try:
                 llvm_compile.target_machine(t)
             except Exception:

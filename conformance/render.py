@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import html
 
-SYMBOL = {"identical": "✅ identical", "within-bound": "🟡 within bound", "compiled": "🔧 compiled",
+SYMBOL = {"identical": "✅ identical", "within-bound": "🟡 within bound",
+          "compiled": "🔧 compiled and validated", "not-available": "⛔ not available on this target",
           "failing": "❌ FAILING", "not-run": "⚪ not run"}
 
 
@@ -27,10 +28,16 @@ def _cell_text(c: dict) -> str:
     if s == "compiled":
         b = c.get("build", [])
         if not b:
-            return "compiled"
-        vg = max(x["vgpr"] for x in b)
+            return "compiled and validated"
+        more = f", {len(b)} kernels)" if len(b) > 1 else ")"
         lds = max(x["lds_bytes"] for x in b)
-        return f"validated (vgpr {vg}, LDS {lds} B" + (f", {len(b)} kernels)" if len(b) > 1 else ")")
+        if any(x.get("registers") for x in b):          # NVIDIA: ptxas -v
+            spills = max(x.get("spill_stores", 0) + x.get("spill_loads", 0) for x in b)
+            return (f"compiled and validated ({max(x['registers'] for x in b)} regs, smem {lds} B"
+                    + (f", spills {spills} B" if spills else "") + more)
+        return f"compiled and validated (vgpr {max(x['vgpr'] for x in b)}, LDS {lds} B" + more
+    if s == "not-available":
+        return "not available on this target"
     if s == "failing":
         m = c.get("mismatch") or {}
         if m:
@@ -57,6 +64,7 @@ def markdown(d: dict) -> str:
            f"- kaio {h['kaio_version']}, {h['date']}, size `{h['size']}`, {h['seconds']} s",
            f"- command: `{h.get('command') or 'kaio conformance'}`",
            f"- portable IR math library active: {'yes' if h.get('portable_math') else 'no'}"]
+    out += [f"- **{v}**: {_md_escape(line)}" for v, line in h.get("vendors", {}).items()]
     if h.get("interrupted"):
         out.append(f"- **INCOMPLETE**: the run was interrupted ({_md_escape(h['interrupted'])})")
     out += ["",
@@ -99,6 +107,19 @@ def markdown(d: dict) -> str:
         out += [f"- {t}, {len(ks)} kernel(s) ({_md_escape(', '.join(ks[:4]))}"
                 f"{', ...' if len(ks) > 4 else ''}): {_md_escape(why)}"
                 for (t, why), ks in skipped.items()]
+    compile_only = [t for t in targets if h["targets"].get(t, {}).get("kind") == "compile"]
+    if compile_only:
+        out += ["", "## Compile-only columns", "",
+                f"{', '.join(compile_only)}: never executed (no such GPU is attached); every "
+                "kernel is compiled and validated (AMD: the code object's metadata, ABI, LDS and "
+                "version; NVIDIA: `ptxas -arch=sm_XX -v`, registers, spills and shared memory "
+                "within the kernel's limits). Their cells never say identical."]
+    refused = [(r, t) for r in d["rows"] for t in targets
+               if r["cells"].get(t, {}).get("status") == "not-available"]
+    if refused:
+        out += ["", "## Not available on the target", ""]
+        out += [f"- **{r['kernel']}** on {t}: {_md_escape(r['cells'][t].get('detail', ''))}"
+                for r, t in refused]
     fails = [(r, t) for r in d["rows"] for t in targets
              if r["cells"].get(t, {}).get("status") == "failing"]
     if fails:
@@ -116,7 +137,7 @@ table{border-collapse:collapse;font-size:13px;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f0f0f0;position:sticky;top:0}
 td.identical{background:#d9f7d9}td.within-bound{background:#fff4c2}
-td.compiled{background:#dde8ff}td.failing{background:#ffd0d0;font-weight:600}
+td.compiled{background:#dde8ff}td.not-available{background:#f3e6ff}td.failing{background:#ffd0d0;font-weight:600}
 td.not-run{background:#eee;color:#777}
 code{background:#f4f4f4;padding:0 3px}.small{color:#666;font-size:12px}
 """
@@ -133,6 +154,7 @@ def html_page(d: dict) -> str:
              f"<code>{e(h['size'])}</code> &middot; {h['seconds']} s<br>command: "
              f"<code>{e(h.get('command') or 'kaio conformance')}</code><br>portable IR math "
              f"library active: {'yes' if h.get('portable_math') else 'no'}"
+             + "".join(f"<br><b>{e(v)}</b>: {e(line)}" for v, line in h.get("vendors", {}).items())
              + (f"<br><b>INCOMPLETE: the run was interrupted ({e(h['interrupted'])})</b>"
                 if h.get("interrupted") else "") + "</p>",
              "<table><tr><th>target</th><th>kind</th><th>executed</th><th>device</th>"

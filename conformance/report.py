@@ -6,7 +6,10 @@ Cell statuses:
   target's warp width; for the interpreter itself, numpy) and within its numpy bound;
 - ``within-bound``: executed; not bit-identical, but within the kernel's rule (the bound and the
   observed maximum error are recorded) and within its numpy bound;
-- ``compiled``: compiled and validated only (AMD code object: registers and LDS recorded);
+- ``compiled``: compiled and validated only, never executed (AMD code object: registers and LDS
+  recorded; NVIDIA: ``ptxas -v``'s registers, spills and shared memory within the kernel's limits);
+- ``not-available``: compile only; the target lacks a feature the kernel uses, and the compiler
+  refused it with a message naming the target (never counted as passing);
 - ``failing``: a comparison failed (first differing index and the two values), the kernel
   raised, or the code object did not validate;
 - ``not-run``: the target was not executed, with the reason.
@@ -21,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-STATUSES = ("identical", "within-bound", "compiled", "failing", "not-run")
+STATUSES = ("identical", "within-bound", "compiled", "not-available", "failing", "not-run")
 SCHEMA = "kaio-conformance/1"
 
 

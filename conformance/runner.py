@@ -4,7 +4,7 @@ For each case: build the inputs once; run on every executed target (plus, unrepo
 interpreter baselines the selected GPU targets need); derive the rule from the IR the case
 launched; compare every executed target with the interpreter at its warp width (under the
 rule) and with numpy (under the kernel's numpy bound). The launched kernels' LLVM builds (the
-compile-only AMD targets, the cuda-llvm pre-flight) are queued on one worker pool as soon as
+compile-only targets, the cuda-llvm pre-flight) are queued on one worker pool as soon as
 the first executed target has run the case, and run while the other targets execute.
 """
 from __future__ import annotations
@@ -26,7 +26,17 @@ from . import amd, rules
 from .cases import ConformanceCase, all_cases, select
 from .derive import derive_rule, portable_math_active
 from .report import Cell, Report, Row, finite
-from .targets import BASELINE, COMPILE_ONLY, EXECUTED, WARP, Recorder, make_backend, probe, using
+from .targets import (
+    BASELINE,
+    COMPILE_ONLY,
+    EXECUTED,
+    VENDOR,
+    WARP,
+    Recorder,
+    make_backend,
+    probe,
+    using,
+)
 
 
 @dataclass
@@ -95,8 +105,8 @@ def run_suite(opts: Options) -> Report:
                 if opts.on_row is not None:
                     opts.on_row(report())
             if pending_groups:
-                log(f"waiting for {sum(len(g[2]) for g in pending_groups.values())} code object "
-                    f"build(s) for {', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
+                log(f"waiting for {sum(len(g[2]) for g in pending_groups.values())} compile-and-"
+                    f"validate build(s) for {', '.join(t for t in opts.targets if t in COMPILE_ONLY)} ...")
             harvest(wait=True)
         except (KeyboardInterrupt, _Terminated) as e:
             interrupted = ("SIGTERM" if isinstance(e, _Terminated) else "KeyboardInterrupt") + \
@@ -478,16 +488,28 @@ def _group_jobs(pending):
 
 
 def _compile_cell(builds) -> Cell:
+    """A compile-only cell: 'compiled' (compiled and validated) when every kernel built and
+    kept its limits; 'not-available' when a kernel was refused because the target lacks a
+    feature it uses (and nothing else failed); else 'failing'."""
     cell = Cell("compiled", build=[b.as_dict() for b in builds])
     bad = [b for b in builds if not b.ok]
     if bad:
-        cell.status = "failing"
-        cell.detail = f"{bad[0].kernel}: " + "; ".join(bad[0].errors)[:400]
+        refused = all(b.unavailable for b in bad)
+        cell.status = "not-available" if refused else "failing"
+        first = next((b for b in bad if not b.unavailable), bad[0])
+        cell.detail = (("not available on this target: " if refused else "")
+                       + f"{first.kernel}: " + "; ".join(first.errors)[:400])
         return cell
-    parts = [f"{b.kernel}: vgpr {b.vgpr}, sgpr {b.sgpr}, LDS {b.lds_bytes} B"
-             + (f", spills {b.spills}" if b.spills else "") for b in builds]
-    cell.detail = "validated; " + "; ".join(parts)
+    cell.detail = "compiled and validated; " + "; ".join(_build_summary(b) for b in builds)
     return cell
+
+
+def _build_summary(b) -> str:
+    if b.registers:        # NVIDIA: ptxas -v
+        spills = f", spills {b.spill_stores} B stored / {b.spill_loads} B loaded" if b.spills else ""
+        return f"{b.kernel}: {b.registers} registers, smem {b.lds_bytes} B" + spills
+    return (f"{b.kernel}: vgpr {b.vgpr}, sgpr {b.sgpr}, LDS {b.lds_bytes} B"
+            + (f", spills {b.spills}" if b.spills else ""))
 
 
 # --- header ----------------------------------------------------------------------------------
@@ -507,5 +529,42 @@ def _header(opts: Options, infos, hidden, seconds: float) -> dict:
         "hidden_baselines": hidden,
         "not_executed": not_run,
         "portable_math": portable,
+        "vendors": vendor_summary(opts.targets, infos),
         "seconds": round(seconds, 1),
     }
+
+
+def vendor_summary(targets, infos) -> dict:
+    """One line per GPU vendor: where its targets executed and what was only compiled, e.g.
+    {'NVIDIA': 'executed on sm_90, compiled for sm_80/86/89', 'AMD': 'compiled for gfx90a/gfx942'}."""
+    out = {}
+    for vendor in ("NVIDIA", "AMD"):
+        mine = [t for t in targets if VENDOR.get(t) == vendor and t in infos]
+        if not mine:
+            continue
+        ran = sorted({_arch(infos[t]) for t in mine
+                      if infos[t].kind == "execute" and infos[t].available})
+        built = list(dict.fromkeys(_arch(infos[t]) for t in mine
+                                   if infos[t].kind == "compile" and infos[t].available))
+        missing = [t for t in mine if not infos[t].available]
+        parts = []
+        if ran:
+            parts.append("executed on " + "/".join(ran))
+        if built:
+            parts.append("compiled for " + _join_archs(built))
+        if missing:
+            parts.append("not run: " + ", ".join(f"{t} ({infos[t].reason})" for t in missing))
+        out[vendor] = ", ".join(parts)
+    return out
+
+
+def _arch(info) -> str:
+    arch = str(info.device.get("arch", "") or info.name)
+    return arch.split(" ")[0]
+
+
+def _join_archs(archs: list[str]) -> str:
+    """['sm_80', 'sm_86', 'sm_89'] -> 'sm_80/86/89'; other lists joined with '/'."""
+    if len(archs) > 1 and all(a.startswith("sm_") for a in archs):
+        return archs[0] + "/" + "/".join(a[3:] for a in archs[1:])
+    return "/".join(archs)

@@ -8,8 +8,11 @@ Executed targets run kernels and return outputs:
 - ``cuda-llvm``: NVIDIA through the LLVM nvptx64 path (``CudaBackend(codegen='llvm')``);
 - ``hip``: AMD through LLVM -> HSACO, executed only where an AMD GPU is present.
 
-Compile-only targets (``gfx90a``, ``gfx942``) build every kernel's code object and check it
-with :func:`kaio.backends.codeobject.validate_code_object`; they never execute here.
+Compile-only targets never execute here. ``gfx90a`` and ``gfx942`` build every kernel's code
+object and check it with :func:`kaio.backends.codeobject.validate_code_object`; ``sm_80``,
+``sm_86``, ``sm_89`` (kaio's PTX) and ``sm_80-llvm``, ``sm_86-llvm``, ``sm_89-llvm`` (the LLVM
+nvptx64 path) assemble every kernel's PTX with ``ptxas -arch=sm_XX -v`` and check its registers,
+spills and shared memory (:mod:`kaio.conformance.nvidia`).
 
 Each launch a case makes goes through a :class:`Recorder`, which keeps the IR of every kernel
 launched (as the frontend produced it, before any target lowering), so the compile-only targets
@@ -33,11 +36,18 @@ from kaio.backends.llvm_compile import find_linker
 from kaio.backends.reference import ReferenceBackend
 from kaio.options import KernelOptions
 
+from . import nvidia
+
 EXECUTED = ("reference", "reference-w64", "cuda", "cuda-llvm", "hip")
-COMPILE_ONLY = ("gfx90a", "gfx942")
+NVIDIA_COMPILE = tuple(nvidia.COLUMNS)       # sm_80, sm_80-llvm, sm_86, ... sm_89-llvm
+AMD_COMPILE = ("gfx90a", "gfx942")
+COMPILE_ONLY = NVIDIA_COMPILE + AMD_COMPILE
 ALL = EXECUTED + COMPILE_ONLY
 WARP = {"reference": 32, "reference-w64": 64, "cuda": 32, "cuda-llvm": 32, "hip": 64,
-        "gfx90a": 64, "gfx942": 64}
+        "gfx90a": 64, "gfx942": 64, **{t: 32 for t in NVIDIA_COMPILE}}
+#: the GPU vendor of each GPU target (the report's one-line summary per vendor)
+VENDOR = {"cuda": "NVIDIA", "cuda-llvm": "NVIDIA", "hip": "AMD",
+          **{t: "NVIDIA" for t in NVIDIA_COMPILE}, **{t: "AMD" for t in AMD_COMPILE}}
 #: the interpreter baseline for each warp width
 BASELINE = {32: "reference", 64: "reference-w64"}
 
@@ -81,6 +91,8 @@ def probe(name: str) -> TargetInfo:
             _probe_cuda(info)
         elif name == "hip":
             _probe_hip(info)
+        elif name in NVIDIA_COMPILE:
+            _probe_nvidia_compile(info)
         else:
             _probe_amd_compile(info)
     except Exception as e:  # a probe must never stop the suite: the target is reported not run
@@ -126,6 +138,20 @@ def _probe_amd_compile(info: TargetInfo) -> None:
     info.device = {"name": f"AMD {info.name} (compile and validate only)",
                    "driver": f"llvmlite {llvmlite.__version__}, {os.path.basename(linker.name)}",
                    "arch": info.name}
+
+
+def _probe_nvidia_compile(info: TargetInfo) -> None:
+    target, arch = nvidia.COLUMNS[info.name]
+    llvm = info.name.endswith("-llvm")
+    info.device = {"name": f"NVIDIA {arch} ({nvidia.PARTS[arch]}; compile and validate only)",
+                   "arch": arch, "codegen": f"LLVM nvptx64 ({target})" if llvm else "kaio PTX"}
+    if nvidia.find_ptxas() is None:
+        info.available, info.reason = False, f"ptxas not available: {nvidia.PTXAS_HINT}"
+        return
+    tools = [nvidia.ptxas_version()]
+    if llvm:
+        tools.insert(0, f"llvmlite {llvmlite.__version__}")
+    info.device["driver"] = ", ".join(tools)
 
 
 def make_backend(name: str, warp_size: int | None = None, sanitize: bool = False):
