@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kaio
+from kaio.errors import KernelRuntimeError
 
 _count = [0]
 
@@ -144,3 +145,60 @@ def test_shared_arrays_up_to_48_kib_compile_and_run():
              "b = kaio.shared_array(kaio.f64, 4096)\nb[4095 - t] = 2.5\na[63 - t, 63] = 1.0\n"
              "y[t] = a[63 - t, 63] + kaio.f32(b[4095 - t])")
     assert y[0] == 3.5
+
+
+# --- the reference backend's watchdog and run-time range steps -------------------------------
+def test_endless_loop_is_stopped_by_the_watchdog_at_its_line(monkeypatch, reference):
+    monkeypatch.setenv("KAIO_REF_MAX_ITERATIONS", "1000")
+    k = make("i = kaio.global_id()\nwhile True:\n    pass\ny[i] = 1.0", "y: kaio.Raw[kaio.f32]")
+    with pytest.raises(KernelRuntimeError, match="ran 1,000 iterations without ending") as info:
+        k[1, 32](np.zeros(32, np.float32))
+    assert info.value.line == 4 and "KAIO_REF_MAX_ITERATIONS" in str(info.value)
+
+
+@pytest.mark.parametrize("loop", ["while m < n:", "for j in range(n):", "for j in range(0, n, s):"])
+def test_watchdog_budget_is_per_loop_and_configurable(monkeypatch, loop, reference):
+    # a body no pass turns into a closed form
+    k = make(f"i = kaio.global_id()\nc = 0\nm = 0\n{loop}\n    c = (c * 7 + 1) % 1009\n"
+             "    m += 1\ny[i] = c",
+             "y: kaio.Raw[kaio.i32], n: kaio.i32, s: kaio.i32")
+
+    def want(n):
+        c = 0
+        for _ in range(n):
+            c = (c * 7 + 1) % 1009
+        return c
+    y = np.zeros(4, np.int32)
+    monkeypatch.setenv("KAIO_REF_MAX_ITERATIONS", "100")
+    k[1, 4](y, 50, 1)
+    assert (y == want(50)).all()
+    # (a budget counts the iterations as run: the unroll pass may run 4 or 8 at once)
+    with pytest.raises(KernelRuntimeError, match="watchdog") as info:
+        k[1, 4](y, 2000, 1)
+    assert info.value.line == 6
+    monkeypatch.setenv("KAIO_REF_MAX_ITERATIONS", "0")  # no limit
+    k[1, 4](y, 2000, 1)
+    assert (y == want(2000)).all()
+
+
+@pytest.mark.parametrize("start, stop", [(0, 10), (10, 0)])
+def test_run_time_range_step_of_zero_raises_on_the_reference(start, stop, reference):
+    # it ran no iteration (start < stop), or forever (start > stop), silently
+    k = make("i = kaio.global_id()\nc = 0\nfor j in range(a, b, s):\n    c += 1\ny[i] = c",
+             "y: kaio.Raw[kaio.i32], a: kaio.i32, b: kaio.i32, s: kaio.i32")
+    y = np.zeros(8, np.int32)
+    with pytest.raises(KernelRuntimeError, match=r"range\(\) step is 0 at run time") as info:
+        k[1, 8](y, start, stop, 0)
+    assert info.value.line == 5
+
+
+def test_per_thread_range_step_of_zero_raises_only_where_a_thread_runs_it(reference):
+    k = make("i = kaio.global_id()\nc = 0\nif i < 4:\n    for j in range(0, 6, 2 - i):\n"
+             "        c += 1\ny[i] = c", "y: kaio.Raw[kaio.i32]")
+    y = np.zeros(8, np.int32)
+    with pytest.raises(KernelRuntimeError, match="step is 0"):
+        k[1, 8](y)  # thread 2 runs the loop with step 0
+    k2 = make("i = kaio.global_id()\nc = 0\nif i < 2:\n    for j in range(0, 6, 2 - i):\n"
+              "        c += 1\ny[i] = c", "y: kaio.Raw[kaio.i32]")
+    k2[1, 8](y)
+    np.testing.assert_array_equal(y, [3, 6, 0, 0, 0, 0, 0, 0])  # threads 2..7 skip the loop

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import semantics
-from ...errors import source_excerpt
+from ...config import settings
+from ...errors import KernelRuntimeError, source_excerpt
 from ...ir.ops import handler_table
 from . import atomics, fragments, warp
 from .errors import DivergentBarrierError
@@ -55,6 +56,8 @@ class Interpreter:
         self.env: dict[int, object] = {}
         self._static: dict[int, Buf] = {}   # shared arrays: one allocation per op per batch
         self._dyn_bytes = None
+        # the watchdog: iterations one execution of a loop may take (0: no limit)
+        self.max_iterations = settings().ref_max_iterations or float("inf")
 
     # --- entry --------------------------------------------------------------------------
     def run(self, args: list) -> None:
@@ -83,6 +86,20 @@ class Interpreter:
                 raise NotImplementedError(f"reference backend: no semantics for IR op '{op.opcode}'")
             handler(self, op, mask)
         return []
+
+    def loop_error(self, op, what: str, hint: str) -> KernelRuntimeError:
+        """A run-time error of loop ``op`` at its source line."""
+        line = op.loc.line if op.loc is not None else None
+        return KernelRuntimeError(f"{self.where(op)}in kernel '{self.kernel.name}': {what}"
+                                  f"{self.excerpt(op)}\nhint: {hint}", kernel=self.kernel.name,
+                                  line=line)
+
+    def runaway(self, op) -> KernelRuntimeError:
+        n = self.max_iterations
+        return self.loop_error(op, f"this loop ran {n:,} iterations without ending; the reference "
+                                   "backend's watchdog stopped it",
+                               "check the loop's condition; a kernel that needs longer loops sets "
+                               f"KAIO_REF_MAX_ITERATIONS above {n} (0: no limit)")
 
     def _vals(self, op):
         return [self.env[v.id] for v in op.operands]
@@ -311,10 +328,18 @@ class Interpreter:
         iv_arg, c_args = body.args[0], body.args[1:]
         ity = op.operands[0].type
         env = self.env
+        if not np.all(step != 0 if mask is None else (step != 0) | ~_full_mask(mask, self.batch.L)):
+            # on a GPU such a loop runs no iteration when start <= stop, else forever
+            raise self.loop_error(op, "range() step is 0 at run time",
+                                  "a range needs a nonzero step; check the value passed")
+        budget = self.max_iterations
         if np.ndim(lb) == 0 and np.ndim(ub) == 0 and np.ndim(step) == 0:
             up = step > 0
             iv = lb
             while (iv < ub) if up else (iv > ub):
+                budget -= 1
+                if budget < 0:
+                    raise self.runaway(op)
                 env[iv_arg.id] = iv
                 for a, v in zip(c_args, carried):
                     env[a.id] = v
@@ -329,6 +354,9 @@ class Interpreter:
                 active = active & np.where(up, iv < ub, iv > ub)
                 if not active.any():
                     break
+                budget -= 1
+                if budget < 0:
+                    raise self.runaway(op)
                 env[iv_arg.id] = iv
                 for a, v in zip(c_args, carried):
                     env[a.id] = v
@@ -345,7 +373,11 @@ class Interpreter:
         before, after = op.regions
         env = self.env
         active, results = mask, None
+        budget = self.max_iterations
         while True:
+            budget -= 1
+            if budget < 0:
+                raise self.runaway(op)
             for a, v in zip(before.args, carried):
                 env[a.id] = v
             c, *vals = self.block(before, active)
