@@ -8,9 +8,12 @@ assembles the PTX with ``ptxas -arch=sm_XX -v``:
 
 ptxas's report (registers, spill stores and loads, stack frame, static shared memory, barriers)
 is checked against the kernel's declared limits, as the AMD columns check code objects:
-registers within the kernel's ``max_registers`` (255 without one), static shared memory within the
-48 KiB a block may declare statically, and, for a kernel declaring its block shape, registers x
-threads within the 64 Ki-register file of one SM (a larger block could never launch). A
+registers within the kernel's ``max_registers`` (255 without one); static shared memory equal to
+kaio's shared-memory plan (:func:`kaio.backends.codeobject.shared_memory_plan`, the size the AMD
+code objects are held to) and within the 48 KiB a block may declare statically; and, for a kernel
+declaring its block shape, registers x threads within the 64 Ki-register file of one SM (a
+larger block could never launch). Spills are recorded, not refused (a register cap may cause
+them by design). A
 feature the target lacks is refused at compile time with a message naming the target; such
 refusals are reported as "not available on this target" (:func:`unavailable`), never as passing.
 The columns never execute: their cells say "compiled and validated".
@@ -162,13 +165,15 @@ def unavailable(message: str) -> bool:
 def build(kernel, column: str, kernel_options=None):
     """Build ``kernel`` (IR) for an NVIDIA compile column and validate it with ptxas; returns a
     :class:`kaio.conformance.amd.BuildResult` (``unavailable`` set for a target's refusal)."""
+    from kaio.backends.codeobject import shared_memory_plan
     from kaio.backends.targets import get_target
 
     from .amd import BuildResult
     target, arch = COLUMNS[column]
     try:
         t = get_target(target)
-        ptx = t.run(kernel, t.options(kernel_options), until="ptx")["ptx"]
+        arts = t.run(kernel, t.options(kernel_options), until="ptx")
+        ptx, plan = arts["ptx"], shared_memory_plan(arts["lowered"])
     except Exception as e:
         msg = f"{type(e).__name__}: {e}"
         return BuildResult(kernel.name, column, False, [msg], unavailable=unavailable(msg))
@@ -178,6 +183,9 @@ def build(kernel, column: str, kernel_options=None):
         msg = str(e)
         return BuildResult(kernel.name, column, False, [msg], unavailable=unavailable(msg))
     errors = limit_errors(info, kernel_options)
+    if info.smem_bytes != plan:
+        errors.append(f"ptxas reports {info.smem_bytes} B of static shared memory, kaio's "
+                      f"shared-memory plan is {plan} B")
     return BuildResult(kernel.name, column, not errors, errors, lds_bytes=info.smem_bytes,
                        spills=info.spill_stores + info.spill_loads, scratch_bytes=info.stack_bytes,
                        registers=info.registers, spill_stores=info.spill_stores,

@@ -552,10 +552,17 @@ def vendor_summary(targets, infos) -> dict:
             parts.append("executed on " + "/".join(ran))
         if built:
             parts.append("compiled for " + _join_archs(built))
-        if missing:
-            parts.append("not run: " + ", ".join(f"{t} ({infos[t].reason})" for t in missing))
+        by_reason: dict = {}
+        for t in missing:
+            by_reason.setdefault(_short_reason(infos[t].reason), []).append(t)
+        parts += [f"not run: {', '.join(ts)} ({why})" for why, ts in by_reason.items()]
         out[vendor] = ", ".join(parts)
     return out
+
+
+def _short_reason(why: str, limit: int = 80) -> str:
+    why = " ".join(str(why).split())
+    return why if len(why) <= limit else why[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _arch(info) -> str:

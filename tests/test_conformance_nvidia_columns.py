@@ -191,3 +191,13 @@ def test_a_feature_the_path_lacks_is_not_available_not_passing():
         assert "not available on this target" in c.detail and "mma" in c.detail
     assert rep.failing == []
     assert "not available on this target" in markdown(rep.as_dict())
+
+
+def test_shared_memory_is_held_to_kaios_plan(monkeypatch):
+    """ptxas's static shared memory must equal kaio's plan (what the AMD columns hold LDS to);
+    a disagreement fails the build (ptxas stood in for by a report of 16 bytes too many)."""
+    ir = print_kernel(capped_saxpy.specialize_ir({}))       # no shared arrays: the plan is 0 B
+    monkeypatch.setattr(nvidia, "assemble",
+                        lambda ptx, arch, entry: nvidia.PtxasInfo(registers=10, smem_bytes=16))
+    r = build(ir, "sm_86", KernelOptions(max_registers=32))
+    assert not r.ok and "kaio's shared-memory plan is 0 B" in r.errors[0] and not r.unavailable
