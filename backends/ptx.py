@@ -305,9 +305,10 @@ class _Renderer:
 
     def _vector(self, g: vector_access.Group, op):
         """A 16-byte v4 access at the group's anchor op (the other members emit nothing).
-        4-byte elements are the four words; 2-byte ones are split out of (packed into) four
-        b32 words: f16/bf16 ``%h`` halves by ``mov.b32``, 16-bit integers (canonical in ``%r``)
-        by ``bfe`` / ``prmt``. Element 2j is word j's low half (little-endian)."""
+        4-byte elements are the four words; 2- and 1-byte ones are split out of (packed into)
+        four b32 words: f16/bf16 ``%h`` halves by ``mov.b32``, 8- and 16-bit integers (canonical
+        in ``%r``) by ``bfe`` / ``prmt``. Element ``per*j + i`` is word j's i-th lowest part
+        (little-endian)."""
         if op is not g.at:
             return
         em, info, t = self.em, self._buf(g.buf), g.buf.type.dtype
@@ -315,38 +316,52 @@ class _Renderer:
         p = self.aligned[g.buf.id]
         space = "global.nc" if info.nc else "global"
         mt = ptx_mem.mem_type(t)
-        half, vt = t.itemsize == 2, "b32" if t.itemsize == 2 else mt
-        ext = "s32" if t.is_signed else "u32"         # bfe keeps 16-bit integers canonical
-        fp16 = reg_class(t) == "h"
+        per = 4 // t.itemsize                          # elements per 32-bit word
+        vt = "b32" if per > 1 else mt
 
         def at(k):      # the address of member k, with the chunk's offset folded in
             off = (g.offset + k) * t.itemsize
             return f"[{addr}+{off}]" if off else f"[{addr}]"
         if g.kind == "load":
             regs = [em.define(o.result) for o in g.ops]
-            words = [em.tmp("r") for _ in range(4)] if half else regs
+            words = [em.tmp("r") for _ in range(4)] if per > 1 else regs
             em.ins(f"@{p} ld.{space}.v4.{vt} {{{', '.join(words)}}}, {at(0)}")
-            for j, w in enumerate(words if half else ()):
-                lo, hi = regs[2 * j], regs[2 * j + 1]
-                if fp16:
-                    em.ins(f"@{p} mov.b32 {{{lo}, {hi}}}, {w}")
-                else:
-                    em.ins(f"@{p} bfe.{ext} {lo}, {w}, 0, 16")
-                    em.ins(f"@{p} bfe.{ext} {hi}, {w}, 16, 16")
+            for j, w in enumerate(words if per > 1 else ()):
+                self._split_word(p, t, w, regs[per * j:per * j + per])
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} ld.{space}.{mt} {r}, {at(k)}")
         else:
             regs = [self.v(o.operands[-1]) for o in g.ops]
-            words = [em.tmp("r") for _ in range(4)] if half else regs
-            for j, w in enumerate(words if half else ()):
-                lo, hi = regs[2 * j], regs[2 * j + 1]
-                if fp16:
-                    em.ins(f"@{p} mov.b32 {w}, {{{lo}, {hi}}}")
-                else:           # bytes 0-1 of lo, then bytes 0-1 of hi
-                    em.ins(f"@{p} prmt.b32 {w}, {lo}, {hi}, 0x5410")
+            words = [self._pack_word(p, t, regs[per * j:per * j + per]) for j in range(4)] \
+                if per > 1 else regs
             em.ins(f"@{p} st.global.v4.{vt} {at(0)}, {{{', '.join(words)}}}")
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")
+
+    def _split_word(self, p: str, t, w: str, parts: list) -> None:
+        """Under ``@p``: the 2 or 4 elements of b32 word ``w`` into ``parts`` (lowest first)."""
+        em = self.em
+        if reg_class(t) == "h":
+            em.ins(f"@{p} mov.b32 {{{parts[0]}, {parts[1]}}}, {w}")
+            return
+        bits, ext = 8 * t.itemsize, "s32" if t.is_signed else "u32"   # bfe keeps them canonical
+        for i, r in enumerate(parts):
+            em.ins(f"@{p} bfe.{ext} {r}, {w}, {bits * i}, {bits}")
+
+    def _pack_word(self, p: str, t, parts: list) -> str:
+        """Under ``@p``: a b32 word holding the 2 or 4 elements ``parts`` (lowest first)."""
+        em = self.em
+        w = em.tmp("r")
+        if reg_class(t) == "h":
+            em.ins(f"@{p} mov.b32 {w}, {{{parts[0]}, {parts[1]}}}")
+        elif len(parts) == 2:           # bytes 0-1 of lo, then bytes 0-1 of hi
+            em.ins(f"@{p} prmt.b32 {w}, {parts[0]}, {parts[1]}, 0x5410")
+        else:                           # byte 0 of each: pairs, then the pairs' low halves
+            lo, hi = em.tmp("r"), em.tmp("r")
+            em.ins(f"@{p} prmt.b32 {lo}, {parts[0]}, {parts[1]}, 0x0040")
+            em.ins(f"@{p} prmt.b32 {hi}, {parts[2]}, {parts[3]}, 0x0040")
+            em.ins(f"@{p} prmt.b32 {w}, {lo}, {hi}, 0x5410")
+        return w
 
     def op_atomic(self, op):
         kind = op.attrs["op"]

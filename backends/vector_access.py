@@ -1,16 +1,17 @@
 """Vectorised global memory access: which n scalar accesses may become one 16-byte access.
 
-The group length is ``n = 16 / itemsize``: four 4-byte elements (f32, i32, u32) or eight 2-byte
-ones (f16, bf16, i16, u16). The analysis is target-independent; both emitters use :func:`plan`.
-kaio's PTX emitter (:mod:`kaio.backends.ptx`) emits a group as predicated instructions
-(``@p ld.global.v4.b32`` / ``@!p`` n scalar loads; 2-byte elements are split out of, or packed
-into, the four 32-bit words), the LLVM emitter (:mod:`kaio.backends.llvm`) as a branch on the
+The group length is ``n = 16 / itemsize``: four 4-byte elements (f32, i32, u32), eight 2-byte
+ones (f16, bf16, i16, u16) or sixteen 1-byte integers (i8, u8). The analysis is
+target-independent; both emitters use :func:`plan`. kaio's PTX emitter
+(:mod:`kaio.backends.ptx`) emits a group as predicated instructions (``@p ld.global.v4.b32`` /
+``@!p`` n scalar loads; 2- and 1-byte elements are split out of, or packed into, the four 32-bit
+words), the LLVM emitter (:mod:`kaio.backends.llvm`) as a branch on the
 predicate to one ``<n x T>`` load or store with ``align 16`` or to the n scalar accesses.
 
 Pattern (what ``for j in kaio.static_range(n): ... x[n*i + j]`` becomes after unrolling, what
 a ``blocked(n*k)`` Region's loop becomes after :mod:`kaio.passes.full_tiles`, and a
 ``Coarsened(k)`` thread's k elements): n loads, or n stores, in one block, of the same global
-kernel-parameter buffer with a 2- or 4-byte dtype, at last-axis indices ``base + nc + 0 .. base +
+kernel-parameter buffer with a 1-, 2- or 4-byte dtype, at last-axis indices ``base + nc + 0 .. base +
 nc + n - 1`` (``c`` a constant chunk number, ``base`` an ``i32``) where ``base`` is provably a
 multiple of n (``mul`` by a constant multiple of n or by a multiple of n, ``shl`` by a constant
 >= log2(n), sums and differences of those, or a ``for`` variable whose start and step are), and,
@@ -58,8 +59,9 @@ VEC_BYTES = 16
 
 
 def group_length(dtype) -> int | None:
-    """Elements per 16-byte access for ``dtype`` (4 or 8), or None when it is never grouped."""
-    if dtype.is_bool or dtype.bits not in (16, 32):
+    """Elements per 16-byte access for ``dtype`` (4, 8 or 16), or None when it is never
+    grouped."""
+    if dtype.is_bool or dtype.bits not in (8, 16, 32) or (dtype.bits == 8 and not dtype.is_int):
         return None
     return VEC_BYTES // dtype.itemsize
 

@@ -313,6 +313,7 @@ class RowChunks(Partition):
     vec: int = 4
     name = "row_chunks"
     ndim = 2
+    launch_1d = True
 
     def __post_init__(self):
         RowsPerBlock(self.block)        # the same block check
@@ -345,6 +346,7 @@ class RowChunks(Partition):
 
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         _require_ndim(self, shape, buffer, kernel)
+        _require_1d(self, shape, grid, block, buffer, kernel)
         _require_i32(self, "columns + vec * threads per block", shape[1] + self.vec * math.prod(block),
                      shape, grid, block, buffer, kernel)
         if shape[1] % self.vec:

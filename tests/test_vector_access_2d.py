@@ -24,7 +24,7 @@ from kaio.backends.ptx import emit_ptx
 from kaio.backends.targets import emit
 from kaio.kernels.ml import norms
 from kaio.passes import target_pipeline
-from kaio.regions import rows_per_block
+from kaio.regions import blocked, rows_per_block
 
 
 # --- kernels ------------------------------------------------------------------------------------
@@ -217,3 +217,80 @@ def test_resident_row_ops_on_ptx_sim_aligned_and_offset(op, dt):
                    {"PER": per})
         ok, ratio = case.check({"y": out[len(args)]}, ref)
         assert ok, (misalign, ratio)
+
+
+# --- 1-byte elements: sixteen per access (int8 tensors) -----------------------------------------
+@kaio.kernel
+def add_i8(x: kaio.In[kaio.i8], y: kaio.Region[kaio.i8, blocked(16)]):
+    for i in y.owned():
+        y[i] = x[i] + y[i]
+
+
+@kaio.kernel
+def max_u8(x: kaio.In[kaio.u8], y: kaio.Region[kaio.u8, blocked(16)]):
+    for i in y.owned():
+        y[i] = max(x[i], y[i])
+
+
+@pytest.mark.parametrize("kernel, ext", [(add_i8, "s32"), (max_u8, "u32")])
+def test_sixteen_byte_accesses_split_and_pack_words(kernel, ext):
+    ptx = emit(kernel.specialize_ir(), "ptx", "sm_90", kernel.options)
+    assert len(re.findall(r"@%p\d+ ld\.global\.nc\.v4\.b32", ptx)) == 1
+    assert len(re.findall(r"@%p\d+ ld\.global\.v4\.b32", ptx)) == 1
+    assert len(re.findall(r"@%p\d+ st\.global\.v4\.b32", ptx)) == 1
+    assert len(re.findall(rf"@%p\d+ bfe\.{ext} %r\d+, %r\d+, (0|8|16|24), 8", ptx)) == 32
+    assert len(re.findall(r"@!%p\d+ st\.global\.[su]8", ptx)) == 16
+    ptxas(ptx, "sm_90")
+    ir = emit(kernel.specialize_ir(), "llvm", "nvptx64-sm_90", kernel.options)
+    assert len(re.findall(r"load <16 x i8>, ptr addrspace\(1\) %\w+, align 16", ir)) == 2
+
+
+@pytest.mark.parametrize("kernel, dtype", [(add_i8, np.int8), (max_u8, np.uint8)])
+def test_byte_groups_run_on_aligned_and_offset_buffers(kernel, dtype):
+    """Negative i8 / u8 >= 128 values check the sign / zero extension of every byte."""
+    rng = np.random.default_rng(4)
+    ref = (lambda a, b: a + b) if dtype == np.int8 else np.maximum
+    for n in (16, 40, 203):
+        info = np.iinfo(dtype)
+        x, y = (rng.integers(info.min, info.max + 1, n).astype(dtype) for _ in range(2))
+        grid, block = blocked(16).launch_shape((n,))
+        for misalign in (0, 3, 8):
+            got_x, got_y = _sim(kernel, [x, y], grid[0], block[0], misalign)
+            assert got_y.tobytes() == ref(x, y).tobytes() and got_x.tobytes() == x.tobytes()
+        for shift in (0, 1, 7):
+            xo, yo = _offset(x, shift), _offset(y, shift)
+            llvm_host.run_on_host(kernel.specialize_ir(), [xo, yo], grid, block)
+            assert yo.tobytes() == ref(x, y).tobytes(), (n, shift)
+
+
+@pytest.mark.parametrize("out_dt", ["f32", "f16"])
+def test_dequantize_int8_rows_move_16_bytes_and_match_numpy(out_dt):
+    from kaio.kernels.ml import quant
+    kernel = quant.dequantize_rows_kernel(out_dt)
+    for target in ("sm_90", "nvptx64-sm_90"):
+        ptx = emit(kernel.specialize_ir(), "ptx", target, kernel.options)
+        assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 1, target   # 16 int8
+        assert len(re.findall(r"st\.global\.v4", ptx)) == (4 if out_dt == "f32" else 2), target
+    rng = np.random.default_rng(6)
+    q = rng.integers(-128, 128, (3, 64), dtype=np.int8)
+    scale = rng.uniform(0.001, 0.05, 3).astype(np.float32)
+    od = np.float32 if out_dt == "f32" else np.float16
+    want = (q.astype(np.float32) * scale[:, None]).astype(od)
+    for misalign in (0, 4):
+        _, _, y = _sim(kernel, [q, scale, np.zeros(q.shape, od)], 3, 2, misalign)
+        assert y.tobytes() == want.tobytes(), misalign
+    y = _offset(np.zeros(q.shape, od), 1)
+    llvm_host.run_on_host(kernel.specialize_ir(), [_offset(q, 3), scale, y], (3, 1, 1), (2, 1, 1))
+    assert y.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(3, 64), (64, 100), (2, 16)])
+def test_host_dequantize_picks_the_row_kernel_for_rows_of_16(shape, reference):
+    from kaio.kernels.ml import quant
+    want = quant.dequantize_rows_kernel if shape[1] % 16 == 0 else quant.dequantize_kernel
+    assert quant.dequantize_launch("f32", shape) is want("f32")
+    rng = np.random.default_rng(8)
+    q = rng.integers(-128, 128, shape, dtype=np.int8)
+    scale = rng.uniform(0.001, 0.05, shape[0]).astype(np.float32)
+    y = quant.dequantize(q, scale)
+    assert y.tobytes() == (q.astype(np.float32) * scale[:, None]).astype(np.float32).tobytes()

@@ -30,6 +30,7 @@ from .elementwise import _name
 
 @functools.lru_cache(maxsize=None)
 def dequantize_kernel(out_dt: str):
+    """y[r, c] = q[r, c] * scale[r], one element per thread (any shape)."""
     OT = kdtype(out_dt)
 
     @kaio.kernel
@@ -38,6 +39,39 @@ def dequantize_kernel(out_dt: str):
             y[c, j] = OT(f32(q[c, j]) * scale[c])
 
     return dequantize_int8
+
+
+#: int8 elements per 16-byte load
+CHUNK = 16
+
+
+@functools.lru_cache(maxsize=None)
+def dequantize_rows_kernel(out_dt: str):
+    """:func:`dequantize_kernel` for rows a multiple of 16 long: one block per row, each thread
+    chunks of 16 contiguous columns (``rows_per_block(vec=16)``), so q is read in 16-byte loads
+    and y written in 16-byte stores (kaio.backends.vector_access)."""
+    OT = kdtype(out_dt)
+
+    @kaio.kernel
+    def dequantize_int8_rows(q: kaio.In[kaio.i8, 2], scale: kaio.In[f32],
+                             y: kaio.Out[OT, regions.rows_per_block(vec=CHUNK)]):
+        row = kaio.block_idx.x
+        n = y.shape[1]                  # the launch bounds y's row (so c + step cannot wrap)
+        s = scale[row]
+        for c in range(CHUNK * kaio.thread_idx.x, n, CHUNK * kaio.block_dim.x):
+            if c + CHUNK <= n:          # always, rows being a multiple of 16 (checked at launch)
+                for j in kaio.static_range(CHUNK):
+                    y[row, c + j] = OT(f32(q[row, c + j]) * s)
+
+    return dequantize_int8_rows
+
+
+def dequantize_launch(out_dt: str, shape):
+    """What :func:`dequantize` launches on [rows, cols] = ``shape``: the 16-byte row kernel when
+    ``cols`` is a multiple of 16, the elementwise one otherwise (a function of their arguments)."""
+    if shape[1] % CHUNK == 0 and shape[1] > 0:
+        return dequantize_rows_kernel(out_dt)
+    return dequantize_kernel(out_dt)
 
 
 TILE = 16
@@ -167,7 +201,7 @@ def quantize_rows_kernel(dt: str):
 def dequantize(q: np.ndarray, scale: np.ndarray, out_dtype=np.float32) -> np.ndarray:
     """Per-channel (per-row) INT8 dequantization."""
     y = np.empty(q.shape, dtype=out_dtype)
-    dequantize_kernel(_name(y))(q, scale, y)
+    dequantize_launch(_name(y), q.shape)(q, scale, y)
     return y
 
 
