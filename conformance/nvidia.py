@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -43,8 +44,8 @@ PTXAS_HINT = ("install the CUDA toolkit (ptxas on PATH or in $CUDA_HOME/bin) or 
 
 @functools.lru_cache(maxsize=None)
 def find_ptxas() -> str | None:
-    """ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin, or from NVIDIA's pip wheel
-    (nvidia-cuda-nvcc); None when there is none."""
+    """ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin, or from a pip wheel
+    (:func:`_wheel_ptxas`); None when there is none."""
     found = shutil.which("ptxas")
     if found:
         return found
@@ -53,15 +54,26 @@ def find_ptxas() -> str | None:
         p = os.path.join(home, "bin", "ptxas")
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
-    try:
-        import nvidia  # lazy: the namespace package of NVIDIA's pip wheels, optional
-        for root in getattr(nvidia, "__path__", []):
-            for p in sorted(glob.glob(os.path.join(root, "*", "bin", "ptxas"))):
-                if os.access(p, os.X_OK):
-                    return p
-    except ImportError:
-        pass
+    for p in _wheel_ptxas():
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
     return None
+
+
+def _wheel_ptxas() -> list[str]:
+    """ptxas binaries shipped in pip wheels: NVIDIA's nvidia-cuda-nvcc (nvidia/cu13/bin, or
+    nvidia/cuda_nvcc/bin for CUDA 12) and Triton's (triton/backends/nvidia/bin: the GPU images
+    that have Triton but no CUDA toolkit). Found by path: neither package is imported."""
+    out = [os.environ.get("TRITON_PTXAS_PATH", "")]
+    for pkg, rel in (("nvidia", ("*", "bin", "ptxas")),
+                     ("triton", ("backends", "nvidia", "bin", "ptxas"))):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            out += sorted(glob.glob(os.path.join(root, *rel)))
+    return [p for p in out if p]
 
 
 @functools.lru_cache(maxsize=None)
