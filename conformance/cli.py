@@ -1,13 +1,15 @@
 """``kaio conformance``: run every kernel on every target and write the report.
 
-    kaio conformance [--target reference,cuda,cuda-llvm,hip,gfx90a,gfx942] [--kernel NAME ...]
+    kaio conformance [--target reference,cuda,cuda-llvm,hip,sm_80,sm_80-llvm,sm_86,sm_86-llvm,
+                               sm_89,sm_89-llvm,gfx90a,gfx942] [--kernel NAME ...]
                      [--size small|default] [--out DIR] [--jobs N] [--sanitize]
     python -m kaio.conformance ...
 
 Writes ``DIR/conformance.json``, ``DIR/conformance.md`` and ``DIR/conformance.html`` (default
 DIR: ./conformance-report); the JSON is rewritten after every kernel, and all three are written
 when the run is interrupted (Ctrl-C, SIGTERM from a timeout), so a cut-short run leaves a
-report. Targets that cannot run here are reported as not run, with the reason. Exit status: 0
+report. Targets that cannot run here are reported as not run, with the reason (the compile-only
+sm_XX columns without ptxas: "ptxas not available"). Exit status: 0
 when no cell is failing, 1 when any is, 2 on a usage error, 130/143 when interrupted.
 """
 from __future__ import annotations
@@ -36,8 +38,8 @@ def parser() -> argparse.ArgumentParser:
                    help="problem sizes: CI sizes (small) or the library's default sizes")
     p.add_argument("--out", default="conformance-report", help="report directory")
     p.add_argument("--jobs", type=int, default=None,
-                   help="worker processes for LLVM builds (AMD code objects, cuda-llvm pre-flight; "
-                        "default: CPU count)")
+                   help="worker processes for the builds (AMD code objects, ptxas for the sm_XX "
+                        "columns, cuda-llvm pre-flight; default: CPU count)")
     p.add_argument("--sanitize", action="store_true",
                    help="run the reference interpreter with its race sanitizer (slower; off by "
                         "default: conformance compares results)")
