@@ -32,7 +32,8 @@ MATH2 = ["min", "max", "pow", "atan2", "fmod"]
 
 
 def leaf(names):
-    return st.one_of(st.sampled_from(names), st.sampled_from(FLOAT_LITS + INT_LITS + ["True", "False"]),
+    return st.one_of(st.sampled_from(names),
+                     st.sampled_from(FLOAT_LITS + INT_LITS + ["True", "False", "None"]),
                      st.sampled_from(["x[i]", "i", "kaio.thread_idx.x", "kaio.block_dim.x"]))
 
 

@@ -100,6 +100,12 @@ def test_literal_casts_agree_with_run_time_casts():
     ("y[0] = True * 3", "arithmetic (*) on bool values"),
     ("y[0] = 2 ** True", "arithmetic (**) on bool values"),
     ("y[0] = 1 << True", "arithmetic (<<) on bool values"),
+    ("y[0] = kaio.f32(1 < 2 < None)", "None is not a number"),       # raised TypeError
+    ("y[0] = kaio.f32(None == None)", "None is not a number"),       # folded to True
+    ("y[0] = kaio.math.abs(None)", "None is not a value"),            # raised TypeError
+    ("y[0] = kaio.math.min(None, 1.0)", "None is not a value"),
+    ("y[0] = kaio.f32(kaio.math.abs(True))", "kaio.math.abs of bool values"),  # folded to 1
+    ("y[0] = kaio.f32(kaio.math.max(True, 2))", "kaio.math.max of bool values"),
 ])
 def test_compile_errors_at_the_line(body, message):
     dtype = "i32" if "True" in body or "<<" in body or "10 ** 9" in body else "f32"

@@ -333,6 +333,8 @@ class ExprMixin:
         self.scalar(a, node, "comparison operand")
         self.scalar(b, node, "comparison operand")
         if isinstance(a, Lit) and isinstance(b, Lit):
+            if a.value is None or b.value is None:
+                raise self.err(node, "None is not a number", hint="compare numbers")
             return Lit(bool(_PYCMP[pred](a.value, b.value)))
         a, b, _ = self.unify(a, b, node)
         return self.b.cmp(pred, a, b)

@@ -177,6 +177,11 @@ class IntrinsicsMixin:
         vals = [self.scalar(a, node, f"argument of {label}") for a in args]
         typed = [v for v in vals if isinstance(v, Value)]
         if not typed:
+            if any(v.value is None for v in vals):
+                raise self.err(node, f"None is not a value (argument of {label})",
+                               hint="kernels and device functions work on numbers")
+            if any(isinstance(v.value, bool) for v in vals):
+                raise self.err(node, f"{label} of bool values", hint="cast first")
             if fn in ("abs", "min", "max"):
                 return Lit({"abs": abs, "min": min, "max": max}[fn](*[v.value for v in vals]))
             t = dt.f32
