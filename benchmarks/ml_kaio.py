@@ -5,7 +5,7 @@ the reference backend runs them too, which the tests use).
 kaio is timed through what a user calls: the registry case's device-resident ``bench`` closure
 (kernels/ml/cases.py, built from kernels/_bench.py), never a benchmark-only kernel variant. The
 only op without such a case in every dtype is ``dequantize_int8`` (the registry has f32): its
-other dtypes take the library kernel ``quant.dequantize_kernel(dtype)`` through the same helpers.
+other dtypes take the library's choice ``quant.dequantize_launch(dtype, shape)`` through the same helpers.
 """
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ def kaio_closure(op: str, dtype: str, inputs: dict):
         return case.bench(inputs), f"{name} bench closure"
     if op == "dequantize_int8":
         q = inputs["q"]
-        launch = _bench.launcher(quant.dequantize_kernel(dtype), *_bench.up(inputs, "q", "scale"),
+        launch = _bench.launcher(quant.dequantize_launch(dtype, q.shape), *_bench.up(inputs, "q", "scale"),
                                  _bench.empty(q.shape, np_dtype(dtype)))
-        return launch, f"quant.dequantize_kernel({dtype!r}) via kernels/_bench.py"
+        return launch, f"quant.dequantize_launch({dtype!r}, shape) via kernels/_bench.py"
     raise LookupError(f"the library has no case {name} with a bench closure")
 
 

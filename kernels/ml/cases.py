@@ -150,7 +150,7 @@ register(KernelCase(
     default_size=(4096, 4096), small_size=(64, 100),
     tolerance=Tolerance(rtol=2.0 ** -24, why="one f32 product of exact operands: half an ulp"),
     flops=lambda s: 1.0 * s[0] * s[1], bytes=lambda s: 5.0 * s[0] * s[1],
-    bench=lambda i: launcher(quant.dequantize_kernel("f32"), *up(i, "q", "scale"),
+    bench=lambda i: launcher(quant.dequantize_launch("f32", i["q"].shape), *up(i, "q", "scale"),
                              empty(i["q"].shape, np.float32)),
     description="per-channel scales"))
 
