@@ -14,6 +14,7 @@
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
+#   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
@@ -48,6 +49,7 @@ for step in "$@"; do
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
+    fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
     variants) run softmax_variants 200 python3 benchmarks/softmax_variants.py --out "$OUT" ;;
     before) CONF="--target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942"
             python3 -m pip install -q --no-deps --no-build-isolation -e .baseline > "$OUT/install_baseline.log" 2>&1

@@ -2,11 +2,11 @@
 
 Inputs and outputs may be f32, f16 or bf16; every kernel loads into f32, computes in f32 and
 rounds once when it stores. The f32 SiLU-gate gives each thread four neighbouring elements
-(``regions.blocked(4)``): full tiles load and store 16 bytes per instruction (``ld.global.v4``)
-and the index arithmetic is shared by four elements. The rest keep one element per thread (the
-default Region partition): kaio vectorises 4-byte elements only, and the GELUs' expanded bodies
-(~100 IR ops) are over the full-tile pass's copy budget (``MAX_COPIED_OPS``), so blocking them
-gives a 4-trip loop of scalar accesses, not 16-byte ones.
+(``regions.blocked(4)``), so full tiles load and store 16 bytes per instruction. The others are
+written one element per thread; kaio itself gives them 8 neighbours per thread when it picks the
+launch (automatic coarsening, docs/regions.md), with 16-byte accesses for 2- and 4-byte types.
+SiLU and tanh-GELU use the fast exp (``fast=True``: the hardware exp2 after an exact range
+reduction, docs/mathlib.md), as Triton's ``tl.exp`` does; exact GELU's erf is the portable one.
 """
 import functools
 
@@ -37,7 +37,7 @@ def silu_gate_kernel(dt: str):
     def silu_gate(x: kaio.In[T], gate: kaio.In[T], y: _out(dt)):
         for i in y.owned():
             v = f32(x[i])
-            y[i] = T(v / (1.0 + kaio.math.exp(-v)) * f32(gate[i]))
+            y[i] = T(v / (1.0 + kaio.math.exp(-v, fast=True)) * f32(gate[i]))
 
     return silu_gate
 
@@ -70,7 +70,7 @@ def gelu_tanh_kernel(dt: str):
         for i in y.owned():
             v = f32(x[i])
             inner = SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)
-            y[i] = T(v / (1.0 + kaio.math.exp(-2.0 * inner)))
+            y[i] = T(v / (1.0 + kaio.math.exp(-2.0 * inner, fast=True)))
 
     return gelu_tanh
 

@@ -6,7 +6,8 @@ combination order, so results do not depend on the warp width), then each thread
 columns it owns. Rows of up to 32768 columns take the register-resident variants (the row read
 once into registers: :func:`resident_plan`), wider ones the general kernels, which read the row
 two or three times; :func:`row_kernel` picks. Inputs and outputs are f32, f16 or bf16;
-statistics are accumulated in f32.
+statistics are accumulated in f32. The softmax's exp is the fast one (``fast=True``: the hardware
+exp2 after an exact range reduction, within a few ulp: docs/mathlib.md), as in Triton's softmax.
 """
 import functools
 
@@ -88,10 +89,10 @@ def softmax_kernel(dt: str, out_dt: str):
         row_max = kaio.block_max(m)
         s = f32(0.0)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            s += kaio.math.exp(f32(x[row, c]) - row_max)
+            s += kaio.math.exp(f32(x[row, c]) - row_max, fast=True)
         inv_sum = 1.0 / kaio.block_sum(s)
         for r, c in y.owned():
-            y[r, c] = OT(kaio.math.exp(f32(x[r, c]) - row_max) * inv_sum)
+            y[r, c] = OT(kaio.math.exp(f32(x[r, c]) - row_max, fast=True) * inv_sum)
 
     return softmax
 
@@ -119,7 +120,7 @@ def resident_vec(dt: str, out_dt: str, cols: int) -> int:
 @functools.lru_cache(maxsize=None)
 def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int = 1):
     """:func:`softmax_kernel` with the row in registers (read once, written once), in chunks of
-    ``vec`` columns. ``fast``: the hardware exp (``fast_math``; the library never sets it)."""
+    ``vec`` columns. ``fast``: ``fast_math`` for the whole kernel (its exp is fast either way)."""
     T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
     @kaio.kernel(fast_math=fast, max_registers=RESIDENT_REGS)
@@ -142,7 +143,7 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int =
         row_max = kaio.block_max(m)
         s = f32(0.0)
         for k in kaio.static_range(PER):
-            e = kaio.math.exp(v[k] - row_max)
+            e = kaio.math.exp(v[k] - row_max, fast=True)
             v[k] = e
             s += e
         inv_sum = 1.0 / kaio.block_sum(s)
