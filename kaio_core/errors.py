@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 import linecache
 
+from .config import settings
+
 
 class KaioError(Exception):
     """Base class of kaio's own errors."""
@@ -62,7 +64,6 @@ def public_entry(method):
         try:
             return method(*args, **kwargs)
         except CompileError as e:
-            from .config import settings  # lazy: config is imported by errors' users anyway
             if settings().internal_frames:
                 raise
             raise e.with_traceback(None) from None
