@@ -24,7 +24,6 @@ import multiprocessing
 import os
 import pickle
 import tempfile
-from dataclasses import asdict, dataclass, field
 
 import kaio
 from kaio import f32
@@ -33,30 +32,7 @@ from kaio.backends.targets import get_target
 from kaio.ir import parse_kernel, print_kernel
 
 from . import nvidia
-
-
-@dataclass
-class BuildResult:
-    """The outcome of one (kernel, target) build: ok, or the errors met."""
-
-    kernel: str
-    arch: str
-    ok: bool
-    errors: list[str] = field(default_factory=list)
-    lds_bytes: int = 0
-    sgpr: int = 0
-    vgpr: int = 0
-    agpr: int = 0
-    spills: int = 0
-    scratch_bytes: int = 0
-    unavailable: bool = False     # refused: a feature this target lacks (kaio's or ptxas's message)
-    registers: int = 0            # NVIDIA (ptxas -v): registers per thread
-    spill_stores: int = 0         # NVIDIA: bytes
-    spill_loads: int = 0          # NVIDIA: bytes
-    barriers: int = 0             # NVIDIA: named barriers used
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+from .builds import BuildResult
 
 
 def build(ir_text: str, target: str, kernel_options=None) -> BuildResult:

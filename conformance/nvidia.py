@@ -30,6 +30,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from kaio.backends.codeobject import shared_memory_plan
+from kaio.backends.targets import get_target
+
+from .builds import BuildResult
+
 #: column -> (kaio backend target, ptxas arch)
 COLUMNS = {f"{arch}{suffix}": (("nvptx64-" if suffix else "") + arch, arch)
            for arch in ("sm_80", "sm_86", "sm_89") for suffix in ("", "-llvm")}
@@ -176,11 +181,7 @@ def unavailable(message: str) -> bool:
 
 def build(kernel, column: str, kernel_options=None):
     """Build ``kernel`` (IR) for an NVIDIA compile column and validate it with ptxas; returns a
-    :class:`kaio.conformance.amd.BuildResult` (``unavailable`` set for a target's refusal)."""
-    from kaio.backends.codeobject import shared_memory_plan
-    from kaio.backends.targets import get_target
-
-    from .amd import BuildResult
+    :class:`~kaio.conformance.builds.BuildResult` (``unavailable`` set for a target's refusal)."""
     target, arch = COLUMNS[column]
     try:
         t = get_target(target)
