@@ -15,6 +15,7 @@
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 #   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
+#   rowsweep  benchmarks/row_ops_sweep.py: the resident row ops' launch shapes and register caps
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
@@ -50,6 +51,7 @@ for step in "$@"; do
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
+    rowsweep) run row_ops_sweep 240 python3 benchmarks/row_ops_sweep.py --out "$OUT" ;;
     variants) run softmax_variants 200 python3 benchmarks/softmax_variants.py --out "$OUT" ;;
     before) CONF="--target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942"
             python3 -m pip install -q --no-deps --no-build-isolation -e .baseline > "$OUT/install_baseline.log" 2>&1
