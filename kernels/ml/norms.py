@@ -110,6 +110,15 @@ def softmax_kernel(dt: str, out_dt: str):
 RESIDENT_REGS = 64
 
 
+def resident_regs(per: int) -> int:
+    """The register cap for ``per`` columns per thread. Measured on the H200 (benchmarks/
+    row_ops_sweep.py, 2026-12-01 14:17 UTC, 4096x8192): at 16 columns a cap of 40 lets three
+    512-thread blocks share an SM, and softmax went 102.4 -> 86.3 us (f32) and 65.9 -> 55.3 us
+    (f16), layernorm 104.6 -> 86.4 us (f32), rmsnorm unchanged (81 us); at 32 columns (1024
+    threads) 64 stays best (40 spills: softmax f32 111.7 -> 134.3 us)."""
+    return 40 if per == 16 else RESIDENT_REGS
+
+
 def resident_vec(dt: str, out_dt: str, cols: int) -> int:
     """Columns per chunk of the resident kernels: what one 16-byte access moves of the narrower
     of the two dtypes (4 for f32, 8 for f16/bf16), or 1 when ``cols`` is not a multiple."""
@@ -118,12 +127,13 @@ def resident_vec(dt: str, out_dt: str, cols: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int = 1):
+def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int = 1,
+                            regs: int = RESIDENT_REGS):
     """:func:`softmax_kernel` with the row in registers (read once, written once), in chunks of
     ``vec`` columns. ``fast``: ``fast_math`` for the whole kernel (its exp is fast either way)."""
     T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
-    @kaio.kernel(fast_math=fast, max_registers=RESIDENT_REGS)
+    @kaio.kernel(fast_math=fast, max_registers=regs)
     def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows(V)], PER: kaio.Const[int]):
         row = kaio.block_idx.x
         t = kaio.thread_idx.x
@@ -157,12 +167,12 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int =
 
 
 @functools.lru_cache(maxsize=None)
-def rmsnorm_resident_kernel(dt: str, out_dt: str, vec: int = 1):
+def rmsnorm_resident_kernel(dt: str, out_dt: str, vec: int = 1, regs: int = RESIDENT_REGS):
     """:func:`rmsnorm_kernel` with the row in registers (read once, written once), in chunks of
     ``vec`` columns."""
     T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
-    @kaio.kernel(max_registers=RESIDENT_REGS)
+    @kaio.kernel(max_registers=regs)
     def rmsnorm_resident(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows(V)], eps: f32,
                          PER: kaio.Const[int]):
         row = kaio.block_idx.x
@@ -191,13 +201,13 @@ def rmsnorm_resident_kernel(dt: str, out_dt: str, vec: int = 1):
 
 
 @functools.lru_cache(maxsize=None)
-def layernorm_resident_kernel(dt: str, out_dt: str, vec: int = 1):
+def layernorm_resident_kernel(dt: str, out_dt: str, vec: int = 1, regs: int = RESIDENT_REGS):
     """:func:`layernorm_kernel` with the row in registers, in chunks of ``vec`` columns: the
     mean and the centred sum of squares (still two passes, for the variance's accuracy) both run
     over the registers."""
     T, OT, V = kdtype(dt), kdtype(out_dt), vec
 
-    @kaio.kernel(max_registers=RESIDENT_REGS)
+    @kaio.kernel(max_registers=regs)
     def layernorm_resident(x: kaio.In[T, 2], w: kaio.In[T], b: kaio.In[T],
                            y: kaio.Out[OT, _rows(V)], eps: f32, PER: kaio.Const[int]):
         row = kaio.block_idx.x
@@ -274,7 +284,7 @@ def row_kernel(op: str, dt: str, out_dt: str, shape):
         return _GENERAL[op](dt, out_dt)
     vec = resident_vec(dt, out_dt, cols)
     threads, per = resident_plan(cols, vec)
-    k = _RESIDENT[op](dt, out_dt, vec=vec)[(rows,), (threads,)]
+    k = _RESIDENT[op](dt, out_dt, vec=vec, regs=resident_regs(per))[(rows,), (threads,)]
     return lambda *args: k(*args, PER=per)
 
 
