@@ -14,7 +14,7 @@ from ..cache import default_cache
 from ..config import settings
 from ..errors import BackendUnavailable
 from ..options import CompileOptions, KernelOptions
-from .launch_checks import check_launch
+from .launch_checks import plan_launch
 
 
 @dataclass
@@ -50,6 +50,8 @@ class Backend:
       atomic/raw: both).
     - ``_launch(compiled, grid, block, args, shared_bytes, stream)``: internal, the backend's
       own part of ``launch``, given a launch that ``launch`` has checked; never call it directly.
+      The checks run once per argument signature (``LaunchChecks.planned``); ``_launch_planned``
+      may keep per-signature work of its own in the plan (the CUDA backend's packed pointers).
     """
 
     name = "?"
@@ -79,9 +81,15 @@ class Backend:
     def launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Check the launch, then run it (see the class docstring); nothing is copied or
         launched when a check fails. Returns the launch shape used, as 3-tuples."""
-        grid, block, args = check_launch(compiled, grid, block, args)
-        self._launch(compiled, grid, block, args, shared_bytes, stream)
-        return grid, block
+        plan, args = plan_launch(compiled, grid, block, args)
+        self._launch_planned(compiled, plan, args, shared_bytes, stream)
+        return plan.grid, plan.block
+
+    def _launch_planned(self, compiled: Compiled, plan, args, shared_bytes=0, stream=None):
+        """Run a checked launch given its :class:`kaio.backends.launch_checks.LaunchPlan`
+        (a backend may keep its own per-signature work in ``plan.data``); by default
+        ``_launch``."""
+        self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
 
     def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         raise NotImplementedError

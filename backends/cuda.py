@@ -31,7 +31,7 @@ from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
 from .cublas import Cublas
-from .runtime import DeviceArray, Transfers, buffer_arg, capture_target
+from .runtime import DeviceArray, Transfers, buffer_arg, capture_target, capturing
 from .targets import get_target, nvptx_target_for
 
 #: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
@@ -124,8 +124,13 @@ class LoadedKernel:
         self.dyn_shared_optin = nbytes
 
     def launch(self, grid, block, shared_bytes: int, stream: int, values: list) -> None:
-        with self.packer.lock:
-            params = self.packer.pack(values)
+        packer = self.packer
+        with packer.lock:
+            if packer.convert:
+                params = packer.pack(values)
+            else:  # nothing to convert: pack in place (the hot path)
+                packer.struct.pack_into(packer.buffer, 0, *values)
+                params = packer.address
             r = self._cuLaunchKernel(self.function, grid[0], grid[1], grid[2], block[0], block[1],
                                      block[2], shared_bytes, stream, params, 0)
         drv.last_launched = self.name
@@ -214,6 +219,42 @@ class CudaBackend(Backend):
         return cuda_runtime.runtime(self.ctx.ordinal)
 
     # --- launching ------------------------------------------------------------------------
+    def _launch_planned(self, compiled: Compiled, plan, args, shared_bytes=0, stream=None):
+        """A checked launch whose buffers are all this device's kaio arrays takes the plan's
+        flat parameters, packed once per signature (pointers and extents are in it); only the
+        scalars are written per launch. Anything else (numpy copies, foreign arrays, syncing
+        after every launch, more than 48 KiB of dynamic shared memory) goes through ``_launch``."""
+        fast = plan.data
+        if fast is None:
+            fast = plan.data = self._flat_template(compiled, args)
+        if (not fast or shared_bytes > _DEFAULT_DYN_SHARED or self.sync_every_launch
+                or capturing() is not None):  # a capture counts its launches: the full path
+            return self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
+        values, slots = fast
+        values = values.copy()
+        for f, i in slots:
+            values[f] = args[i]
+        hstream = 0 if stream is None else self.runtime.stream_handle(stream)
+        self.ctx.make_current()
+        compiled.handle.launch(plan.grid, plan.block, int(shared_bytes), hstream, values)
+
+    def _flat_template(self, compiled: Compiled, args):
+        """(flat values with each buffer's pointer and extents in place, [(flat index, argument
+        index) of each scalar]) when every buffer is a live kaio array of this device; False
+        otherwise. Keyed by the plan's signature, which holds those pointers and shapes."""
+        plan = compiled.launch_plan or _param_plan(compiled)
+        rt, values, slots = self.runtime, [], []
+        for i, (a, t) in enumerate(zip(args, plan)):
+            if t is None:
+                slots.append((len(values), i))
+                values.append(None)
+            elif type(a) is DeviceArray and a.runtime is rt and (a.ptr or not a.nbytes):
+                values.append(a.ptr)
+                values.extend(a.shape)
+            else:
+                return False
+        return values, slots
+
     def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a launch that ``Backend.launch`` checked; ``args`` in IR parameter order."""
         lk: LoadedKernel = compiled.handle

@@ -11,7 +11,8 @@ and then hands the launch to the backend's internal ``_launch``. It checks, in o
 2. the launch shape: 1 to 3 positive extents within the limits of every backend and at most
    ``2**31`` threads (global ids are i32), or, with none given, the first Region/Out
    parameter's default (:meth:`Partition.launch_shape`);
-3. for the shapes and scalars of this launch (memoised per kernel): each partition's
+3. for the shapes and scalars of this launch (memoised per kernel; with 1 and 2, once per
+   argument signature: :meth:`LaunchChecks.planned`): each partition's
    ``check_launch`` (every element one owner, no i32 overflow in its index formulas), the
    declared block (``@kaio.kernel(block=...)``: the only block allowed, and the default one),
    the launch dimensionality the race proof assumed (``launch_dims``) and the kernel's index
@@ -258,6 +259,10 @@ class LaunchChecks:
                         if n in used and not isinstance(t, BufType)]
         self.plan = [(i, n, t, isinstance(t, BufType))
                      for i, (n, t) in enumerate(zip(self.names, self.types))]
+        self.kinds = [(i, is_buf) for i, _, _, is_buf in self.plan]
+        # scalars re-checked on a planned launch: (index, name, type, largest finite float)
+        self.scalar_plan = [(i, n, t, _float_max(t) if t.is_float else None)
+                            for i, n, t, is_buf in self.plan if not is_buf]
         bufs = [i for i, _, _, is_buf in self.plan if is_buf]
         self.buffer_pos = {i: k for k, i in enumerate(bufs)}
         self.buffer_names = [self.names[i] for i in bufs]
@@ -265,6 +270,52 @@ class LaunchChecks:
         self.pairs = [(i, j) for k, i in enumerate(bufs) for j in bufs[k + 1:]
                       if self.types[i].intent != "in" or self.types[j].intent != "in"]
         self.memo: dict = {}
+        self.plans: dict = {}  # signature -> LaunchPlan (see planned)
+
+    def planned(self, grid, block, args) -> tuple["LaunchPlan", list]:
+        """``(plan, args)`` for one launch: the checks run once per argument signature
+        (:meth:`signature`); a repeated signature re-checks only its scalars' types and ranges,
+        everything else being what the signature fixes. Arguments with no signature (numpy
+        arrays, foreign arrays) are checked in full on every launch, with a plan of their own."""
+        key = self.signature(grid, block, args)
+        if key is not None:
+            p = self.plans.get(key)
+            if p is not None:
+                for i, n, t, fmax in self.scalar_plan:
+                    a = args[i]
+                    if type(a) is float and fmax is not None and (abs(a) <= fmax or a != a):
+                        continue  # in range, or NaN (the signature holds its type: float)
+                    v = check_scalar(self.name, n, t, a)
+                    if v is not a:
+                        args = list(args)
+                        args[i] = v
+                return p, args
+        grid, block, args = self(grid, block, args)
+        p = LaunchPlan(grid, block)
+        if key is not None and len(self.plans) < _MEMO_SIZE:
+            self.plans[key] = p
+        return p, args
+
+    def signature(self, grid, block, args):
+        """What every check of a launch depends on, or None where it cannot be keyed: the
+        launch shape as given, and per argument a kaio device array's runtime, address, shape
+        and dtype (dtype, rank, extents, partitions and aliasing follow from them) or a
+        scalar's Python type, plus the values of the scalars the index bounds read."""
+        if len(args) != len(self.types) or not (
+                grid is None and block is None or _plain_dims(grid) and _plain_dims(block)):
+            return None  # bools hash like ints: a shape of bools must reach the checks
+        key = [grid, block]
+        for i, is_buf in self.kinds:
+            a = args[i]
+            if not is_buf:
+                key.append(type(a))
+            elif getattr(type(a), "__kaio_device__", False):
+                key.extend((a.runtime, a.ptr, a.shape, a.dtype))
+            else:
+                return None
+        for i in self.scalars:
+            key.append(args[i])
+        return tuple(key)
 
     def __call__(self, grid, block, args):
         if len(args) != len(self.types):
@@ -318,6 +369,17 @@ class LaunchChecks:
             bounds.check(self.name, self.bounds, env)
 
 
+class LaunchPlan:
+    """The checked launch shape of one argument signature (:meth:`LaunchChecks.planned`), and
+    ``data``: the backend's own plan for it (e.g. the CUDA backend's pre-packed parameters),
+    None until the backend builds it, False where it has none."""
+
+    __slots__ = ("grid", "block", "data")
+
+    def __init__(self, grid, block):
+        self.grid, self.block, self.data = grid, block, None
+
+
 def _grid_for(part, shape, grid, block, declared, buffer, kernel) -> tuple:
     """A grid for the declared block where the partition's default launch has another block:
     the partition's own (``launch_grid``), the default grid where the partition accepts it with
@@ -332,19 +394,33 @@ def _grid_for(part, shape, grid, block, declared, buffer, kernel) -> tuple:
         return (max(1, -(-threads // math.prod(declared))), 1, 1)
 
 
+def launch_checks(compiled) -> LaunchChecks:
+    """The :class:`LaunchChecks` of ``compiled`` (a :class:`kaio.backends.Compiled`, or an IR
+    kernel), prepared on first use and kept on the Compiled object."""
+    checks = getattr(compiled, "checks", None)
+    if checks is None:
+        # checked mode bound-checks every access on the device, naming the thread and the exact
+        # index, and skips the access: the launch-time index bounds are left to it
+        checked = getattr(getattr(compiled, "options", None), "checked", False)
+        checks = LaunchChecks(getattr(compiled, "kernel", compiled), index_bounds=not checked)
+        if hasattr(compiled, "checks"):
+            compiled.checks = checks
+    return checks
+
+
+def plan_launch(compiled, grid, block, args) -> tuple[LaunchPlan, list]:
+    """:func:`check_launch` through the per-signature plan cache: ``(plan, args)``, where
+    ``plan.grid`` and ``plan.block`` are the checked launch shape."""
+    checks = getattr(compiled, "checks", None)
+    if checks is None:
+        checks = launch_checks(compiled)
+    return checks.planned(grid, block, args)
+
+
 def check_launch(compiled, grid, block, args):
     """Check one launch of ``compiled`` (a :class:`kaio.backends.Compiled`, or an IR kernel)
     before anything is copied or launched; returns ``(grid, block, args)``: the launch shape as
     3-tuples (``grid=None``: the default for the first Region/Out parameter) and the arguments
     with scalars as Python values. Raises LaunchError, TypeError or ValueError naming the kernel
     and what is wrong."""
-    kernel = getattr(compiled, "kernel", compiled)
-    checks = getattr(compiled, "checks", None)
-    if checks is None:
-        # checked mode bound-checks every access on the device, naming the thread and the exact
-        # index, and skips the access: the launch-time index bounds are left to it
-        checked = getattr(getattr(compiled, "options", None), "checked", False)
-        checks = LaunchChecks(kernel, index_bounds=not checked)
-        if hasattr(compiled, "checks"):
-            compiled.checks = checks
-    return checks(grid, block, args)
+    return launch_checks(compiled)(grid, block, args)

@@ -40,6 +40,10 @@ def dlpack_view(kernel: str, name: str, arr):
                                 f"{type(arr).__name__} through DLPack: {e}") from e
 
 
+#: argument types :func:`dlpack_view` returns unchanged, whatever they hold
+_PLAIN = (DeviceArray, np.ndarray)
+
+
 class KernelFunction(KaioFunction):
     """A Python function compiled by kaio. Call it, or index it with a launch configuration:
     ``k(args...)``, ``k[grid, block](args...)``, ``k[grid, block, shared_bytes](...)``,
@@ -59,6 +63,8 @@ class KernelFunction(KaioFunction):
         self._compiled: dict = {}
         self._lock = threading.Lock()
         self._has_consts = any(p.kind == "const" for p in self.params)
+        self._buffers = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
+        self._last = (None, None, None, None)  # (backend, settings, coarsen, Compiled) of the last call
 
     # --- specialisation ---------------------------------------------------------------
     def _const_values(self, values: list) -> dict:
@@ -174,12 +180,26 @@ class KernelFunction(KaioFunction):
             values = args  # the common call: all arguments positional
         else:
             values = bind(self.name, self.params, args, kwargs)
-        consts = self._const_values(values) if self._has_consts else {}
-        runtime = [dlpack_view(self.name, p.name, v) if p.kind == "buffer" else v
-                   for p, v in zip(self.params, values) if p.kind != "const"]
         backend = backends.get_backend(None)
-        # kaio picks the shape: elementwise kernels get k elements per thread (frontend.coarsen)
-        compiled = self._compile(backend, consts, grid is None and block is None)
+        coarsen = grid is None and block is None
+        last = self._last
+        plain = last[0] is backend and last[1] is settings() and last[2] is coarsen
+        for i in self._buffers if plain else ():
+            if type(values[i]) not in _PLAIN:
+                plain = False
+                break
+        if plain:
+            # the common repeated call: no constants, arrays that need no DLPack view, and the
+            # kernel compiled already for this backend, settings and shape choice
+            compiled, runtime = last[3], values
+        else:
+            consts = self._const_values(values) if self._has_consts else {}
+            runtime = [dlpack_view(self.name, p.name, v) if p.kind == "buffer" else v
+                       for p, v in zip(self.params, values) if p.kind != "const"]
+            # kaio picks the shape: elementwise kernels get k elements per thread (frontend.coarsen)
+            compiled = self._compile(backend, consts, coarsen)
+            if not self._has_consts:
+                self._last = (backend, settings(), coarsen, compiled)
         # Backend.launch is the one checked path: arguments, launch shape, partitions, index
         # bounds and aliasing are all checked there, before anything is copied or launched
         if compiled.options is not None and compiled.options.checked:
