@@ -6,7 +6,7 @@
 #   suite     the whole test suite with KAIO_BACKEND=cuda (kaio's PTX)
 #   suite-llvm  the whole test suite with KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm
 #   showcase  kaio showcase --all at default sizes on CUDA
-#   conformance  the conformance report over reference, cuda, cuda-llvm, gfx90a, gfx942
+#   conformance  the conformance report: reference (w32, w64), cuda, cuda-llvm executed; sm_80/86/89 (both paths), gfx90a, gfx942 compiled
 #   bench     benchmarks/bench_gpu.py (kaio vs CUDA C++ vs Triton vs torch/cuBLAS)
 #   ml        kaio bench --ml: the library's ML ops vs Triton vs torch, GB/s against the copy
 #   before    the conformance report of the tree in .baseline/ (an exported earlier commit:
@@ -46,7 +46,7 @@ for step in "$@"; do
     suite) run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
     suite-llvm) run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
-    conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
+    conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
