@@ -60,21 +60,22 @@ class LaunchSpy:
 
     def __enter__(self) -> "LaunchSpy":
         be = self.backend
-        self._saved = be.__dict__.get("_launch")
-        original = be._launch
+        self._saved = be.__dict__.get("_launch_planned")
+        original = be._launch_planned
 
-        def spy(compiled, grid, block, args, *rest, **kw):
-            self.launches.append((compiled, grid, block, list(args)))
-            return original(compiled, grid, block, args, *rest, **kw)
+        # every checked launch, planned or repeated, reaches the backend through _launch_planned
+        def spy(compiled, plan, args, *rest, **kw):
+            self.launches.append((compiled, plan.grid, plan.block, list(args)))
+            return original(compiled, plan, args, *rest, **kw)
 
-        be._launch = spy  # an instance attribute shadows the method for this object only
+        be._launch_planned = spy  # an instance attribute shadows the method for this object only
         return self
 
     def __exit__(self, *exc) -> None:
         if self._saved is None:
-            self.backend.__dict__.pop("_launch", None)
+            self.backend.__dict__.pop("_launch_planned", None)
         else:
-            self.backend._launch = self._saved
+            self.backend._launch_planned = self._saved
 
     def output(self):
         """The last device-array argument of the last launch (the ops' output), or None."""
