@@ -126,6 +126,23 @@ def resident_vec(dt: str, out_dt: str, cols: int) -> int:
     return v if cols % v == 0 else 1
 
 
+@kaio.func
+def _load_row(x, row, v, per, vec, fill):
+    """Row ``row`` of ``x`` into the thread's ``per`` registers ``v`` as f32: chunk k holds columns
+    ``[vec*t + vec*B*k, +vec)`` (one 16-byte load when vec is 16 / itemsize); a chunk past the
+    row's end holds ``fill``, the reduction's neutral value."""
+    t = kaio.thread_idx.x
+    nt = kaio.block_dim.x
+    n = x.shape[1]
+    for k in kaio.static_range(per // vec):
+        c = vec * t + vec * nt * k
+        for j in kaio.static_range(vec):
+            v[vec * k + j] = fill
+        if c + vec <= n:
+            for j in kaio.static_range(vec):
+                v[vec * k + j] = f32(x[row, c + j])
+
+
 @functools.lru_cache(maxsize=None)
 def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int = 1,
                             regs: int = RESIDENT_REGS):
@@ -140,16 +157,10 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int =
         nt = kaio.block_dim.x
         n = x.shape[1]
         v = kaio.local_array(f32, PER)
+        _load_row(x, row, v, PER, V, f32(-kaio.math.inf))
         m = f32(-kaio.math.inf)
-        for k in kaio.static_range(PER // V):
-            c = V * t + V * nt * k
-            for j in kaio.static_range(V):
-                v[V * k + j] = f32(-kaio.math.inf)
-            if c + V <= n:
-                for j in kaio.static_range(V):
-                    v[V * k + j] = f32(x[row, c + j])
-            for j in kaio.static_range(V):
-                m = kaio.math.max(m, v[V * k + j])
+        for k in kaio.static_range(PER):
+            m = kaio.math.max(m, v[k])
         row_max = kaio.block_max(m)
         s = f32(0.0)
         for k in kaio.static_range(PER):
@@ -180,16 +191,10 @@ def rmsnorm_resident_kernel(dt: str, out_dt: str, vec: int = 1, regs: int = RESI
         nt = kaio.block_dim.x
         n = x.shape[1]
         v = kaio.local_array(f32, PER)
+        _load_row(x, row, v, PER, V, f32(0.0))
         sumsq = f32(0.0)
-        for k in kaio.static_range(PER // V):
-            c = V * t + V * nt * k
-            for j in kaio.static_range(V):
-                v[V * k + j] = f32(0.0)
-            if c + V <= n:
-                for j in kaio.static_range(V):
-                    v[V * k + j] = f32(x[row, c + j])
-            for j in kaio.static_range(V):
-                sumsq += v[V * k + j] * v[V * k + j]
+        for k in kaio.static_range(PER):
+            sumsq += v[k] * v[k]
         inv_rms = 1.0 / kaio.math.sqrt(kaio.block_sum(sumsq) / f32(n) + eps)
         for k in kaio.static_range(PER // V):
             c = V * t + V * nt * k
@@ -215,16 +220,10 @@ def layernorm_resident_kernel(dt: str, out_dt: str, vec: int = 1, regs: int = RE
         nt = kaio.block_dim.x
         n = x.shape[1]
         v = kaio.local_array(f32, PER)
+        _load_row(x, row, v, PER, V, f32(0.0))
         s = f32(0.0)
-        for k in kaio.static_range(PER // V):
-            c = V * t + V * nt * k
-            for j in kaio.static_range(V):
-                v[V * k + j] = f32(0.0)
-            if c + V <= n:
-                for j in kaio.static_range(V):
-                    v[V * k + j] = f32(x[row, c + j])
-            for j in kaio.static_range(V):
-                s += v[V * k + j]
+        for k in kaio.static_range(PER):
+            s += v[k]
         mean = kaio.block_sum(s) / f32(n)
         ss = f32(0.0)
         for k in kaio.static_range(PER // V):
