@@ -21,26 +21,14 @@ def saxpy8(a: f32, x: kaio.In[f32], y: kaio.Region[f32, blocked(8)]):
         y[i] = a * x[i] + y[i]
 
 
-@kaio.kernel(fast_math=True)
-def softmax_rows(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, rows_per_block()]):
-    """One block per row: max, sum of exp, then normalise (fast exp, like __expf)."""
-    row = kaio.block_idx.x
-    cols = x.shape[1]
-    m = -kaio.math.inf
-    for j in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
-        m = max(m, x[row, j])
-    m = kaio.block_max(m)
-    s = 0.0
-    for j in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
-        s += kaio.math.exp(x[row, j] - m)
-    inv = 1.0 / kaio.block_sum(s)
-    for r, j in y.owned():
-        y[r, j] = kaio.math.exp(x[r, j] - m) * inv
+#: the library's three-pass softmax (kaio.kernels.ml.norms.softmax_kernel, what rows wider than
+#: 32768 columns run): one block per row, max, sum of exp, normalise, x read three times
+softmax_rows = norms.softmax_kernel("f32", "f32")
 
-
-#: the library's softmax for rows that fit in registers (kaio.kernels.ml.norms: thread t keeps
-#: columns t, t+B, ..., PER of them, in registers, so x is read once; the portable exp)
-softmax_rows_resident = norms.softmax_resident_kernel("f32", "f32")
+#: the library's register-resident softmax (what ml.softmax runs up to 32768 columns): 16-byte
+#: chunks of 4 columns per thread, x read once, the fast exp, the library's register cap at 16
+#: columns per thread (launch it with PER=16 on 512 threads for 8192 columns)
+softmax_rows_resident = norms.softmax_resident_kernel("f32", "f32", vec=4, regs=norms.resident_regs(16))
 
 
 @kaio.kernel

@@ -27,10 +27,11 @@ from .diagnostics import parse_function
 #: intrinsics that do not reveal or involve other threads
 THREAD_INDEPENDENT = frozenset({"static_range", "local_array"})
 
-#: the element sizes the vector pass groups (kaio.backends.vector_access): coarsening pays only
-#: where every buffer's accesses become 16-byte ones (H200, 2026-12-01: with k serial 2-byte
-#: accesses per thread, before 2-byte groups existed, f16 GELU and silu_gate ran 3.2-4.8x
-#: behind Triton)
+#: element sizes whose k = 8 neighbours the vector pass (kaio.backends.vector_access) turns into
+#: whole 16-byte accesses: 2 bytes (one group of 8) and 4 (two of 4). 1-byte types group by 16,
+#: so 8 of them never fill a group, and 8-byte ones are not grouped. Coarsening pays only where
+#: every buffer's accesses become 16-byte ones (H200, 2026-12-01: with k serial 2-byte accesses
+#: per thread, before 2-byte groups existed, f16 GELU and silu_gate ran 3.2-4.8x behind Triton)
 VECTOR_ITEMSIZES = frozenset({2, 4})
 
 #: bytes per thread and buffer: two 16-byte accesses for 4-byte types, as the blocked(8) saxpy
