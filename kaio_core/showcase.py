@@ -17,6 +17,7 @@ the reference backend, are timed around the whole call with numpy arrays in and 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -30,6 +31,7 @@ import kaio
 from . import kernels as K
 from .backends import PREFERENCE, availability
 from .kernels.rajaperf.checksum import relative_diff
+from .progress import track
 
 #: RAJAPerf kernels the default showcase runs (one or two per group, covering reductions,
 #: shared memory, stencils, transcendental math and 3-D indexing); --all runs every port.
@@ -148,24 +150,78 @@ def _fmt_size(size) -> str:
     return str(size)
 
 
+#: the table's columns in display order: (header, justify, rank). When the terminal is narrow,
+#: columns are kept by rank (0 first) while they fit whole; kernel and result are always shown.
+COLUMNS = (("kernel", "left", 0), ("size", "right", 5), ("max |err|", "right", 6),
+           ("err/tol", "right", 3), ("checksum", "right", 7), ("result", "center", 1),
+           ("median", "right", 4), ("timed", "left", 8), ("throughput", "right", 2))
+ALWAYS = ("kernel", "result")
+#: rich's cost of a column beyond its text: one space of padding each side and one border
+COLUMN_FRAME = 3
+
+
+def _piped_width() -> int:
+    """Width for output that is not a terminal: $COLUMNS when set, else 180."""
+    try:
+        return max(40, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return 180
+
+
+def _cells(r: Result) -> dict[str, str]:
+    """The row of one result as plain text, by column header."""
+    return {"kernel": r.name, "size": r.size, "max |err|": f"{r.max_error:.3g}",
+            "err/tol": f"{r.error_ratio:.3f}",
+            "checksum": "" if r.checksum is None else f"{r.checksum:.10g}",
+            "result": "PASS" if r.passed else "FAIL", "median": _fmt_time(r.median_s),
+            "timed": r.timed, "throughput": r.throughput}
+
+
+def fit_columns(rows: list[dict[str, str]], width: int) -> list[str]:
+    """The columns to show in ``width`` characters, in display order: by rank, each column is
+    kept only if it fits whole (so no number is ever cut), kernel and result always."""
+    need = {h: max([len(h)] + [len(row[h]) for row in rows]) + COLUMN_FRAME for h, _, _ in COLUMNS}
+    used, keep = 1, set()
+    for header, _, _ in sorted(COLUMNS, key=lambda c: c[2]):
+        if header in ALWAYS or used + need[header] <= width:
+            keep.add(header)
+            used += need[header]
+    return [h for h, _, _ in COLUMNS if h in keep]
+
+
 def render(results: list[Result], console=None) -> None:
-    """Print the results as a rich table."""
-    table = Table(title="kaio showcase", title_justify="left",
-                  caption="err/tol: worst |out - ref| as a fraction of the kernel's tolerance "
-                          "(<= 1 passes); checksum: RAJAPerf's weighted Kahan sum")
-    for col, just in (("kernel", "left"), ("size", "right"), ("backend", "left"),
-                      ("max |err|", "right"), ("err/tol", "right"), ("checksum", "right"),
-                      ("result", "center"), ("median", "right"), ("timed", "left"),
-                      ("throughput", "right")):
-        table.add_column(col, justify=just, no_wrap=True)
-    for r in results:
-        verdict = "[green]PASS[/green]" if r.passed else "[bold red]FAIL[/bold red]"
-        table.add_row(r.name, r.size, r.backend, f"{r.max_error:.3g}", f"{r.error_ratio:.3f}",
-                      "" if r.checksum is None else f"{r.checksum:.10g}", verdict,
-                      _fmt_time(r.median_s), r.timed, r.throughput)
-    if console is None:  # piped output: do not squeeze the table into 80 columns
-        console = Console() if sys.stdout.isatty() else Console(width=180)
+    """Print the results as a rich table that fits the console: columns that do not fit whole
+    are left out (and named below the table) rather than cut; PASS/FAIL is always shown."""
+    if console is None:  # piped output: do not squeeze the table into 80 columns unless asked to
+        console = Console() if sys.stdout.isatty() else Console(width=_piped_width())
+    rows = [_cells(r) for r in results]
+    backends = sorted({r.backend for r in results})
+    timings = sorted({r.timed for r in results})
+    shown = fit_columns(rows, console.width)
+    if len(timings) == 1 and "timed" in shown:  # one kind of timing: said once, below
+        shown.remove("timed")
+    notes = []
+    if "err/tol" in shown:
+        notes.append("err/tol: worst |out - ref| as a fraction of the kernel's tolerance (<= 1 passes)")
+    if "checksum" in shown:
+        notes.append("checksum: RAJAPerf's weighted Kahan sum")
+    if len(timings) == 1 and "median" in shown:
+        notes.append(f"median times are {timings[0]}")
+    table = Table(title=f"kaio showcase on {', '.join(backends) or '-'}", title_justify="left",
+                  caption="; ".join(notes) or None, caption_justify="left")
+    justify = {h: j for h, j, _ in COLUMNS}
+    for header in shown:
+        # only kernel names may wrap (on a terminal too narrow even for the two kept columns)
+        table.add_column(header, justify=justify[header], no_wrap=header != "kernel",
+                         overflow="fold")
+    for r, row in zip(results, rows):
+        cells = dict(row, result="[green]PASS[/green]" if r.passed else "[bold red]FAIL[/bold red]")
+        table.add_row(*(cells[h] for h in shown))
     console.print(table)
+    hidden = [h for h, _, _ in COLUMNS if h not in shown and not (h == "timed" and len(timings) == 1)]
+    if hidden:
+        console.print(f"[dim]not shown at {console.width} columns: {', '.join(hidden)} "
+                      "(widen the terminal to see them)[/dim]", highlight=False)
     for r in results:
         if r.message:
             console.print(f"[red]{r.name}[/red]: {r.message}", markup=True, highlight=False)
@@ -206,7 +262,7 @@ def main(argv=None) -> int:
         print(f"kaio showcase: {e.args[0]}")
         return 2
     results = []
-    for case in cases:
+    for case in track(cases, f"showcase on {backend}", label=lambda c: c.name):
         size = case.small_size if size_kind == "small" else case.default_size
         results.append(run_case(case, size, backend, repeat))
     render(results)

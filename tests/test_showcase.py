@@ -85,3 +85,42 @@ def test_throughput_units():
     assert showcase._throughput(case, 1_000_000, 1e-3).startswith("24.000")
     mm = K.get("rajaperf/MAT_MAT_SHARED")
     assert showcase._throughput(mm, 1000, 1e-2) == "0.200 TFLOP/s"          # 2e9 flop in 10 ms
+
+
+def _wide_results():
+    R = showcase.Result
+    return [R("rajaperf/MAT_MAT_SHARED", "1000", "cuda", True, 0.000123456, 0.0071234,
+              checksum=123456.7890123, median_s=0.00712345, timed="kernel",
+              throughput="12.345 TFLOP/s"),
+            R("ml/quantized_attention", "4x128x64", "cuda", False, 1.5, 3.25, median_s=12.3,
+              timed="end-to-end", throughput="1234.567 GB/s", message="checksum differs")]
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_table_fits_the_terminal_and_never_cuts_a_number(width):
+    import io
+
+    from rich.console import Console
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    showcase.render(_wide_results(), console)
+    text = console.file.getvalue()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    assert "…" not in text
+    rows = [line for line in text.splitlines() if "rajaperf/MAT_MAT_SHARED" in line
+            or "ml/quantized_attention" in line.split(":")[0]]
+    assert "PASS" in rows[0] and "FAIL" in rows[1]      # the verdict is on the kernel's line
+    for whole in ("12.345 TFLOP/s", "1234.567 GB/s", "7.123 ms", "12.30 s", "0.007", "3.250"):
+        assert whole in text                             # ranked first: shown whole at 80
+    if width >= 120:
+        for whole in ("123456.789", "0.000123", "4x128x64"):
+            assert whole in text
+    else:
+        assert "not shown at 80 columns:" in text and "checksum" in text
+    if width >= 200:
+        assert "end-to-end" in text and "not shown" not in text
+
+
+def test_fit_columns_keeps_kernel_and_result_at_any_width():
+    rows = [showcase._cells(r) for r in _wide_results()]
+    assert showcase.fit_columns(rows, 20) == ["kernel", "result"]
+    assert showcase.fit_columns(rows, 1000) == [h for h, _, _ in showcase.COLUMNS]
