@@ -12,6 +12,10 @@ the same arguments (see docs/language.md, "Matrix fragments").
         b = kaio.mma.load_b(B, k0, col0)           # B[k0:k0+16, col0:col0+8]
         acc = kaio.mma.mma(a, b, acc)              # acc + a @ b, f32 accumulation
     kaio.mma.store(C, row0, col0, acc)             # C[row0:row0+16, col0:col0+8]
+
+A fragment may span several instruction tiles (a warp tile): ``m=``, ``n=`` and ``k=`` on the
+loads and the fill (multiples of 16, 8 and 16). ``copy_tile`` stages a tile of global memory in
+a shared array for the whole block (asynchronously where the target can: ``cp.async``).
 """
 from __future__ import annotations
 
@@ -31,8 +35,14 @@ load_b = Intrinsic("mma.load_b", "load_b(buf, row0, col0, ld=None, trans=False, 
 load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=m16n8k16): the "
                                      "accumulator tile buf[row0:row0+m, col0:col0+n].")
 mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact, f32 accumulation).")
-store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None): write the accumulator "
-                               "tile to buf[row0:row0+m, col0:col0+n] (rounded to buf's dtype).")
+store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None, alpha=None, beta=None): "
+                               "write the accumulator tile to buf[row0:row0+m, col0:col0+n] "
+                               "(rounded to buf's dtype; alpha*acc + beta*buf when given; elements "
+                               "outside buf are skipped).")
+copy_tile = Intrinsic("mma.copy_tile", "copy_tile(dst, src, row0, col0, rows=None, cols=None): "
+                                       "block-collective: shared dst[0:rows, 0:cols] = "
+                                       "src[row0:row0+rows, col0:col0+cols], zeros outside src; "
+                                       "visible after the next kaio.sync().")
 
-FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store)}
+FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile)}
 __all__ = [*FUNCTIONS, "m16n8k16"]

@@ -47,8 +47,8 @@ def check(kernel, walk) -> None:
     found = _first_divergent(walk.collectives)
     if found is not None:
         c, kind, op = found
-        what = {"mma_load": "kaio.mma.load", "mma_store": "kaio.mma.store"}.get(c.op.opcode,
-                                                                              "kaio.mma.mma")
+        what = {"mma_load": "kaio.mma.load", "mma_store": "kaio.mma.store",
+                "mma_copy": "kaio.mma.copy_tile"}.get(c.op.opcode, "kaio.mma.mma")
         err = CompileError.at(
             c.op.loc, f"{what} is {_WHERE[kind]}{_line(op)}: fragment ops are warp-collective, "
                       "and a branch that splits a warp would leave some of its lanes out",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import CompileError
 from ..ir.core import Op
 from ..ir.types import BufType
 from .affine import Poly, SymbolTable, SymMath, bounds, trivially_nonneg
@@ -505,6 +506,25 @@ class Walk:
             self._opaque(r, False)
 
     op_mma_store = op_mma
+
+    def op_mma_copy(self, op, blk):
+        """Block-collective copy into a shared array: the block's threads share out the tile's
+        elements in a target's order, modelled as each thread writing any element of ``dst``;
+        the shared check lets the copy meet itself (its own elements are disjoint by
+        construction) but nothing else in its barrier interval."""
+        dst = op.operands[0]
+        index = [self.table.opaque("tile", loops=self._loop_ids()) for _ in range(dst.type.ndim)]
+        facts = [f for f in self.facts if not isinstance(f, _InBounds)]
+        self.accesses.append(Access(op, dst, "store", index, facts, self.cur,
+                                    {id(lp.op): lp.seg for lp in self.loops if lp.direct_barrier},
+                                    blk))
+        if any(not lp.direct_barrier for lp in self.loops):
+            raise CompileError.at(op.loc, "kaio.mma.copy_tile in a loop without kaio.sync(): two "
+                                          "iterations' copies into the same shared array would "
+                                          "overlap", kernel=self.kernel.name,
+                                  hint="end each iteration with kaio.sync() (the copy is visible "
+                                       "after the next barrier)")
+        self.op_mma(op, blk)
 
     def op_barrier(self, op, blk):
         self.barriers.append(Barrier(op, list(self.ctrl)))

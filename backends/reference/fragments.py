@@ -31,6 +31,7 @@ def _fail(interp, op, msg, hint):
 def _what(op) -> str:
     role = (op.results[0].type if op.results else op.operands[-1].type).role
     return {"mma_load": f"kaio.mma.load_{role}", "mma_store": "kaio.mma.store",
+            "mma_copy": "kaio.mma.copy_tile",
             "mma": "kaio.mma.mma", "mma_fill": "kaio.mma.fill"}[op.opcode]
 
 
@@ -118,15 +119,78 @@ def load(interp, op, mask):
     return out
 
 
+def _inside(buf, index):
+    """Per lane: whether an element index (list of per-lane arrays) lies inside ``buf``."""
+    ok = True
+    for v, extent in zip(index, buf.shape):
+        ok = ok & (v >= 0) & (v < extent)
+    return np.asarray(ok)
+
+
+def _lanes(mask, L):
+    return np.ones(L, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+
+
 def store(interp, op, mask):
+    """Elements outside the buffer are skipped (edge tiles); with ``scaled``, each stored
+    element is ``alpha * acc + beta * old`` in f32 (the old value is not read where beta is 0,
+    as BLAS does, so NaNs in an uninitialised output do not leak)."""
     check_warps(interp, op, mask)
     buf = interp.env[op.operands[0].id]
-    vals = semantics.cast(op.operands[-1].type.dtype, buf.dtype, interp.env[op.operands[-1].id])
+    acc = interp.env[op.operands[-1].id]
+    L = interp.batch.L
+    if op.attrs.get("scaled"):
+        alpha, beta = (np.broadcast_to(np.asarray(interp.env[v.id], dtype=np.float32), (L,))
+                       for v in op.operands[-3:-1])
     for e, index in enumerate(_tile_index(interp, op, mask)):
-        sel, pos = interp._positions(op, buf, index, mask)
+        index = [np.broadcast_to(np.asarray(v), (L,)) for v in index]
+        sel_mask = _lanes(mask, L) & _inside(buf, index)
+        if not sel_mask.any():
+            continue
+        sel, pos = interp._positions(op, buf, index, sel_mask)
+        v = acc[e][sel].astype(np.float32)
+        if op.attrs.get("scaled"):
+            with np.errstate(over="ignore", invalid="ignore"):
+                v = alpha[sel] * v
+                b = beta[sel]
+                if (b != 0).any():
+                    if interp.san is not None:
+                        interp.san.read(interp, op, buf, pos, sel)
+                    old = semantics.cast(buf.dtype, op.operands[-1].type.dtype, buf.flat[pos])
+                    v = np.where(b != 0, v + b * old.astype(np.float32), v).astype(np.float32)
         if interp.san is not None:
             interp.san.write(interp, op, buf, pos, sel)
-        buf.flat[pos] = vals[e] if sel is None else vals[e][sel]
+        buf.flat[pos] = semantics.cast(op.operands[-1].type.dtype, buf.dtype, v)
+
+
+def copy_tile(interp, op, mask):
+    """Block-collective ``dst[0:rows, 0:cols] = src[row0.., col0..]`` (zeros outside src): the
+    block's threads take the tile's elements in turn (element e to thread e % T), so the
+    sanitizer sees disjoint writes, as on the GPU."""
+    b = interp.batch
+    dst, src = (interp.env[v.id] for v in op.operands[:2])
+    row0, col0 = (np.broadcast_to(np.asarray(interp.env[v.id]), (b.L,)) for v in op.operands[2:])
+    rows, cols = op.attrs["rows"], op.attrs["cols"]
+    tid = np.asarray(b.tid) % b.T
+    active = _lanes(mask, b.L)
+    for k in range(-(-rows * cols // b.T)):
+        e = tid + k * b.T
+        lanes = active & (e < rows * cols)
+        if not lanes.any():
+            break
+        r, c = e // cols, e % cols
+        sidx = [row0 + r, col0 + c]
+        inside = lanes & _inside(src, sidx)
+        vals = np.zeros(b.L, dtype=dst.dtype.storage_np)
+        if inside.any():
+            sel, pos = interp._positions(op, src, sidx, inside)
+            if interp.san is not None:
+                interp.san.read(interp, op, src, pos, sel)
+            vals[sel] = src.flat[pos]
+        sel, pos = interp._positions(op, dst, [r, c], lanes)
+        if interp.san is not None:
+            interp.san.write(interp, op, dst, pos, sel)
+        dst.flat[pos] = vals[sel]
 
 
 def fill(interp, op, mask):

@@ -299,6 +299,10 @@ class Interpreter:
     def op_mma_store(self, op, mask):
         fragments.store(self, op, mask)
 
+    def op_mma_copy(self, op, mask):
+        self.uniform_blocks(op, mask, "kaio.mma.copy_tile")   # block-collective
+        fragments.copy_tile(self, op, mask)
+
     # --- control flow -------------------------------------------------------------------
     def op_if(self, op, mask):
         cond = self.env[op.operands[0].id]

@@ -13,7 +13,7 @@ write, so it is refused until a partition that gives each warp its own tile exis
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir.types import MMA_ACC, MMA_SHAPES, frag_type
+from ..ir.types import MMA_ACC, MMA_SHAPES, frag_of_dims
 from .values import Lit, PyObj, describe, is_buffer
 
 
@@ -43,6 +43,24 @@ class MmaMixin:
             raise self.err(node, f"shape= must be a kaio.mma shape such as kaio.mma.m16n8k16, "
                                  f"got {describe(a)}")
         return a.obj
+
+    #: the size keywords of each role, in (rows, cols) order, and the instruction dim they scale
+    _DIM_KW = {"a": (("m", 0), ("k", 2)), "b": (("k", 2), ("n", 1)), "acc": (("m", 0), ("n", 1))}
+
+    def _mma_frag(self, role, shape, dtype, kw, node, label):
+        """The fragment type of ``role`` sized by the call's m=/n=/k= (default: one tile)."""
+        base = MMA_SHAPES[shape]
+        dims = []
+        for key, axis in self._DIM_KW[role]:
+            v = kw.get(key)
+            size = base[axis] if v is None else self.const_int(v, node, f"{label}'s {key}=")
+            if size <= 0 or size % base[axis]:
+                raise self.err(node, f"{label}: {key}={size} is not a positive multiple of "
+                                     f"{base[axis]}, the {shape} instruction's {key}",
+                               hint=f"a warp tile spans whole instruction tiles: {key} = "
+                                    f"{base[axis]}, {2 * base[axis]}, {4 * base[axis]}, ...")
+            dims.append(size)
+        return frag_of_dims(role, shape, dtype, *dims)
 
     def _mma_flag(self, a, node, what) -> bool:
         if a is None:
@@ -79,7 +97,8 @@ class MmaMixin:
         return buf, [self.index_value(i, node) for i in idx]
 
     def _mma_load(self, name, role, args, kwargs, node, transposable=True):
-        keywords = ["ld", "shape"] + (["trans"] if transposable else [])
+        keywords = ["ld", "shape", *(k for k, _ in self._DIM_KW[role])] + \
+            (["trans"] if transposable else [])
         kw = self._mma_kw(name, args, kwargs, node, ["buf", "row0", "col0"], keywords)
         shape = self._mma_shape(kw.get("shape"), node)
         buf, idx = self._mma_tile(name, kw, node, write=False)
@@ -92,7 +111,8 @@ class MmaMixin:
                                  f"{'/'.join(want)}",
                            hint="convert the data first (a kaio kernel can cast it)")
         trans = self._mma_flag(kw.get("trans"), node, "trans")
-        return self.b._one("mma_load", [buf, *idx], frag_type(role, shape, t),
+        ftype = self._mma_frag(role, shape, t, kw, node, f"kaio.mma.{name}")
+        return self.b._one("mma_load", [buf, *idx], ftype,
                            attrs={"trans": True} if trans else None)
 
     def intr_mma_load_a(self, name, args, kwargs, node):
@@ -105,13 +125,14 @@ class MmaMixin:
         return self._mma_load("load_acc", "acc", args, kwargs, node, transposable=False)
 
     def intr_mma_fill(self, name, args, kwargs, node):
-        kw = self._mma_kw("fill", args, kwargs, node, ["dtype", "value"], ["shape"])
+        kw = self._mma_kw("fill", args, kwargs, node, ["dtype", "value"], ["shape", "m", "n"])
         t = self.const_dtype(kw["dtype"], node)
         if t.name not in MMA_ACC.values():
             raise self.err(node, f"kaio.mma.fill makes accumulators, whose dtype is "
                                  f"{'/'.join(sorted(set(MMA_ACC.values())))}, not {t.name}")
         v = self.convert(kw["value"], t, node, "the fill value")
-        return self.b._one("mma_fill", [v], frag_type("acc", self._mma_shape(kw.get("shape"), node), t))
+        shape = self._mma_shape(kw.get("shape"), node)
+        return self.b._one("mma_fill", [v], self._mma_frag("acc", shape, t, kw, node, "kaio.mma.fill"))
 
     def intr_mma_mma(self, name, args, kwargs, node):
         self.arity("kaio.mma.mma", args, kwargs, node, 3)
@@ -129,10 +150,17 @@ class MmaMixin:
             raise self.err(node, f"kaio.mma.mma of {ta} and {tb} into {tc}: the shapes and "
                                  "element types do not match",
                            hint="A and B hold one dtype (f16 or bf16), the accumulator f32")
+        (am, ak), (bk, bn), (cm, cn) = ta.dims, tb.dims, tc.dims
+        if not (am == cm and bn == cn and ak == bk):
+            raise self.err(node, f"kaio.mma.mma of a {am}x{ak} A and a {bk}x{bn} B into a "
+                                 f"{cm}x{cn} accumulator: the sizes do not chain",
+                           hint="A is m x k, B is k x n and the accumulator m x n (the m=, n= "
+                                "and k= of the loads and the fill)")
         return self.b._one("mma", [a, b, c], tc)
 
     def intr_mma_store(self, name, args, kwargs, node):
-        kw = self._mma_kw("store", args, kwargs, node, ["buf", "row0", "col0", "acc"], ["ld"])
+        kw = self._mma_kw("store", args, kwargs, node, ["buf", "row0", "col0", "acc"],
+                          ["ld", "alpha", "beta"])
         acc = kw["acc"]
         if getattr(getattr(acc, "type", None), "role", None) != "acc":
             raise self.err(node, f"kaio.mma.store stores an accumulator, got {describe(acc)}")
@@ -140,5 +168,42 @@ class MmaMixin:
         if not buf.type.dtype.is_float or buf.type.dtype is dt.f64:
             raise self.err(node, f"kaio.mma.store into '{buf.name}', a {buf.type.dtype.name} buffer",
                            hint="store accumulators into f32, f16 or bf16 buffers")
-        self.b.op("mma_store", [buf, *idx, acc])
+        if kw.get("alpha") is None and kw.get("beta") is None:
+            self.b.op("mma_store", [buf, *idx, acc])
+            return Lit(None)
+        # the BLAS epilogue: buf = alpha * acc + beta * buf (buf is not read where beta is 0)
+        scale = [self.convert(Lit(d) if kw.get(k) is None else kw[k], dt.f32, node, f"{k}=")
+                 for k, d in (("alpha", 1.0), ("beta", 0.0))]
+        self.b.op("mma_store", [buf, *idx, *scale, acc], attrs={"scaled": True})
+        return Lit(None)
+
+    def intr_mma_copy_tile(self, name, args, kwargs, node):
+        """Block-collective staging of a global tile in a shared array (zeros outside src)."""
+        kw = self._mma_kw("copy_tile", args, kwargs, node, ["dst", "src", "row0", "col0"],
+                          ["rows", "cols"])
+        dst, src = kw["dst"], kw["src"]
+        for b, what, ok in ((dst, "dst", lambda t: t.space == "shared"),
+                            (src, "src", lambda t: t.space == "global" and t.intent in ("in", "raw"))):
+            if not is_buffer(b) or not ok(b.type) or b.type.ndim != 2:
+                raise self.err(node, f"kaio.mma.copy_tile: {what} must be a 2-d "
+                                     f"{'shared array' if what == 'dst' else 'kaio.In/kaio.Raw buffer'}"
+                                     f", got {describe(b)}",
+                               hint="copy_tile(dst_shared, src, row0, col0) copies "
+                                    "src[row0:row0+rows, col0:col0+cols] into dst[0:rows, 0:cols]")
+        if dst.type.dtype is not src.type.dtype:
+            raise self.err(node, f"kaio.mma.copy_tile from {src.type.dtype.name} '{src.name}' into "
+                                 f"{dst.type.dtype.name} '{dst.name}': the dtypes differ",
+                           hint="copy between buffers of one dtype")
+        ext = dst.type.static_shape
+        if ext is None:
+            raise self.err(node, "kaio.mma.copy_tile needs a shared array of a static shape")
+        dims = []
+        for key, full in (("rows", ext[0]), ("cols", ext[1])):
+            v = full if kw.get(key) is None else self.const_int(kw[key], node, f"{key}=")
+            if not 1 <= v <= full:
+                raise self.err(node, f"kaio.mma.copy_tile: {key}={v} does not fit '{dst.name}' "
+                                     f"({ext[0]} x {ext[1]})")
+            dims.append(v)
+        idx = [self.index_value(kw[k], node) for k in ("row0", "col0")]
+        self.b.op("mma_copy", [dst, src, *idx], attrs={"rows": dims[0], "cols": dims[1]})
         return Lit(None)

@@ -93,7 +93,11 @@ SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False, attrs={"op
 #: mma_load is not pure so loop-invariant motion never lifts it over a store
 SPECS.update(_specs("mma", ["mma_fill", "mma"], True))
 SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag()}, required=()))
-SPECS.update(_specs("mma", ["mma_store"], False))
+#: mma_store: ``scaled``: operands [buf, idx..., alpha, beta, acc], storing alpha*acc + beta*buf
+SPECS.update(_specs("mma", ["mma_store"], False, attrs={"scaled": Flag()}, required=()))
+#: mma_copy: block-collective [dst (shared, 2-d), src (global, 2-d), row0, col0]: dst[0:rows,
+#: 0:cols] = src[row0.., col0..] with zeros outside src, visible after the next barrier
+SPECS.update(_specs("mma", ["mma_copy"], False, attrs={"rows": Int(1), "cols": Int(1)}))
 SPECS.update(_specs("control", ["if"], False, 2))
 #: for: ``owned`` names the Region whose owned() loop this is; ``step_sign = 1``: the step is > 0
 #: (kaio.passes.loop_facts); ``unrolled = k``: made by kaio.passes.unroll, k bodies per iteration

@@ -7,7 +7,7 @@ import re
 from .. import dtypes as dt
 from .attrs import AttrError, build_struct
 from .core import Block, Kernel, Loc, Op, Param, Value
-from .types import BufType, frag_type
+from .types import BufType, frag_of_dims, frag_type
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -101,13 +101,18 @@ class _Parser:
                 shape = tuple(self.attr())
             self.expect(">")
             return BufType(dtype, ndim, space, intent, shape)
-        if t[1] == "frag":     # frag<role, shape, dtype>
+        if t[1] == "frag":     # frag<role, shape, dtype[, ROWSxCOLS]>
             self.expect("<")
             role = self.next()[1]
             self.expect(",")
             shape = self.next()[1]
             self.expect(",")
             dtype = dt.from_name(self.next()[1])
+            if self.accept(","):
+                rows = int(self.next()[1])        # "64x32" lexes as 64, x32
+                cols = int(self.next()[1].lstrip("x"))
+                self.expect(">")
+                return frag_of_dims(role, shape, dtype, rows, cols)
             self.expect(">")
             return frag_type(role, shape, dtype)
         return dt.from_name(t[1])

@@ -59,15 +59,18 @@ class FragType:
     """A matrix fragment: one warp's share of an ``m x k`` multiplicand A (role ``a``), a
     ``k x n`` multiplicand B (``b``) or an ``m x n`` accumulator (``acc``).
 
-    The value is the whole matrix; how its elements spread over the warp's lanes belongs to the
-    target (the PTX backend uses the ``mma.sync`` register layout, the reference interpreter
-    its own). Build with :func:`frag_type`, which interns, so types compare with ``is`` like
-    dtypes do.
+    ``shape`` names the matrix unit's instruction (``m16n8k16``); ``tiles`` is how many of its
+    tiles the fragment spans down and across (a warp tile: A of ``(2, 1)`` is 32 x 16). The
+    value is the whole matrix; how its elements spread over the warp's lanes belongs to the
+    target (the PTX backend uses the ``mma.sync`` register layout, tile by tile; the reference
+    interpreter its own). Build with :func:`frag_type`, which interns, so types compare with
+    ``is`` like dtypes do.
     """
 
     role: str
     shape: str       # a key of MMA_SHAPES
     dtype: DType
+    tiles: tuple = (1, 1)
 
     # a fragment is no scalar: the frontend's and the race checker's type tests answer False
     is_bool = is_int = is_float = is_signed = False
@@ -75,22 +78,43 @@ class FragType:
 
     def __post_init__(self):
         assert self.role in FRAG_ROLES and self.shape in MMA_SHAPES, (self.role, self.shape)
+        assert len(self.tiles) == 2 and min(self.tiles) >= 1, self.tiles
+
+    @property
+    def tile_dims(self) -> tuple[int, int]:
+        """(rows, cols) of one instruction tile of this role."""
+        m, n, k = MMA_SHAPES[self.shape]
+        return {"a": (m, k), "b": (k, n), "acc": (m, n)}[self.role]
 
     @property
     def dims(self) -> tuple[int, int]:
         """(rows, cols) of the matrix this fragment holds."""
-        m, n, k = MMA_SHAPES[self.shape]
-        return {"a": (m, k), "b": (k, n), "acc": (m, n)}[self.role]
+        (r, c), (tr, tc) = self.tile_dims, self.tiles
+        return r * tr, c * tc
+
+    @property
+    def ntiles(self) -> int:
+        return self.tiles[0] * self.tiles[1]
 
     @property
     def name(self) -> str:
         return str(self)
 
     def __str__(self) -> str:
-        return f"frag<{self.role}, {self.shape}, {self.dtype.name}>"
+        extra = "" if self.tiles == (1, 1) else ", {}x{}".format(*self.dims)
+        return f"frag<{self.role}, {self.shape}, {self.dtype.name}{extra}>"
 
 
 @lru_cache(maxsize=None)
-def frag_type(role: str, shape: str, dtype: DType) -> FragType:
-    """The (interned) fragment type of ``role`` in ``shape`` with elements of ``dtype``."""
-    return FragType(role, shape, dtype)
+def frag_type(role: str, shape: str, dtype: DType, tiles: tuple = (1, 1)) -> FragType:
+    """The (interned) fragment type of ``role`` in ``shape`` with elements of ``dtype``,
+    spanning ``tiles`` instruction tiles (down, across)."""
+    return FragType(role, shape, dtype, tuple(tiles))
+
+
+def frag_of_dims(role: str, shape: str, dtype: DType, rows: int, cols: int) -> FragType:
+    """The fragment holding a ``rows x cols`` matrix (each a multiple of the instruction's)."""
+    probe = frag_type(role, shape, dtype)
+    tr, tc = probe.tile_dims
+    assert rows % tr == 0 and cols % tc == 0, (rows, cols, tr, tc)
+    return frag_type(role, shape, dtype, (rows // tr, cols // tc))

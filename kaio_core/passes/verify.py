@@ -336,9 +336,21 @@ class _Verifier:
             a, b, c = (self.frag(op, v, f"operand {i}", r)
                        for i, (v, r) in enumerate(zip(op.operands, ("a", "b", "acc"))))
             if not (a.shape == b.shape == c.shape and a.dtype is b.dtype
-                    and MMA_ACC.get(a.dtype.name) == c.dtype.name):
+                    and MMA_ACC.get(a.dtype.name) == c.dtype.name
+                    and a.dims[0] == c.dims[0] and b.dims[1] == c.dims[1]
+                    and a.dims[1] == b.dims[0]):
                 self.fail(op, f"no matrix multiply {_tn(a)} x {_tn(b)} + {_tn(c)}")
             self.result_is(op, c)
+            return
+        if op.opcode == "mma_copy":
+            self.counts(op, 4, 0)
+            dst, src = self.buffer(op, op.operands[0]), self.buffer(op, op.operands[1])
+            if not (dst.space == "shared" and dst.ndim == 2 and src.space == "global"
+                    and src.ndim == 2 and src.dtype is dst.dtype):
+                self.fail(op, f"copies a 2-d global tile into a 2-d shared array of its dtype, "
+                              f"got {dst} <- {src}")
+            for k, v in enumerate(op.operands[2:]):
+                self.scalar(op, v, f"index {k}", ("int", "uint"))
             return
         bt = self.buffer(op, op.operands[0])
         if bt.ndim not in (1, 2):
@@ -354,8 +366,11 @@ class _Verifier:
             if op.attrs.get("trans") and t.role == "acc":
                 self.fail(op, "an accumulator is loaded untransposed")
             return
-        self.counts(op, 2 + n_idx, 0)
+        scaled = bool(op.attrs.get("scaled"))
+        self.counts(op, 2 + n_idx + 2 * scaled, 0)
         self.frag(op, op.operands[-1], "the stored value", "acc")
+        for k in range(2 * scaled):
+            self.scalar(op, op.operands[1 + n_idx + k], ("alpha", "beta")[k], ("float",))
         if not bt.writable or not bt.dtype.is_float:
             self.fail(op, f"stores into a writable float buffer, got {bt}")
 
