@@ -18,7 +18,7 @@ import numpy as np
 import kaio
 from kaio import f64, i32
 
-from .._bench import empty, launcher, up
+from .._bench import launcher, like, resident
 from ..registry import Tolerance
 from ._case import feed, raja_case
 from ._domain import Domain
@@ -362,14 +362,21 @@ def _pressure_fused_run(i):
     return {"p_new": p, "bvc": bvc}
 
 
-def _pressure_bench(i):
-    comp, e_old, vnewc = up(i, "compression", "e_old", "vnewc")
-    bvc, p = empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64)
+_PRESSURE_READ = ("compression", "e_old", "vnewc")
 
-    def launch():
-        pressure_bvc(comp, bvc, i["cls"])
-        pressure_p(bvc, e_old, vnewc, p, i["p_cut"], i["pmin"], i["eosvmax"])
-    return launch
+
+def _pressure_bench(i, fused=False):
+    def bind(d):
+        comp, e_old, vnewc, bvc, p = (d[k] for k in (*_PRESSURE_READ, "bvc", "p_new"))
+        if fused:
+            return launcher(pressure, comp, e_old, vnewc, bvc, p, i["cls"], i["p_cut"], i["pmin"],
+                            i["eosvmax"])
+
+        def launch():
+            pressure_bvc(comp, bvc, i["cls"])
+            pressure_p(bvc, e_old, vnewc, p, i["p_cut"], i["pmin"], i["eosvmax"])
+        return launch
+    return resident(i, bind, read=_PRESSURE_READ, new=like(i, "e_old", "p_new", "bvc"))
 
 
 def _pressure_ref(i):
@@ -421,11 +428,16 @@ def _energy_run(i):
     return {"e_new": e, "q_new": q}
 
 
-def _energy_bench(i):
-    g = dict(zip(_ENERGY_INPUTS, up(i, *_ENERGY_INPUTS)))
-    g.update({k: i[k] for k in ("rho0", "e_cut", "emin", "q_cut")})
-    e, q = empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64)
-    return lambda: _energy_loops(g, e, q)
+def _energy_bench(i, fused=False):
+    scalars = ("rho0", "e_cut", "emin", "q_cut")
+
+    def bind(d):
+        g = {**d, **{k: i[k] for k in scalars}}
+        if fused:
+            return launcher(energy, *(d[k] for k in (*_ENERGY_INPUTS, "e_new", "q_new")),
+                            *(i[k] for k in scalars))
+        return lambda: _energy_loops(g, d["e_new"], d["q_new"])
+    return resident(i, bind, read=_ENERGY_INPUTS, new=like(i, "e_old", "e_new", "q_new"))
 
 
 def _ssc(pbvc, e, v2, bvc, p, rho0):
@@ -531,8 +543,15 @@ def vol3d_suite_ref(x, y, z, dom: Domain, vnormq=VNORMQ):
 
 def _vol3d_bench(i):
     dom = Domain(i["n"], 3)
-    return launcher(vol3d_zones, *up(i, "x", "y", "z"), empty(dom.lpz + 1 - dom.fpz, np.float64),
-                    dom.fpz, dom.jp, dom.kp, VNORMQ)
+
+    def finish(h, _):
+        vol = np.zeros(dom.nnalls)
+        vol[dom.fpz:dom.lpz + 1] = h["dense"]
+        return {"vol": vol}
+    return resident(i, lambda d: launcher(vol3d_zones, d["x"], d["y"], d["z"], d["dense"], dom.fpz,
+                                          dom.jp, dom.kp, VNORMQ),
+                    read=("x", "y", "z"), new={"dense": ((dom.lpz + 1 - dom.fpz,), np.float64)},
+                    finish=finish)
 
 
 def _vol3d_its(n):
@@ -566,9 +585,19 @@ def _ddv_run(i):
 def _ddv_bench(i):
     dom = Domain(i["n"], 2)
     grid = (dom.jp, dom.jp)
-    arrays = {k: i[k].reshape(grid) for k in ("x", "y", "fx", "fy")}
-    return launcher(del_dot_vec_2d_nodes, *up(arrays, "x", "y", "fx", "fy"),
-                    empty(grid, np.float64), dom.imin, dom.imax)
+    names = ("x", "y", "fx", "fy")
+    return resident(i, lambda d: launcher(del_dot_vec_2d_nodes, *(d[k] for k in names), d["div"],
+                                          dom.imin, dom.imax),
+                    read=names, shapes=dict.fromkeys(names, grid), new={"div": (grid, np.float64)},
+                    finish=lambda h, _: {"div": h["div"].reshape(-1)})
+
+
+def _fir_bench(i):
+    m = i["n"] - FIR_COEFF.size
+    return resident({**i, "coeff": FIR_COEFF},
+                    lambda d: launcher(fir, d["inp"], d["coeff"], d["dense"]),
+                    read=("inp", "coeff"), new={"dense": ((m,), np.float64)},
+                    finish=lambda h, _: {"out": np.concatenate([h["dense"], np.zeros(FIR_COEFF.size)])})
 
 
 def ddv_ref(x, y, fx, fy, zones, jp):
@@ -648,9 +677,7 @@ raja_case(name="PRESSURE", group="apps", make=_pressure_in, reps=700, default_si
 raja_case(name="PRESSURE_FUSED", group="apps", make=_pressure_in, reps=700, default_size=N,
           small_size=SMALL, run=_pressure_fused_run, reference=_pressure_ref,
           flops=lambda n: 2.0 * n, bytes=lambda n: 8.0 * 5 * n, checksum_keys=("p_new",),
-          bench=lambda i: launcher(pressure, *up(i, "compression", "e_old", "vnewc"),
-                                   empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64),
-                                   i["cls"], i["p_cut"], i["pmin"], i["eosvmax"]),
+          bench=lambda i: _pressure_bench(i, fused=True),
           description="PRESSURE's 2 loop bodies in one kernel (a kaio variant, not the suite's)")
 raja_case(name="ENERGY", group="apps", make=_energy_in, reps=130, default_size=N, small_size=SMALL,
           run=_energy_run, reference=_energy_ref, tolerance=_SQRT, flops=lambda n: 58.0 * n,
@@ -660,9 +687,7 @@ raja_case(name="ENERGY_FUSED", group="apps", make=_energy_in, reps=130, default_
           small_size=SMALL, run=_energy_fused_run, reference=_energy_ref, tolerance=_SQRT,
           flops=lambda n: 58.0 * n, bytes=lambda n: 8.0 * 15 * n,
           description="ENERGY's 6 loop bodies in one kernel (a kaio variant, not the suite's)",
-          bench=lambda i: launcher(energy, *up(i, *_ENERGY_INPUTS),
-                                   empty(i["e_old"].shape, np.float64), empty(i["e_old"].shape, np.float64),
-                                   i["rho0"], i["e_cut"], i["emin"], i["q_cut"]))
+          bench=lambda i: _energy_bench(i, fused=True))
 raja_case(name="VOL3D", group="apps", make=_vol3d_in, reps=100, default_size=100, small_size=6,
           run=_vol3d_run,
           reference=lambda i: {"vol": vol3d_suite_ref(i["x"], i["y"], i["z"], Domain(i["n"], 3))},
@@ -676,12 +701,12 @@ raja_case(name="DEL_DOT_VEC_2D", group="apps", make=_ddv_in, reps=100, default_s
 raja_case(name="FIR", group="apps", make=_fir_in, reps=160, default_size=N, small_size=SMALL,
           run=_fir_run, reference=_fir_ref, flops=lambda n: 32.0 * (n - 16),
           bytes=lambda n: 16.0 * n, checksum_scale=1e-4, **_LEN, description="16-tap FIR filter",
-          bench=lambda i: launcher(fir, *up(i, "inp"), up({"c": FIR_COEFF}, "c")[0],
-                                   empty(i["n"] - FIR_COEFF.size, np.float64)))
+          bench=_fir_bench)
 raja_case(name="LTIMES", group="apps", make=_ltimes_in, reps=50, default_size=(488, 32, 25, 64),
           small_size=(6, 4, 5, 8), run=_ltimes_run, reference=_ltimes_ref,
           flops=lambda s: 2.0 * s[0] * s[1] * s[2] * s[3],
           bytes=lambda s: 8.0 * (2 * s[0] * s[1] * s[2] + s[0] * s[1] * s[3] + s[2] * s[3]),
           checksum_scale=1e-3, problem=lambda s: s[0] * s[1] * s[2], carry=feed("phi"),
           description="phi += ell psi (discrete-ordinates moments)",
-          bench=lambda i: launcher(ltimes, *up(i, "ell", "psi", "phi")))
+          bench=lambda i: resident(i, lambda d: launcher(ltimes, d["ell"], d["psi"], d["phi"]),
+                                   read=("ell", "psi"), update=("phi",)))

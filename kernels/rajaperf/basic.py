@@ -13,7 +13,7 @@ import numpy as np
 import kaio
 from kaio import f64, i32, regions
 
-from .._bench import empty, launcher, up
+from .._bench import launcher, like, resident
 from .._launch import BLOCK, reduction_grid
 from ..registry import Tolerance
 from ._case import REDUCTION, add_up, feed, raja_case
@@ -175,7 +175,8 @@ raja_case(name="DAXPY", group="basic", make=_daxpy_in, reps=500, default_size=N,
           run=_run_daxpy, reference=lambda i: {"y": i["y"] + i["a"] * i["x"]},
           flops=lambda n: 2.0 * n, bytes=lambda n: 24.0 * n, description="y += a * x",
           carry=feed("y"),  # y accumulates over the reps of a pass
-          bench=lambda i: launcher(daxpy, *up(i, "x", "y"), i["a"]))
+          bench=lambda i: resident(i, lambda d: launcher(daxpy, d["x"], d["y"], i["a"]),
+                                   read=("x",), update=("y",)))
 
 
 def _ifquad_in(n):
@@ -200,7 +201,9 @@ def _ifquad_ref(i):
 raja_case(name="IF_QUAD", group="basic", make=_ifquad_in, reps=180, default_size=N, small_size=SMALL,
           run=_run_ifquad, reference=_ifquad_ref, flops=lambda n: 11.0 * n,
           bytes=lambda n: 40.0 * n, description="roots of a x^2 + b x + c where real",
-          checksum_scale=1e-4, problem=lambda n: n)  # src/basic/IF_QUAD.cpp
+          checksum_scale=1e-4, problem=lambda n: n,  # src/basic/IF_QUAD.cpp
+          bench=lambda i: resident(i, lambda d: launcher(if_quad, *(d[k] for k in "abc"), d["x1"], d["x2"]),
+                                   read=("a", "b", "c"), new=like(i, "a", "x1", "x2")))
 
 
 def _two_in(n):
@@ -218,15 +221,25 @@ def _run_three(kernel):
     return run
 
 
+def _bench_three(kernel):
+    return lambda i: resident(i, lambda d: launcher(kernel, *(d[k] for k in _THREE_ARGS)),
+                              read=("in1", "in2"), new=like(i, "in1", *_THREE_ARGS[2:]))
+
+
+_THREE_ARGS = ("in1", "in2", "out1", "out2", "out3")
+
+
 raja_case(name="INIT3", group="basic", make=_two_in, reps=500, default_size=N, small_size=SMALL,
           run=_run_three(init3),
           reference=lambda i: {k: -i["in1"] - i["in2"] for k in ("out1", "out2", "out3")},
-          flops=lambda n: 1.0 * n, bytes=lambda n: 40.0 * n, description="out1 = out2 = out3 = -in1 - in2")
+          flops=lambda n: 1.0 * n, bytes=lambda n: 40.0 * n, description="out1 = out2 = out3 = -in1 - in2",
+          bench=_bench_three(init3))
 raja_case(name="MULADDSUB", group="basic", make=_two_in, reps=350, default_size=N, small_size=SMALL,
           run=_run_three(muladdsub),
           reference=lambda i: {"out1": i["in1"] * i["in2"], "out2": i["in1"] + i["in2"],
                                "out3": i["in1"] - i["in2"]},
-          flops=lambda n: 3.0 * n, bytes=lambda n: 40.0 * n, description="product, sum, difference")
+          flops=lambda n: 3.0 * n, bytes=lambda n: 40.0 * n, description="product, sum, difference",
+          bench=_bench_three(muladdsub))
 
 
 def _nested_in(size):
@@ -248,7 +261,9 @@ def _nested_ref(i):
 raja_case(name="NESTED_INIT", group="basic", make=_nested_in, reps=1000, default_size=(100, 100, 100),
           small_size=(12, 10, 9), run=_run_nested, reference=_nested_ref,
           flops=lambda s: 3.0 * s[0] * s[1] * s[2], bytes=lambda s: 8.0 * s[0] * s[1] * s[2],
-          description="array[k][j][i] = 1e-8 i j k")
+          description="array[k][j][i] = 1e-8 i j k",
+          bench=lambda i: resident(i, lambda d: launcher(nested_init, d["array"]),
+                                   new={"array": (i["shape"], np.float64)}))
 
 
 def _reduce3_in(n):
@@ -263,7 +278,28 @@ raja_case(name="REDUCE3_INT", group="basic", make=_reduce3_in, reps=50, default_
                                "vmax": np.array(int(i["vec"].max()))},
           tolerance=Tolerance(exact=True, why="integer sum/min/max: exact in any order"),
           checksum_rtol=0.0, bytes=lambda n: 4.0 * n, flops=lambda n: 1.0 * n, fold=add_up("vsum"),
-          description="integer sum, min, max")
+          description="integer sum, min, max", bench=lambda i: _reduce3_bench(i))
+
+
+def _reduce3_bench(i):
+    blocks = reduction_grid(i["vec"].shape[0])
+    k = _reduce3_kernel()
+    parts = ("psum", "pmin", "pmax")
+    return resident(i, lambda d: launcher(k, d["vec"], *(d[p] for p in parts),
+                                          config=((blocks,), (BLOCK,))),
+                    read=("vec",), new={p: ((blocks,), np.int32) for p in parts},
+                    finish=lambda h, _: {"vsum": np.array(int(h["psum"].sum(dtype=np.int64))),
+                                         "vmin": np.array(int(h["pmin"].min())),
+                                         "vmax": np.array(int(h["pmax"].max()))})
+
+
+def _partials_bench(i, kernel, scalars, combine):
+    """TRAP_INT and PI_REDUCE: ``kernel(*scalars, n, partial)``, the host combines partials."""
+    blocks = reduction_grid(i["n"])
+    return resident(i, lambda d: launcher(kernel, *scalars, i["n"], d["partial"],
+                                          config=((blocks,), (BLOCK,))),
+                    new={"partial": ((blocks,), np.float64)},
+                    finish=lambda h, _: combine(h["partial"]))
 
 
 def _trap_in(n):
@@ -282,12 +318,16 @@ def _trap_ref(i):
 raja_case(name="TRAP_INT", group="basic", make=_trap_in, reps=50, default_size=N, small_size=SMALL,
           run=lambda i: {"sumx": np.array(trap_int(i["x0"], i["xp"], i["y"], i["yp"], i["h"], i["n"]))},
           reference=_trap_ref, tolerance=REDUCTION, flops=lambda n: 10.0 * n, fold=add_up("sumx"),
-          description="trapezoid-rule sum of 1/sqrt(dx^2 + dy^2)")
+          description="trapezoid-rule sum of 1/sqrt(dx^2 + dy^2)",
+          bench=lambda i: _partials_bench(i, _trap_kernel(), (i["x0"], i["xp"], i["y"], i["yp"], i["h"]),
+                                          lambda p: {"sumx": np.array(math.fsum(p) * i["h"])}))
 raja_case(name="PI_REDUCE", group="basic", make=lambda n: {"n": n}, reps=50, default_size=N,
           small_size=SMALL, run=lambda i: {"pi": np.array(pi_reduce(i["n"]))},
           reference=lambda i: {"pi": np.array(4.0 * math.fsum(
               (1.0 / i["n"]) / (1.0 + ((np.arange(i["n"]) + 0.5) * (1.0 / i["n"])) ** 2)))},
-          tolerance=REDUCTION, flops=lambda n: 6.0 * n, description="midpoint rule for pi")
+          tolerance=REDUCTION, flops=lambda n: 6.0 * n, description="midpoint rule for pi",
+          bench=lambda i: _partials_bench(i, _pi_kernel(), (1.0 / i["n"],),
+                                          lambda p: {"pi": np.array(4.0 * math.fsum(p))}))
 
 
 def _matmat_in(n):
@@ -300,4 +340,5 @@ raja_case(name="MAT_MAT_SHARED", group="basic", make=_matmat_in, reps=5, default
           reference=lambda i: {"c": i["a"] @ i["b"]},
           flops=lambda n: 2.0 * n ** 3, bytes=lambda n: 24.0 * n * n,
           checksum_scale=1e-6, description="16x16 shared-memory tiles",
-          bench=lambda i: tiled_launcher(*up(i, "a", "b"), empty(i["a"].shape, np.float64)))
+          bench=lambda i: resident(i, lambda d: tiled_launcher(d["a"], d["b"], d["c"]),
+                                   read=("a", "b"), new=like(i, "a", "c")))

@@ -17,7 +17,7 @@ import numpy as np
 import kaio
 from kaio import f64, regions
 
-from .._bench import empty, launcher, up
+from .._bench import launcher, like, resident
 from .._launch import exact_threads_block
 from ._case import TRANSCENDENTAL, copy, feed, raja_case
 from .checksum import DataInit
@@ -131,6 +131,16 @@ def _diff_ref(i):
     return {"px": px.reshape(-1)}
 
 
+def _diff_bench(i):
+    n = i["n"]
+    block = exact_threads_block(n)
+    k = _diff_predict_kernel()[(n // block,), (block,)]
+    views = {**i, "cx4": i["cx"][4 * n:], "rows": i["px"][4 * n:]}
+    return resident(views, lambda d: launcher(k, d["cx4"], d["rows"], n), read=("cx4",),
+                    update=("rows",),
+                    finish=lambda h, v: {"px": np.concatenate([v["px"][:4 * n], h["rows"]])})
+
+
 def _eos_in(n):
     d = DataInit()
     return {"x": d.const(n, 0.0), "y": d.real(n), "z": d.real(n), "u": d.real(n + 7),
@@ -153,6 +163,15 @@ def _run_out(kernel, ins, scalars=()):
         kernel(*(i[k] for k in ins), x, *(i[s] for s in scalars))
         return {"x": x}
     return run
+
+
+def _bench_out(kernel, ins, scalars=()):
+    """Device-resident form of :func:`_run_out`."""
+    def bench(i):
+        return resident(i, lambda d: launcher(kernel, *(d[k] for k in ins), d["x"],
+                                              *(i[s] for s in scalars)),
+                        read=ins, new={"x": ((i["n_out"],), np.float64)})
+    return bench
 
 
 def _with_n(make):
@@ -188,6 +207,14 @@ def _run_int(i):
     px = i["px"].copy()
     int_predict(px[n:], px[:n], *(i[k] for k in _DM))
     return {"px": px}
+
+
+def _int_bench(i):
+    n = i["n"]
+    views = {**i, "rest": i["px"][n:], "px0": i["px"][:n]}
+    return resident(views, lambda d: launcher(int_predict, d["rest"], d["px0"], *(i[k] for k in _DM)),
+                    read=("rest",), update=("px0",),
+                    finish=lambda h, v: {"px": np.concatenate([h["px0"], v["rest"]])})
 
 
 def _int_ref(i):
@@ -226,6 +253,9 @@ def _run_tridiag(i):
     return out
 
 
+_TRIDIAG = ("xin", "y", "z", "xout")
+
+
 def _tridiag_ref(i):
     x = i["xout"].copy()
     x[1:] = i["z"][1:] * (i["y"][1:] - i["xin"][:-1])
@@ -244,6 +274,17 @@ def _run_glr(i):
     return out
 
 
+def _glr_bench(i):
+    def step(d):
+        args = (d["sa"], d["sb"], d["b5"], d["stb5"])
+
+        def launch():
+            gen_lin_recur(*args)
+            gen_lin_recur(*args)
+        return launch
+    return resident(i, step, read=("sa", "sb"), update=("b5", "stb5"))
+
+
 def _glr_ref(i):
     b5, stb5 = i["b5"].copy(), i["stb5"].copy()
     for _sweep in range(2):
@@ -254,43 +295,46 @@ def _glr_ref(i):
 
 raja_case(name="DIFF_PREDICT", group="lcals", make=_diff_in, reps=200, default_size=N,
           small_size=SMALL, run=_run_diff, reference=_diff_ref, flops=lambda n: 9.0 * n,
-          bytes=lambda n: 8.0 * 20 * n, checksum_keys=("px",), carry=feed("px"),
+          bytes=lambda n: 8.0 * 20 * n, checksum_keys=("px",), carry=feed("px"), bench=_diff_bench,
           description="difference predictor (column chain, grid-stride ownership)")
 raja_case(name="EOS", group="lcals", make=_with_n(_eos_in), reps=500, default_size=N, small_size=SMALL,
           run=_run_out(eos, ("y", "z", "u"), ("q", "r", "t")), reference=_eos_ref,
           flops=lambda n: 16.0 * n, bytes=lambda n: 8.0 * 5 * n, description="equation of state",
+          bench=_bench_out(eos, ("y", "z", "u"), ("q", "r", "t")),
           checksum_scale=1e-4)
 raja_case(name="FIRST_DIFF", group="lcals",
           make=_with_n(lambda n: {"y": _first_y(n)}), reps=2000,
           default_size=N, small_size=SMALL, run=_run_out(first_diff, ("y",)),
           reference=lambda i: {"x": i["y"][1:] - i["y"][:-1]},
-          flops=lambda n: 1.0 * n, bytes=lambda n: 16.0 * n, description="x[i] = y[i+1] - y[i]")
+          flops=lambda n: 1.0 * n, bytes=lambda n: 16.0 * n, description="x[i] = y[i+1] - y[i]",
+          bench=_bench_out(first_diff, ("y",)))
 raja_case(name="HYDRO_1D", group="lcals", make=_with_n(_hydro_in), reps=1000, default_size=N,
           small_size=SMALL, run=_run_out(hydro_1d, ("y", "z"), ("q", "r", "t")),
           reference=lambda i: {"x": i["q"] + i["y"] * (i["r"] * i["z"][10:10 + i["n_out"]]
                                                        + i["t"] * i["z"][11:11 + i["n_out"]])},
           flops=lambda n: 5.0 * n, bytes=lambda n: 24.0 * n, description="hydro fragment",
           checksum_scale=1e-3, problem=lambda n: n,  # src/lcals/HYDRO_1D.cpp
-          bench=lambda i: launcher(hydro_1d, *up(i, "y", "z"), empty(i["n_out"], np.float64),
-                                   i["q"], i["r"], i["t"]))
+          bench=_bench_out(hydro_1d, ("y", "z"), ("q", "r", "t")))
 raja_case(name="INT_PREDICT", group="lcals", make=_int_in, reps=400, default_size=N, small_size=SMALL,
           run=_run_int, reference=_int_ref, flops=lambda n: 17.0 * n, bytes=lambda n: 8.0 * 11 * n,
           checksum_select=lambda out: [out["px"][:out["px"].shape[0] // 13] - PX_INIT],
-          description="integrate predictors (row 0 from rows 2..12)")
+          description="integrate predictors (row 0 from rows 2..12)", bench=_int_bench)
 raja_case(name="PLANCKIAN", group="lcals", make=_planck_in, reps=50, default_size=N, small_size=SMALL,
           run=_run_planck, reference=_planck_ref, tolerance=TRANSCENDENTAL,
           flops=lambda n: 4.0 * n, bytes=lambda n: 8.0 * 5 * n, checksum_keys=("w",),
           description="y = u/v; w = x/(exp(y) - 1)",
-          bench=lambda i: launcher(planckian, *up(i, "x", "u", "v"), empty(i["x"].shape, np.float64),
-                                   empty(i["x"].shape, np.float64)))
+          bench=lambda i: resident(i, lambda d: launcher(planckian, *(d[k] for k in "xuvyw")),
+                                   read=("x", "u", "v"), new=like(i, "x", "y", "w")))
 raja_case(name="TRIDIAG_ELIM", group="lcals", make=_tridiag_in, reps=1000, default_size=N,
           small_size=SMALL, run=_run_tridiag, reference=_tridiag_ref, flops=lambda n: 2.0 * n,
-          bytes=lambda n: 32.0 * n, description="xout[i] = z[i] (y[i] - xin[i-1])")
+          bytes=lambda n: 32.0 * n, description="xout[i] = z[i] (y[i] - xin[i-1])",
+          bench=lambda i: resident(i, lambda d: launcher(tridiag_elim, *(d[k] for k in _TRIDIAG)),
+                                   read=_TRIDIAG[:3], update=("xout",)))
 raja_case(name="GEN_LIN_RECUR", group="lcals", make=_glr_in, reps=500, default_size=N,
           small_size=SMALL, run=_run_glr, reference=_glr_ref, flops=lambda n: 6.0 * n,
           bytes=lambda n: 8.0 * 10 * n, checksum_keys=("b5",), carry=feed("b5", "stb5"),
           checksum_scale=1e-2, problem=lambda n: n,  # src/lcals/GEN_LIN_RECUR.cpp
-          description="general linear recurrence (forward and backward sweeps)")
+          description="general linear recurrence (forward and backward sweeps)", bench=_glr_bench)
 
 
 def _first_y(n):

@@ -13,7 +13,7 @@ import numpy as np
 import kaio
 from kaio import f64, i32
 
-from .._bench import empty, up
+from .._bench import launcher, resident
 from ..registry import Tolerance
 from ._case import REDUCTION, copy, feed, raja_case
 from ._tiled import matmul_tiled, tiled_launcher
@@ -116,6 +116,13 @@ def fdtd_hz(ex: kaio.In[f64, 2], ey: kaio.In[f64, 2], hz: kaio.Region[f64, 2]):
     for i, j in hz.owned():
         if i < nx - 1 and j < ny - 1:
             hz[i, j] = hz[i, j] - 0.7 * (ex[i, j + 1] - ex[i, j] + ey[i + 1, j] - ey[i, j])
+
+
+@kaio.kernel
+def fill_2d(x: kaio.Out[f64, 2], value: f64):
+    """x[i, j] = value: 2MM's second product starts each sum at beta."""
+    for i, j in x.owned():
+        x[i, j] = value
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -335,7 +342,8 @@ _STENCIL = Tolerance(atol=1e-13, rtol=1e-13,
                      why="float64 stencil, same expression order as the reference")
 
 raja_case(name="ATAX", group="polybench", make=_suite("ATAX"), reps=100, default_size=1000, small_size=48,
-          run=_atax_run, reference=lambda i: {"y": i["a"].T @ (i["a"] @ i["x"])},
+          run=_atax_run, bench=lambda i: _atax_bench(i),
+          reference=lambda i: {"y": i["a"].T @ (i["a"] @ i["x"])},
           tolerance=REDUCTION, flops=lambda n: 4.0 * n * n, bytes=lambda n: 16.0 * n * n,
           checksum_scale=1e-3, problem=lambda n: n * n, description="y = A^T (A x)")
 raja_case(name="GEMM", group="polybench", make=_suite("GEMM"), reps=4, default_size=(1000, 1000, 1200),
@@ -345,13 +353,15 @@ raja_case(name="GEMM", group="polybench", make=_suite("GEMM"), reps=4, default_s
           bytes=lambda s: 8.0 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]),
           checksum_scale=1e-3, problem=lambda s: s[0] * s[1],
           description="C = sum_k alpha A[i][k] B[k][j] (the suite's beta C term is overwritten)",
-          bench=lambda i: tiled_launcher(*up(i, "a", "b"), empty((i["a"].shape[0], i["b"].shape[1]),
-                                                                 np.float64), alpha=i["alpha"]))
+          bench=lambda i: resident(i, lambda d: tiled_launcher(d["a"], d["b"], d["c"], alpha=i["alpha"]),
+                                   read=("a", "b"),
+                                   new={"c": ((i["a"].shape[0], i["b"].shape[1]), np.float64)}))
 raja_case(name="JACOBI_1D", group="polybench", make=_suite("JACOBI_1D"), reps=100,
           default_size=(1_000_002, 16), small_size=(1000, 4), run=_jacobi1_run,
           reference=_jacobi1_ref, tolerance=_STENCIL, flops=lambda s: 6.0 * s[0] * s[1],
           bytes=lambda s: 32.0 * s[0] * s[1], checksum_keys=("a", "b"), checksum_scale=1e-4,
-          carry=feed("a", "b"), description="3-point average, ping-pong A/B")
+          carry=feed("a", "b"), description="3-point average, ping-pong A/B",
+          bench=lambda i: _pingpong(jacobi_1d_step, i))
 raja_case(name="JACOBI_2D", group="polybench", make=_suite("JACOBI_2D"), reps=50, default_size=(1002, 40),
           small_size=(34, 3), run=_jacobi2_run, reference=_jacobi2_ref, tolerance=_STENCIL,
           flops=lambda s: 10.0 * s[0] ** 2 * s[1], bytes=lambda s: 32.0 * s[0] ** 2 * s[1],
@@ -367,15 +377,68 @@ raja_case(name="HEAT_3D", group="polybench", make=_suite("HEAT_3D"), reps=20, de
 
 
 def _pingpong(step, inputs):
-    a, b = up(inputs, "a", "b")
+    def bind(d):
+        a, b = d["a"], d["b"]
 
-    def launch():
-        for _ in range(inputs["steps"]):
-            step(a, b)
-            step(b, a)
-    return launch
+        def launch():
+            for _ in range(inputs["steps"]):
+                step(a, b)
+                step(b, a)
+        return launch
+    return resident(inputs, bind, update=("a", "b"))
+
+
+def _atax_bench(i):
+    n = i["a"].shape[0]
+
+    def bind(d):
+        def launch():
+            matvec(d["a"], d["x"], d["tmp"])
+            matvec_t(d["a"], d["tmp"], d["y"])
+        return launch
+    return resident(i, bind, read=("a", "x"), new={"tmp": ((n,), np.float64), "y": ((n,), np.float64)},
+                    outputs=("y",))
+
+
+def _mvt_bench(i):
+    def bind(d):
+        def launch():
+            matvec_add(d["a"], d["y1"], d["x1"], False)
+            mvt_x2(d["a"], d["y2"], d["x2"])
+        return launch
+    return resident(i, bind, read=("a", "y1", "y2"), update=("x1", "x2"))
+
+
+def _fdtd_bench(i):
+    def bind(d):
+        hz, ex, ey, fict = d["hz"], d["ex"], d["ey"], d["fict"]
+
+        def launch():
+            for t in range(i["steps"]):
+                fdtd_ey(hz, fict, ey, t)
+                fdtd_ex(hz, ex)
+                fdtd_hz(ex, ey, hz)
+        return launch
+    return resident(i, bind, read=("fict",), update=("hz", "ex", "ey"))
+
+
+def _2mm_bench(i):
+    ni, nj, nl = i["a"].shape[0], i["b"].shape[1], i["c"].shape[1]
+
+    def bind(d):
+        first = tiled_launcher(d["a"], d["b"], d["tmp"], alpha=i["alpha"])
+        start = launcher(fill_2d, d["d"], float(i["beta"]))
+        second = tiled_launcher(d["tmp"], d["c"], d["d"], beta=1.0, accumulate=True)
+
+        def launch():
+            first()
+            start()
+            second()
+        return launch
+    return resident(i, bind, read=("a", "b", "c"),
+                    new={"tmp": ((ni, nj), np.float64), "d": ((ni, nl), np.float64)}, outputs=("d",))
 raja_case(name="MVT", group="polybench", make=_suite("MVT"), reps=100, default_size=1000, small_size=48,
-          run=_mvt_run, reference=_mvt_ref, carry=feed("x1", "x2"),
+          run=_mvt_run, reference=_mvt_ref, carry=feed("x1", "x2"), bench=_mvt_bench,
           tolerance=REDUCTION, flops=lambda n: 4.0 * n * n, bytes=lambda n: 16.0 * n * n,
           description="x1 += A y1; x2[i] += sum_j A[j][i] y2[i] (the suite's code, not PolyBench's)")
 # FDTD_2D: nx = ny = 1000, 40 time steps, 8 reps (src/polybench/POLYBENCH_FDTD_2D.cpp)
@@ -383,12 +446,12 @@ raja_case(name="FDTD_2D", group="polybench", make=_fdtd_in, reps=8, default_size
           small_size=(20, 24, 3), run=_fdtd_run, reference=_fdtd_ref, tolerance=_STENCIL,
           flops=lambda s: 11.0 * s[0] * s[1] * s[2], bytes=lambda s: 8.0 * 9 * s[0] * s[1] * s[2],
           checksum_keys=("hz",), checksum_scale=1e-3, carry=feed("hz", "ex", "ey"),
-          problem=lambda s: max((s[0] - 1) * s[1], s[0] * (s[1] - 1)),
+          problem=lambda s: max((s[0] - 1) * s[1], s[0] * (s[1] - 1)), bench=_fdtd_bench,
           description="2-D finite-difference time domain")
 # 2MM: ni = nj = nl = 1000, nk = 1120 (src/polybench/POLYBENCH_2MM.cpp)
 raja_case(name="2MM", group="polybench", make=_suite("2MM"), reps=2, default_size=(1000, 1000, 1120, 1000),
           small_size=(24, 20, 36, 28), run=_2mm_run, reference=_2mm_ref, tolerance=REDUCTION,
           flops=lambda s: 2.0 * s[0] * s[1] * s[2] + 2.0 * s[0] * s[3] * s[1],
           bytes=lambda s: 8.0 * (s[0] * s[2] + s[2] * s[1] + s[1] * s[3] + 2 * s[0] * s[3]),
-          checksum_keys=("d",), checksum_scale=1e-6,
+          checksum_keys=("d",), checksum_scale=1e-6, bench=_2mm_bench,
           description="D = beta + alpha A B C (each sum starts at beta)")

@@ -12,7 +12,7 @@ import numpy as np
 import kaio
 from kaio import f64, regions
 
-from .._bench import empty, launcher, up
+from .._bench import launcher, like, resident
 from .._launch import BLOCK, reduction_grid
 from ._case import REDUCTION, add_up, raja_case
 from .checksum import DataInit
@@ -90,18 +90,21 @@ raja_case(name="ADD", group="stream", make=_setup(("a", "real"), ("b", "real"), 
           run=lambda i: {"c": _run(stream_add, i["a"], i["b"], out=i["a"])},
           reference=lambda i: {"c": i["a"] + i["b"]},
           flops=lambda n: 1.0 * n, bytes=_bw(3), description="c = a + b",
-          bench=lambda i: launcher(stream_add, *up(i, "a", "b"), empty(i["a"].shape, np.float64)))
+          bench=lambda i: resident(i, lambda d: launcher(stream_add, d["a"], d["b"], d["c"]),
+                                   read=("a", "b"), new=like(i, "a", "c")))
 raja_case(name="COPY", group="stream", make=_setup(("a", "real"), ("c", "const")),
           reps=1800, default_size=N, small_size=SMALL,
           run=lambda i: {"c": _run(stream_copy, i["a"], out=i["a"])},
           reference=lambda i: {"c": i["a"].copy()}, bytes=_bw(2), description="c = a",
-          bench=lambda i: launcher(stream_copy, *up(i, "a"), empty(i["a"].shape, np.float64)))
+          bench=lambda i: resident(i, lambda d: launcher(stream_copy, d["a"], d["c"]),
+                                   read=("a",), new=like(i, "a", "c")))
 raja_case(name="MUL", group="stream", make=_setup(("b", "const"), ("c", "real"), ("alpha", "scalar")),
           reps=1800, default_size=N, small_size=SMALL,
           run=lambda i: {"b": _run(stream_mul, i["c"], out=i["c"], scalars=(i["alpha"],))},
           reference=lambda i: {"b": i["alpha"] * i["c"]},
           flops=lambda n: 1.0 * n, bytes=_bw(2), description="b = alpha * c",
-          bench=lambda i: launcher(stream_mul, *up(i, "c"), empty(i["c"].shape, np.float64), i["alpha"]))
+          bench=lambda i: resident(i, lambda d: launcher(stream_mul, d["c"], d["b"], i["alpha"]),
+                                   read=("c",), new=like(i, "c", "b")))
 raja_case(name="TRIAD", group="stream",
           make=_setup(("a", "const"), ("b", "real"), ("c", "real"), ("alpha", "scalar")),
           reps=1000, default_size=N, small_size=SMALL,
@@ -109,8 +112,8 @@ raja_case(name="TRIAD", group="stream",
           reference=lambda i: {"a": i["b"] + i["alpha"] * i["c"]},
           flops=lambda n: 2.0 * n, bytes=_bw(3), description="a = b + alpha * c",
           checksum_scale=1e-3, problem=lambda n: n,  # src/stream/TRIAD.cpp
-          bench=lambda i: launcher(stream_triad, *up(i, "b", "c"), empty(i["b"].shape, np.float64),
-                                   i["alpha"]))
+          bench=lambda i: resident(i, lambda d: launcher(stream_triad, d["b"], d["c"], d["a"], i["alpha"]),
+                                   read=("b", "c"), new=like(i, "b", "a")))
 raja_case(name="DOT", group="stream", make=_setup(("a", "real"), ("b", "real")),
           reps=2000, default_size=N, small_size=SMALL,
           run=lambda i: {"dot": np.array(dot(i["a"], i["b"]))},
@@ -122,8 +125,10 @@ raja_case(name="DOT", group="stream", make=_setup(("a", "real"), ("b", "real")),
 def _dot_bench(i):
     dot(i["a"][:1], i["b"][:1])  # builds the kernel
     blocks = reduction_grid(i["a"].shape[0])
-    return launcher(_DOT[0], *up(i, "a", "b"), empty((blocks,), np.float64),
-                    config=((blocks,), (BLOCK,)))
+    return resident(i, lambda d: launcher(_DOT[0], d["a"], d["b"], d["partial"],
+                                          config=((blocks,), (BLOCK,))),
+                    read=("a", "b"), new={"partial": ((blocks,), np.float64)},
+                    finish=lambda h, _: {"dot": np.array(float(h["partial"].sum()))})
 
 
 def _run(kernel, *ins, out, scalars=()):
