@@ -20,6 +20,8 @@ import os
 import shlex
 import sys
 
+from kaio.progress import progress
+
 from .cases import all_cases, select
 from .render import html_page, markdown
 from .runner import Options, run_suite
@@ -64,10 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         print("kaio conformance: --jobs must be at least 1", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    report = run_suite(Options(targets, None, args.size, args.jobs, cases=cases,
-                               command="kaio conformance " + shlex.join(argv),
-                               sanitize=args.sanitize,
-                               on_row=lambda partial: write_json(partial, args.out)))
+
+    def on_row(partial):
+        write_json(partial, args.out)
+        bar.advance()
+        if partial.rows:
+            bar.label(f"done: {partial.rows[-1].kernel}")
+
+    with progress("conformance", total=len(cases)) as bar:
+        report = run_suite(Options(targets, None, args.size, args.jobs, cases=cases,
+                                   command="kaio conformance " + shlex.join(argv),
+                                   sanitize=args.sanitize, on_row=on_row))
     paths = write(report, args.out)
     counts = report.counts()
     for t in report.targets:

@@ -32,7 +32,10 @@ def enabled(stream=None) -> bool:
         return False
     if "PYTEST_CURRENT_TEST" in os.environ:
         return False
-    stream = sys.stderr if stream is None else stream
+    return _isatty(sys.stderr if stream is None else stream)
+
+
+def _isatty(stream) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # closed or replaced streams
@@ -71,7 +74,10 @@ def progress(description: str, total: int | None, *, force: bool | None = None) 
     columns = [rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
                rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), rp.TimeRemainingColumn()]
     console = Console(stderr=True, force_terminal=True if force else None)
-    with rp.Progress(*columns, console=console, transient=True) as p:
+    # prints to stderr while the bar runs go above it; stdout is routed there too only when it is
+    # the same terminal (redirected output must stay in its file)
+    with rp.Progress(*columns, console=console, transient=True,
+                     redirect_stdout=_isatty(sys.stdout)) as p:
         yield Bar(p, p.add_task(description, total=total), description)
 
 
