@@ -8,6 +8,7 @@ unavailable on this machine.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass, field
 
 from ..cache import default_cache
@@ -56,10 +57,31 @@ class Backend:
 
     name = "?"
     warp_size = 32
+    #: the device ordinal this instance runs on (see :meth:`on_device`)
+    device = 0
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         return True, ""
+
+    def device_count(self) -> int:
+        """How many devices this backend can run on."""
+        return 1
+
+    def on_device(self, device: int) -> "Backend":
+        """This backend, with the same options, on device ``device`` (one instance per device,
+        kept here: each holds its own loaded code and contexts)."""
+        if device == self.device:
+            return self
+        siblings = self.__dict__.setdefault("_siblings", {})
+        be = siblings.get(device)
+        if be is None:
+            with _lock:
+                be = siblings.get(device) or siblings.setdefault(device, self._make_on(device))
+        return be
+
+    def _make_on(self, device: int) -> "Backend":
+        return type(self)(device=device)
 
     def compile_options(self, kernel_options: KernelOptions | None = None) -> CompileOptions:
         raise NotImplementedError
@@ -108,6 +130,14 @@ PREFERENCE = ("cuda", "hip", "reference")
 
 _instances: dict[str, Backend] = {}
 _current: str | None = None
+_lock = threading.Lock()
+
+
+class _Local(threading.local):
+    device = None  # the device set_device chose in this thread; None: the backend's default
+
+
+_tls = _Local()
 
 
 def backend_class(name: str):
@@ -128,14 +158,38 @@ def availability(name: str) -> tuple[bool, str]:
 
 
 def get_backend(name: str | None = None) -> Backend:
-    """The named backend, or the current one (set_backend / KAIO_BACKEND / best available)."""
+    """The named backend, or the current one (set_backend / KAIO_BACKEND / best available), on
+    this thread's current device (:func:`set_device`)."""
     name = name or current_name()
-    if name not in _instances:
+    be = _instances.get(name)
+    if be is None:
         ok, why = availability(name)
         if not ok:
             raise BackendUnavailable(f"backend '{name}' is unavailable: {why}")
-        _instances[name] = backend_class(name)()
-    return _instances[name]
+        be = _instances.setdefault(name, backend_class(name)())
+    device = _tls.device
+    return be if device is None else be.on_device(device)
+
+
+def current_device() -> int:
+    """The device launches and new arrays, streams and events of this thread use."""
+    device = _tls.device
+    return get_backend().device if device is None else device
+
+
+def set_device(device: int | None) -> None:
+    """Make ``device`` (an ordinal of the current backend) this thread's current device; None
+    goes back to the backend's default (``KAIO_CUDA_DEVICE``, ``KAIO_HIP_DEVICE``, 0)."""
+    if device is not None:
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise TypeError(f"set_device: a device is an int ordinal, got {type(device).__name__}")
+        be = get_backend()
+        n = be.device_count()
+        if not 0 <= device < n:
+            raise ValueError(f"set_device({device}): the {be.name} backend has {n} device(s), "
+                             f"0 to {n - 1}" + (" (KAIO_REF_DEVICES=N pretends to have N)"
+                                                if be.name == "reference" else ""))
+    _tls.device = device
 
 
 def current_name() -> str:

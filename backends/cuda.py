@@ -149,8 +149,9 @@ def _param_plan(compiled: Compiled) -> list:
 
 class CudaBackend(Backend):
     """NVIDIA GPUs through the CUDA driver API (cuda-python). Device: ``KAIO_CUDA_DEVICE``
-    (default 0). ``KAIO_CUDA_SYNC=1`` synchronizes after every launch (to pin a fault on its
-    kernel). ``codegen``: 'ptx' (kaio's PTX emitter) or 'llvm' (the LLVM nvptx64 path); None
+    (default 0), or ``kaio.set_device`` (one instance per device: ``Backend.on_device``).
+    ``KAIO_CUDA_SYNC=1`` synchronizes after every launch (to pin a fault on its kernel).
+    ``codegen``: 'ptx' (kaio's PTX emitter) or 'llvm' (the LLVM nvptx64 path); None
     takes ``KAIO_CUDA_CODEGEN`` (default 'ptx'); two instances can run both paths in one process
     (the conformance suite does)."""
 
@@ -178,6 +179,7 @@ class CudaBackend(Backend):
             raise ValueError(f"cuda backend: codegen must be 'ptx' or 'llvm', got {codegen!r}")
         self.codegen = codegen
         self.ctx = drv.context(device)
+        self.device = self.ctx.ordinal
         self.props = self.ctx.props
         self.arch = self.target = self.props.arch
         self.ptx_version = ptx_version_for(self.arch, self.ctx.driver_version)
@@ -299,6 +301,13 @@ class CudaBackend(Backend):
         device arrays (kaio's or ``__cuda_array_interface__``) in place."""
         what = f"kernel '{kernel.name}': parameter '{kernel.params[i].name}'"
         return buffer_arg(self.runtime, a, t, what, xfer)
+
+    # --- devices --------------------------------------------------------------------------
+    def device_count(self) -> int:
+        return drv.device_count()
+
+    def _make_on(self, device: int) -> "CudaBackend":
+        return CudaBackend(device, codegen=self.codegen)
 
     # --- information ----------------------------------------------------------------------
     def devices(self) -> list[str]:

@@ -25,8 +25,9 @@ class TempPool:
     at most ``limit`` bytes stay cached (``empty()`` releases them).
     """
 
-    def __init__(self, limit: int = 1 << 30):
+    def __init__(self, limit: int = 1 << 30, ordinal: int | None = None):
         self.limit = limit
+        self.ordinal = ordinal  # the device its blocks are on (None: the default device)
         self._free: dict[int, list[int]] = {}
         self._cached = 0
         self._lock = threading.Lock()
@@ -45,7 +46,7 @@ class TempPool:
                 self._cached -= size
                 self.live += 1
                 return blocks.pop(), size
-        drv.context()
+        drv.context(self.ordinal)
         ptr = int(drv.call("cuMemAlloc", size))
         with self._lock:
             self.live += 1
@@ -70,7 +71,8 @@ class TempPool:
             quietly(drv.call, "cuMemFree", p)
 
 
-#: the pool of launch temporaries (kaio drives one device per process: ``KAIO_CUDA_DEVICE``)
+#: the pool of launch temporaries of the default device (``KAIO_CUDA_DEVICE``); every other
+#: device has its own (``CudaRuntime.pool``)
 temp_pool = TempPool()
 
 
@@ -95,7 +97,9 @@ class CudaRuntime(Runtime):
     default_stream = 0  # the legacy default stream
 
     def __init__(self, ordinal: int):
-        self.ordinal = ordinal
+        self.ordinal = self.device = ordinal
+        self.pool = temp_pool if ordinal == drv.default_ordinal() else TempPool(ordinal=ordinal)
+        self._peers: dict[int, bool] = {}  # source ordinal -> peer access enabled
 
     def _ctx(self):
         """The device's context, current in this thread (created on first use)."""
@@ -127,10 +131,35 @@ class CudaRuntime(Runtime):
             drv.call(fn + "Async", dst, src, nbytes, stream)
 
     def temp_alloc(self, nbytes: int) -> tuple[int, int]:
-        return temp_pool.alloc(nbytes)
+        return self.pool.alloc(nbytes)
 
     def temp_release(self, ptr: int, size: int) -> None:
-        temp_pool.release(ptr, size)
+        self.pool.release(ptr, size)
+
+    # peer copies
+    def can_access_peer(self, src) -> bool:
+        """Whether this device reads ``src``'s memory directly; the first call for a pair
+        enables peer access from this device's context (NVLink or PCIe peer-to-peer)."""
+        if not isinstance(src, CudaRuntime):
+            return False
+        ok = self._peers.get(src.device)
+        if ok is None:
+            peer = drv.context(src.device)
+            ctx = self._ctx()
+            ok = bool(drv.call("cuDeviceCanAccessPeer", ctx.device, peer.device))
+            if ok:
+                r = drv.driver().cuCtxEnablePeerAccess(peer.handle, 0)
+                err = r[0] if isinstance(r, tuple) else r
+                if int(err) and drv.error_name(err)[0] != "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED":
+                    drv.check("cuCtxEnablePeerAccess", r)
+            self._peers[src.device] = ok
+        return ok
+
+    def memcpy_peer(self, dst: int, src_rt, src: int, nbytes: int) -> None:
+        peer = drv.context(src_rt.device)
+        ctx = self._ctx()
+        drv.call("cuMemcpyPeer", dst, ctx.handle, src, peer.handle, nbytes)
+        ctx.synchronize()  # finished on return, like the host-staged path
 
     # streams
     def stream_create(self, non_blocking: bool) -> int:

@@ -221,7 +221,13 @@ class HipRuntime(Runtime):
     def __init__(self, device: int):
         self.device = device
 
+    def _use(self) -> None:
+        """Make this device current in the calling thread: HIP allocates memory, streams and
+        events on the current device."""
+        call("hipSetDevice", self.device)
+
     def alloc(self, nbytes: int) -> int:
+        self._use()
         return int(call("hipMalloc", nbytes))
 
     def free(self, ptr: int) -> None:
@@ -244,6 +250,7 @@ class HipRuntime(Runtime):
             call("hipMemcpyAsync", dst, src, nbytes, k, stream)
 
     def stream_create(self, non_blocking: bool):
+        self._use()
         return call("hipStreamCreateWithFlags", 1 if non_blocking else 0)  # hipStreamNonBlocking
 
     def stream_destroy(self, h) -> None:
@@ -265,6 +272,7 @@ class HipRuntime(Runtime):
         return _stream_handle(stream)
 
     def event_create(self, timing: bool):
+        self._use()
         return call("hipEventCreateWithFlags", 0 if timing else 2)  # hipEventDisableTiming
 
     def event_destroy(self, ev) -> None:
@@ -300,6 +308,7 @@ class HipRuntime(Runtime):
         call("hipGraphLaunch", exe.exe, h)
 
     def synchronize(self) -> None:
+        self._use()
         call("hipDeviceSynchronize")
 
 
@@ -366,6 +375,10 @@ class HipBackend(Backend):
         self.sync_every_launch = settings().hip_sync
         self._modules: dict[str, LoadedKernel] = {}
         self._lock = threading.Lock()
+
+    def device_count(self) -> int:
+        """AMD devices HIP sees (peer copies between them are host-staged: no peer access yet)."""
+        return device_count()
 
     def make_current(self) -> None:
         """Make this backend's device the calling thread's current HIP device."""

@@ -90,6 +90,12 @@ class Runtime:
     stream_protocol = False
     #: the handle of the stream used when none is named
     default_stream: object = 0
+    #: the ordinal of the device whose memory, streams and events these are
+    device = 0
+
+    def where(self) -> str:
+        """'cuda device 1': what error messages call this runtime's device."""
+        return f"{self.name} device {self.device}"
 
     # memory -----------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> int:
@@ -130,6 +136,27 @@ class Runtime:
             self.memcpy("dtoh", dst.ctypes.data, src, dst.nbytes, stream)
             _stats.add("dtoh", dst.nbytes)
 
+    # peer copies between devices of one backend ----------------------------------------
+    def can_access_peer(self, src: "Runtime") -> bool:
+        """Whether this device can copy from ``src``'s memory directly (peer access, enabled
+        by this call where the hardware allows); False: copies go through host memory."""
+        return False
+
+    def memcpy_peer(self, dst: int, src_rt: "Runtime", src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from ``src`` on ``src_rt``'s device to ``dst`` on this one, directly
+        (only called when :meth:`can_access_peer` said yes)."""
+        raise NotImplementedError
+
+    def copy_peer(self, dst: int, src_rt: "Runtime", src: int, nbytes: int) -> None:
+        """Copy between two devices of this backend: directly where peer access is possible,
+        else staged through host memory (two counted copies). Synchronous."""
+        if self.can_access_peer(src_rt):
+            self.memcpy_peer(dst, src_rt, src, nbytes)
+            return
+        staging = np.empty(nbytes, np.uint8)
+        src_rt.copy_dtoh(staging, src)
+        self.copy_htod(dst, staging)
+
     # streams ----------------------------------------------------------------------------
     def stream_create(self, non_blocking: bool):
         raise NotImplementedError
@@ -159,6 +186,10 @@ class Runtime:
             return self.default_stream
         if isinstance(stream, Stream):
             if stream.runtime is not self:
+                if stream.runtime.name == self.name:  # streams belong to one device
+                    raise LaunchError(f"the stream belongs to {stream.runtime.where()}, this work "
+                                      f"runs on {self.where()}; make the stream under "
+                                      f"kaio.device({self.device})")
                 raise TypeError(f"the stream belongs to the {stream.runtime.name} backend, this "
                                 f"work runs on {self.name}")
             return stream.handle
@@ -280,6 +311,11 @@ class DeviceArray:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def device(self) -> int:
+        """The ordinal of the device holding this array (its backend: ``runtime.name``)."""
+        return self.runtime.device
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d device array")
@@ -336,15 +372,27 @@ class DeviceArray:
         return self.copy_to_host(None, stream)
 
     def copy_(self, other: "DeviceArray") -> "DeviceArray":
-        """Device-to-device copy from an array of the same dtype and shape (same backend)."""
+        """Device-to-device copy from an array of the same dtype and shape (same backend). From
+        another device of the backend it is a peer copy: direct where the devices have peer
+        access, else staged through host memory; it has finished when this returns."""
+        if (isinstance(other, DeviceArray) and other.runtime is not self.runtime
+                and other.runtime.name == self.runtime.name):
+            self._check_like(other)
+            if self.nbytes:
+                self.runtime.copy_peer(self.live_ptr("copy_"), other.runtime, other.live_ptr("copy_"),
+                                       self.nbytes)
+            return self
         if not isinstance(other, DeviceArray) or other.runtime is not self.runtime:
             raise ValueError(f"copy_: the source must be a {self.runtime.name} device array, got "
                              f"{_describe(other)}")
-        if other.dtype != self.dtype or other.shape != self.shape:
-            raise ValueError(f"copy_: {other.dtype}{list(other.shape)} into {self.dtype}{list(self.shape)}")
+        self._check_like(other)
         if self.nbytes:
             self.runtime.memcpy("dtod", self.live_ptr("copy_"), other.live_ptr("copy_"), self.nbytes)
         return self
+
+    def _check_like(self, other: "DeviceArray") -> None:
+        if other.dtype != self.dtype or other.shape != self.shape:
+            raise ValueError(f"copy_: {other.dtype}{list(other.shape)} into {self.dtype}{list(self.shape)}")
 
     def free(self) -> None:
         """Release the device memory now (the array must not be used afterwards)."""
@@ -353,7 +401,17 @@ class DeviceArray:
         self.ptr = 0  # later use raises instead of touching freed memory
 
     def __repr__(self) -> str:
-        return f"<kaio.DeviceArray {self.dtype}{list(self.shape)} on {self.runtime.name} at 0x{self.ptr:x}>"
+        return (f"<kaio.DeviceArray {self.dtype}{list(self.shape)} on {self.runtime.where()} "
+                f"at 0x{self.ptr:x}>")
+
+
+def check_same_device(rt: Runtime, a: DeviceArray, what: str) -> None:
+    """Refuse, before anything is launched, an array of another device of ``rt``'s backend
+    (a kernel cannot read another GPU's memory through its parameters)."""
+    if a.runtime is not rt and a.runtime.name == rt.name:
+        raise LaunchError(f"{what} is on {a.runtime.where()} but the launch runs on {rt.where()}; "
+                          f"copy it over with kaio.device_array(...).copy_(x) under "
+                          f"kaio.device({rt.device}), or launch under kaio.device({a.device})")
 
 
 def _describe(obj) -> str:
@@ -559,6 +617,7 @@ def device_pointer(rt: Runtime, a, intent: str, what: str, xfer: Transfers):
         return xfer.host_array(a, intent), a.shape, a.dtype
     if isinstance(a, DeviceArray):
         if a.runtime is not rt:
+            check_same_device(rt, a, what)
             raise LaunchError(f"{what} is {_describe(a)} but this runs on {rt.name}; copy it with "
                               ".to_host() and kaio.to_device() on this backend")
         return a.live_ptr(what), a.shape, a.dtype

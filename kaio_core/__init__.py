@@ -24,6 +24,7 @@ from .device import (
     to_device,
     transfer_stats,
 )
+from .devices import current_device, device, device_count, set_device  # after .device: see devices
 from .dlpack import from_dlpack
 from .dtypes import (
     DType,

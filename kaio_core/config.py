@@ -10,6 +10,8 @@ variable                   meaning
 =========================  ====================================================================
 KAIO_AMD_CODE_OBJECT       AMD code object version kaio emits: 5 (default; every ROCm 6 release
                            loads it) | 6 (LLVM 22's own default; loaders of ROCm 6.3 and later)
+KAIO_AUTOTUNE              0: autotuned kernels use their declared default configuration and
+                           time nothing (kaio.autotune; default 1: tune once per shape and device)
 KAIO_BACKEND               backend launches use: reference | cuda | hip (default: best available)
 KAIO_CACHE_DIR             compile cache folder (default ~/.cache/kaio)
 KAIO_CACHE_DISABLE         1: keep compiled code in memory only
@@ -25,6 +27,10 @@ KAIO_HIP_SYNC              1: synchronize after every HIP launch
 KAIO_INTERNAL_FRAMES       1: keep kaio's own frames in a CompileError's traceback (for kaio
                            developers; by default it starts at the user's call)
 KAIO_LLD                   the ld.lld binary that links AMD code objects
+KAIO_MPI_CUDA_AWARE        1 / 0: the MPI library is / is not CUDA-aware (kaio.mpi passes device
+                           buffers to it directly); default: asked of the library at run time
+KAIO_REF_DEVICES           devices the reference backend pretends to have (default 1), so code
+                           for several devices (kaio.set_device, peer copies) runs in CI
 KAIO_REF_MAX_ITERATIONS    iterations one loop may run in one reference launch before the
                            watchdog stops it with a KernelRuntimeError naming the loop's line
                            (default 10**6; 0: no limit)
@@ -40,6 +46,7 @@ import threading
 from dataclasses import dataclass
 
 _TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 BACKENDS = ("reference", "cuda", "hip")
 #: AMD code object versions kaio can emit (both carry the hidden kernel arguments of v5 that
 #: kaio reads block and grid sizes from; v4 does not)
@@ -51,6 +58,7 @@ class Settings:
     """The process's environment switches (see the module docstring for each)."""
 
     amd_code_object: int = 5
+    autotune: bool = True
     backend: str | None = None
     cache_dir: str | None = None
     cache_disable: bool = False
@@ -63,6 +71,8 @@ class Settings:
     hip_sync: bool = False
     internal_frames: bool = False
     lld: str | None = None
+    mpi_cuda_aware: bool | None = None
+    ref_devices: int = 1
     ref_max_iterations: int = 10**6
     ref_warp_size: int = 32
     sanitize: bool = False
@@ -71,6 +81,16 @@ class Settings:
 
 def _flag(env, name: str) -> bool:
     return env.get(name, "").strip().lower() in _TRUE
+
+
+def _tristate(env, name: str) -> bool | None:
+    """True / False when the variable says so, None when it is unset (ask at run time)."""
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw not in _TRUE + _FALSE:
+        raise ValueError(f"{name}={raw!r}: use 1 or 0")
+    return raw in _TRUE
 
 
 def _int(env, name: str, default: int) -> int:
@@ -97,6 +117,7 @@ def read(env=None) -> Settings:
     env = os.environ if env is None else env
     return Settings(
         amd_code_object=int(_choice(env, "KAIO_AMD_CODE_OBJECT", tuple(map(str, AMD_CODE_OBJECTS)), "5")),
+        autotune=env.get("KAIO_AUTOTUNE", "").strip().lower() not in _FALSE,
         backend=_choice(env, "KAIO_BACKEND", BACKENDS, None),
         cache_dir=env.get("KAIO_CACHE_DIR") or None,
         cache_disable=_flag(env, "KAIO_CACHE_DISABLE"),
@@ -109,6 +130,8 @@ def read(env=None) -> Settings:
         hip_sync=_flag(env, "KAIO_HIP_SYNC"),
         internal_frames=_flag(env, "KAIO_INTERNAL_FRAMES"),
         lld=env.get("KAIO_LLD") or None,
+        mpi_cuda_aware=_tristate(env, "KAIO_MPI_CUDA_AWARE"),
+        ref_devices=_int(env, "KAIO_REF_DEVICES", 1),
         ref_max_iterations=_int(env, "KAIO_REF_MAX_ITERATIONS", 10**6),
         ref_warp_size=_int(env, "KAIO_REF_WARP_SIZE", 32),
         sanitize=_flag(env, "KAIO_SANITIZE"),

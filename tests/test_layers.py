@@ -11,8 +11,8 @@ rank   layer       modules
 2      passes      kaio.passes.*, kaio.regions.* (the race checker is a pass)
 3      frontend    kaio.frontend.*, kaio.lang, kaio.math, kaio.signature
 3      backends    kaio.backends.* (frontend and backends never import each other)
-4      api         kaio, kaio.launch, kaio.device, kaio.graphs, kaio.blas, kaio.dlpack,
-                   kaio.checked
+4      api         kaio, kaio.launch, kaio.device, kaio.devices, kaio.graphs, kaio.blas,
+                   kaio.dlpack, kaio.checked, kaio.mpi
 5      tools       kaio.kernels.*, kaio.conformance.*, kaio.cli, kaio.showcase, kaio.bench
 =====  ==========  ===========================================================================
 
@@ -50,8 +50,8 @@ LAYERS = [
     ("passes", 2, ["kaio.passes", "kaio.regions"]),
     ("frontend", 3, ["kaio.frontend", "kaio.lang", "kaio.math", "kaio.mma", "kaio.signature"]),
     ("backends", 3, ["kaio.backends"]),
-    ("api", 4, ["kaio", "kaio.launch", "kaio.device", "kaio.graphs", "kaio.blas", "kaio.dlpack",
-                "kaio.checked"]),
+    ("api", 4, ["kaio", "kaio.launch", "kaio.device", "kaio.devices", "kaio.graphs", "kaio.blas",
+                "kaio.dlpack", "kaio.checked", "kaio.mpi"]),
     ("tools", 5, ["kaio.kernels", "kaio.conformance", "kaio.cli", "kaio.showcase", "kaio.bench"]),
 ]
 REQUIRED = {"numpy", "llvmlite", "ml_dtypes", "rich", "msgpack"}

@@ -19,7 +19,7 @@ from ... import semantics
 from ...config import settings
 from ...errors import LaunchError
 from .. import Backend, Compiled
-from ..runtime import DeviceArray, capture_target
+from ..runtime import DeviceArray, capture_target, check_same_device
 from ..targets import get_target
 from .blas import ReferenceBlas
 from .interpreter import Interpreter
@@ -50,12 +50,14 @@ class ReferenceBackend(Backend):
     ``check_ownership``: with the sanitizer on, also report any access to a partitioned
     Region/Out element by a thread that does not own it, conflict or not (default: env
     ``KAIO_SANITIZE_OWNERSHIP=1``); this checks the static checker's proofs directly.
+    ``device``: which of the ``KAIO_REF_DEVICES`` pretend devices this instance runs on.
     """
 
     name = "reference"
 
     def __init__(self, warp_size: int | None = None, sanitize: bool | None = None,
-                 check_ownership: bool | None = None, check_uninit_shared: bool = False):
+                 check_ownership: bool | None = None, check_uninit_shared: bool = False,
+                 device: int = 0):
         if warp_size is None:
             warp_size = settings().ref_warp_size
         if warp_size not in (1, 2, 4, 8, 16, 32, 64):
@@ -69,6 +71,7 @@ class ReferenceBackend(Backend):
         # thread of the block wrote (the fuzz: such a kernel has no one defined result)
         self.check_uninit_shared = bool(check_uninit_shared)
         self.target = f"reference-w{warp_size}"
+        self.device = device
 
     @classmethod
     def available(cls):
@@ -82,13 +85,21 @@ class ReferenceBackend(Backend):
         return None
 
     def devices(self):
-        return ["cpu (numpy)"]
+        return ["cpu (numpy)"] * self.device_count()
+
+    def device_count(self) -> int:
+        """``KAIO_REF_DEVICES`` (default 1): the devices this backend pretends to have."""
+        return max(1, settings().ref_devices)
+
+    def _make_on(self, device: int) -> "ReferenceBackend":
+        return ReferenceBackend(self.warp_size, self.sanitize, self.check_ownership,
+                                self.check_uninit_shared, device=device)
 
     # --- memory, streams, events, graphs, BLAS -----------------------------------------
     @property
     def runtime(self):
         """Host memory standing in for device memory (:mod:`kaio.backends.reference.runtime`)."""
-        return reference_runtime()
+        return reference_runtime(self.device)
 
     def blas(self):
         """numpy standing in for a vendor BLAS (:func:`kaio.blas.gemm`)."""
@@ -149,6 +160,8 @@ class ReferenceBackend(Backend):
         what = f"kernel '{kernel.name}': parameter '{name}'"
         if isinstance(arr, DeviceArray) and arr.runtime is self.runtime:
             arr = self.runtime.host_array(arr, what)
+        elif isinstance(arr, DeviceArray) and arr.runtime.name == self.name:
+            check_same_device(self.runtime, arr, what)
         elif not isinstance(arr, np.ndarray):
             got = (f"a {arr.runtime.name} device array" if isinstance(arr, DeviceArray)
                    else type(arr).__name__)

@@ -7,6 +7,9 @@ host memory, so the manual interface (device arrays, streams, events, graphs) ru
   visibly instead of reading zeros by luck.
 - Streams and events: launches run to completion when they are queued, so every stream is
   always idle and ordered; an event holds the ``perf_counter`` time of its ``record``.
+- Devices: ``KAIO_REF_DEVICES=N`` pretends to have N devices, one runtime each. Their memory is
+  all host memory, but an array, stream or event belongs to one of them and kaio refuses to mix
+  them exactly as on GPUs; a copy between two of them is a peer copy (``memmove``).
 - Graphs: while a stream is being captured, launches on it are recorded (with their argument
   arrays, not their contents) instead of run; a replay runs them again in order.
 """
@@ -20,7 +23,7 @@ import time
 import numpy as np
 
 from ...errors import LaunchError
-from ..runtime import Runtime
+from ..runtime import Runtime, one_per_device
 
 #: the byte new allocations are filled with (see the module docstring)
 UNINITIALISED = 0xFF
@@ -39,7 +42,8 @@ class ReferenceRuntime(Runtime):
     name = "reference"
     dlpack_device = 1  # kDLCPU
 
-    def __init__(self):
+    def __init__(self, device: int = 0):
+        self.device = device
         self._blocks: dict[int, np.ndarray] = {}
         self._captures: dict[int, list] = {}
         self._ids = itertools.count(1)
@@ -68,6 +72,13 @@ class ReferenceRuntime(Runtime):
         if not dst or not src:
             raise ValueError(f"{kind} copy of {nbytes} bytes with a null address")
         ctypes.memmove(dst, src, nbytes)
+
+    # peer copies: every pretend device's memory is host memory
+    def can_access_peer(self, src: Runtime) -> bool:
+        return isinstance(src, ReferenceRuntime)
+
+    def memcpy_peer(self, dst: int, src_rt: Runtime, src: int, nbytes: int) -> None:
+        self.memcpy("dtod", dst, src, nbytes)
 
     def view(self, ptr: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """A numpy array over the memory at ``ptr`` (zero-copy; writable)."""
@@ -159,9 +170,9 @@ class ReferenceRuntime(Runtime):
                         f"({type(obj).__name__}); pass numpy arrays or kaio device arrays")
 
 
-_runtime = ReferenceRuntime()
+_runtimes = one_per_device(ReferenceRuntime)
 
 
-def runtime() -> ReferenceRuntime:
-    """The reference runtime (one per process)."""
-    return _runtime
+def runtime(device: int = 0) -> ReferenceRuntime:
+    """The reference runtime of (pretend) device ``device``, one per device and process."""
+    return _runtimes(device)
