@@ -175,6 +175,12 @@ class KernelFunction(KaioFunction):
     def __call__(self, *args, **kwargs):
         return self._launch(None, None, 0, None, args, kwargs)
 
+    def on(self, stream) -> "_BoundLaunch":
+        """``k.on(stream)(args...)``: the launch kaio shapes (as ``k(args...)``) on ``stream``
+        (a kaio.Stream, a torch or CuPy stream, anything with ``__cuda_stream__``, a handle;
+        None: the default stream)."""
+        return _BoundLaunch(self, None, None, 0, stream)
+
     def _launch(self, grid, block, shared_bytes, stream, args, kwargs):
         if not kwargs and len(args) == len(self.params):
             values = args  # the common call: all arguments positional

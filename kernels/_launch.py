@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import kaio
 
-#: the activation dtypes the ML ops accept (storage); math is f32 inside the kernels
-FLOAT_DTYPES = {"f32": kaio.f32, "f16": kaio.f16, "bf16": kaio.bf16}
+#: the activation dtypes the ML ops accept (storage); math is f32 inside the kernels (f64 for
+#: f64 arrays, which the torch ops take for gradcheck)
+FLOAT_DTYPES = {"f32": kaio.f32, "f16": kaio.f16, "bf16": kaio.bf16, "f64": kaio.f64}
 
 BLOCK = 256
 
@@ -15,6 +16,12 @@ def kdtype(name: str):
         return FLOAT_DTYPES[name]
     except KeyError:
         raise ValueError(f"unsupported dtype {name!r}; use one of {', '.join(FLOAT_DTYPES)}") from None
+
+
+def acc_dtype(name: str):
+    """The dtype the ML kernels compute in for activations of dtype ``name``: f64 for f64,
+    f32 for the rest."""
+    return kaio.f64 if name == "f64" else kaio.f32
 
 
 def np_dtype(name: str):

@@ -14,9 +14,9 @@ import functools
 import numpy as np
 
 import kaio
-from kaio import f32, regions
+from kaio import regions
 
-from .._launch import kdtype, np_dtype
+from .._launch import acc_dtype, kdtype, np_dtype
 
 SQRT_2_OVER_PI = 0.7978845608028654  # sqrt(2/pi)
 INV_SQRT_2 = 0.7071067811865476      # 1/sqrt(2)
@@ -32,13 +32,13 @@ def _out(dt: str):
 @functools.lru_cache(maxsize=None)
 def silu_gate_kernel(dt: str):
     """y = silu(x) * gate = x * sigmoid(x) * gate, elementwise."""
-    T = kdtype(dt)
+    T, C = kdtype(dt), acc_dtype(dt)
 
     @kaio.kernel(fast_math=True)   # the fast exp and the hardware division (div.full, 2 ulp)
     def silu_gate(x: kaio.In[T], gate: kaio.In[T], y: _out(dt)):
         for i in y.owned():
-            v = f32(x[i])
-            y[i] = T(v / (1.0 + kaio.math.exp(-v)) * f32(gate[i]))
+            v = C(x[i])
+            y[i] = T(v / (1.0 + kaio.math.exp(-v)) * C(gate[i]))
 
     return silu_gate
 
@@ -48,12 +48,12 @@ def gelu_exact_kernel(dt: str):
     """y = x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))). For negative x, 1 + erf(.) cancels:
     its f32 error is up to ~1 ulp of 1 (2^-23), so y carries an absolute error up to
     ~0.5 |x| 2^-23 however small y is (as in every f32 implementation of this formula)."""
-    T = kdtype(dt)
+    T, C = kdtype(dt), acc_dtype(dt)
 
     @kaio.kernel
     def gelu_exact(x: kaio.In[T], y: kaio.Out[T]):
         for i in y.owned():
-            v = f32(x[i])
+            v = C(x[i])
             y[i] = T(0.5 * v * (1.0 + kaio.math.erf(v * INV_SQRT_2)))
 
     return gelu_exact
@@ -64,12 +64,12 @@ def gelu_tanh_kernel(dt: str):
     """y = 0.5 * x * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3): the usual fast GELU,
     evaluated as the identical x / (1 + exp(-2u)), which avoids the cancellation in 1 + tanh(u)
     for negative x."""
-    T = kdtype(dt)
+    T, C = kdtype(dt), acc_dtype(dt)
 
     @kaio.kernel(fast_math=True)   # the fast exp and the hardware division (div.full, 2 ulp)
     def gelu_tanh(x: kaio.In[T], y: kaio.Out[T]):
         for i in y.owned():
-            v = f32(x[i])
+            v = C(x[i])
             inner = SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)
             y[i] = T(v / (1.0 + kaio.math.exp(-2.0 * inner)))
 
@@ -95,10 +95,10 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
 
 
 def _name(x: np.ndarray) -> str:
-    for n in ("f32", "f16", "bf16"):
+    for n in ("f32", "f16", "bf16", "f64"):
         if x.dtype == np_dtype(n):
             return n
-    raise TypeError(f"ML ops take f32, f16 or bf16 arrays, got {x.dtype}")
+    raise TypeError(f"ML ops take f32, f16, bf16 or f64 arrays, got {x.dtype}")
 
 
 # --- references (float64) ----------------------------------------------------------------------

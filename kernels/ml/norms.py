@@ -6,7 +6,8 @@ combination order, so results do not depend on the warp width), then each thread
 columns it owns. Rows of up to 32768 columns take the register-resident variants (the row read
 once into registers: :func:`resident_plan`), wider ones the general kernels, which read the row
 two or three times; :func:`row_kernel` picks. Inputs and outputs are f32, f16 or bf16;
-statistics are accumulated in f32. The softmax's exp is the fast one (``fast=True``: the hardware
+statistics are accumulated in f32 (f64 arrays, for torch's gradcheck: the general kernels, in
+f64). The softmax's exp is the fast one (``fast=True``: the hardware
 exp2 after an exact range reduction, within a few ulp: docs/mathlib.md), as in Triton's softmax.
 """
 import functools
@@ -16,7 +17,7 @@ import numpy as np
 import kaio
 from kaio import f32, regions
 
-from .._launch import kdtype
+from .._launch import acc_dtype, kdtype
 from .elementwise import _name
 
 
@@ -29,20 +30,20 @@ def _rows(vec: int = 1):
 @functools.lru_cache(maxsize=None)
 def rmsnorm_kernel(dt: str, out_dt: str):
     """y[r, c] = x[r, c] / sqrt(mean_c(x[r]^2) + eps) * w[c]."""
-    T, OT = kdtype(dt), kdtype(out_dt)
+    T, OT, C = kdtype(dt), kdtype(out_dt), acc_dtype(dt)
 
     @kaio.kernel
-    def rmsnorm(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows()], eps: f32):
+    def rmsnorm(x: kaio.In[T, 2], w: kaio.In[T], y: kaio.Out[OT, _rows()], eps: C):
         row = kaio.block_idx.x
         n = x.shape[1]
-        sumsq = f32(0.0)
+        sumsq = C(0.0)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            v = f32(x[row, c])
+            v = C(x[row, c])
             sumsq += v * v
         total = kaio.block_sum(sumsq)
-        inv_rms = 1.0 / kaio.math.sqrt(total / f32(n) + eps)
+        inv_rms = 1.0 / kaio.math.sqrt(total / C(n) + eps)
         for r, c in y.owned():
-            y[r, c] = OT(f32(x[r, c]) * inv_rms * f32(w[c]))
+            y[r, c] = OT(C(x[r, c]) * inv_rms * C(w[c]))
 
     return rmsnorm
 
@@ -51,24 +52,24 @@ def rmsnorm_kernel(dt: str, out_dt: str):
 def layernorm_kernel(dt: str, out_dt: str):
     """y = (x - mean) / sqrt(var + eps) * w + b per row; two passes (mean, then the centred
     sum of squares) so the variance does not suffer from cancellation."""
-    T, OT = kdtype(dt), kdtype(out_dt)
+    T, OT, C = kdtype(dt), kdtype(out_dt), acc_dtype(dt)
 
     @kaio.kernel
     def layernorm(x: kaio.In[T, 2], w: kaio.In[T], b: kaio.In[T], y: kaio.Out[OT, _rows()],
-                  eps: f32):
+                  eps: C):
         row = kaio.block_idx.x
         n = x.shape[1]
-        s = f32(0.0)
+        s = C(0.0)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            s += f32(x[row, c])
-        mean = kaio.block_sum(s) / f32(n)
-        ss = f32(0.0)
+            s += C(x[row, c])
+        mean = kaio.block_sum(s) / C(n)
+        ss = C(0.0)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            d = f32(x[row, c]) - mean
+            d = C(x[row, c]) - mean
             ss += d * d
-        inv_std = 1.0 / kaio.math.sqrt(kaio.block_sum(ss) / f32(n) + eps)
+        inv_std = 1.0 / kaio.math.sqrt(kaio.block_sum(ss) / C(n) + eps)
         for r, c in y.owned():
-            y[r, c] = OT((f32(x[r, c]) - mean) * inv_std * f32(w[c]) + f32(b[c]))
+            y[r, c] = OT((C(x[r, c]) - mean) * inv_std * C(w[c]) + C(b[c]))
 
     return layernorm
 
@@ -77,22 +78,22 @@ def layernorm_kernel(dt: str, out_dt: str):
 def softmax_kernel(dt: str, out_dt: str):
     """y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r): subtracting the row maximum
     keeps every exponent <= 0, so nothing overflows."""
-    T, OT = kdtype(dt), kdtype(out_dt)
+    T, OT, C = kdtype(dt), kdtype(out_dt), acc_dtype(dt)
 
     @kaio.kernel
     def softmax(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()]):
         row = kaio.block_idx.x
         n = x.shape[1]
-        m = f32(-kaio.math.inf)
+        m = C(-kaio.math.inf)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            m = kaio.math.max(m, f32(x[row, c]))
+            m = kaio.math.max(m, C(x[row, c]))
         row_max = kaio.block_max(m)
-        s = f32(0.0)
+        s = C(0.0)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            s += kaio.math.exp(f32(x[row, c]) - row_max, fast=True)
+            s += kaio.math.exp(C(x[row, c]) - row_max, fast=True)
         inv_sum = 1.0 / kaio.block_sum(s)
         for r, c in y.owned():
-            y[r, c] = OT(kaio.math.exp(f32(x[r, c]) - row_max, fast=True) * inv_sum)
+            y[r, c] = OT(kaio.math.exp(C(x[r, c]) - row_max, fast=True) * inv_sum)
 
     return softmax
 
@@ -278,7 +279,7 @@ def row_kernel(op: str, dt: str, out_dt: str, shape):
     kernel's) that launches the register-resident kernel when the row fits, the general one
     otherwise. The bench closures in cases.py time exactly this."""
     rows, cols = shape
-    plan = resident_plan(cols)
+    plan = resident_plan(cols) if dt != "f64" else None  # f64 (torch's gradcheck): the general ones
     if plan is None:
         return _GENERAL[op](dt, out_dt)
     vec = resident_vec(dt, out_dt, cols)
