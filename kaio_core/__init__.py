@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 # kaio.math inside kernels; kaio.blas.gemm; kaio.regions (which registers the partitions as IR
-# attributes, so IR text parses in any process); kaio.backends (set_backend / get_backend below)
-from . import backends, blas, math, mma, regions
+# attributes, so IR text parses in any process); kaio.backends (set_backend / get_backend below);
+# kaio.autotune (the autotuner the library's row ops use)
+from . import autotune, backends, blas, math, mma, regions
 from .device import (
     DeviceArray,
     Event,

@@ -163,6 +163,12 @@ class CompileCache:
             self.put(key, v)
         return v
 
+    def stored_keys(self) -> list[str]:
+        """The keys of the entries on disk (unverified: :meth:`get` checks each one)."""
+        if not (self.disk and self.directory.is_dir()):
+            return []
+        return sorted(f.stem for f in self.directory.glob("*/*.kc"))
+
     def clear_memory(self) -> None:
         with self._lock:
             self._memory.clear()

@@ -4,6 +4,7 @@
     kaio compile FILE.py:KERNEL --target sm_90 --emit ptx [-o PATH] [--const N=4 ...]
     kaio showcase | conformance | bench ...     (dispatched to their modules when installed)
     kaio bench --ml [--quick] [--ops ...] [--dtypes ...] [--out DIR]   the ML ops vs Triton, torch
+    kaio autotune [--show] [--json] [--clear]   what the autotuner tried and chose (kaio.autotune)
 
 ``kaio compile`` needs no GPU: it imports the file, finds the ``@kaio.kernel`` and prints the
 requested stage. Errors are reported as one clear line on stderr with exit status 2.
@@ -32,6 +33,7 @@ DELEGATED = {
     "showcase": ("kaio.showcase:main",),
     "conformance": ("kaio.conformance.cli:main",),
     "bench": ("kaio.bench:main", "benchmarks.cli:main", "benchmarks:main"),
+    "autotune": ("kaio.autotune:main",),
 }
 
 

@@ -118,9 +118,13 @@ def test_resident_plan_block_sizes_and_the_fallback_width():
 
 @pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
 def test_row_kernel_picks_resident_up_to_32768_columns_then_the_general_kernel(op):
-    from kaio.kernels.ml import norms
-    assert norms.row_kernel(op, "f32", "f32", (2, 32769)) is getattr(norms, f"{op}_kernel")("f32", "f32")
-    assert norms.row_kernel(op, "f32", "f32", (2, 32768)) is not getattr(norms, f"{op}_kernel")("f32", "f32")
+    """The untuned choice (the first candidate, kernels/ml/row_tuning.py) of row_kernel."""
+    from kaio.kernels.ml import norms, row_tuning
+    general = getattr(norms, f"{op}_kernel")("f32", "f32")
+    for cols, want_general in ((32769, True), (32768, False)):
+        default = row_tuning.row_configs("f32", "f32", 2, cols)[0]
+        run = row_tuning.launch_for(op, "f32", "f32", (2, cols), default)
+        assert (run is general) == want_general, (cols, default)
 
 
 @pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])

@@ -5,7 +5,8 @@ columns, combine their partial sums / maxima with ``kaio.block_sum`` / ``kaio.bl
 combination order, so results do not depend on the warp width), then each thread writes the
 columns it owns. Rows of up to 32768 columns take the register-resident variants (the row read
 once into registers: :func:`resident_plan`), wider ones the general kernels, which read the row
-two or three times; :func:`row_kernel` picks. Inputs and outputs are f32, f16 or bf16;
+two or three times; :func:`row_kernel` picks (a measured table, autotuned per shape on a GPU:
+kernels/ml/row_tuning.py). Inputs and outputs are f32, f16 or bf16;
 statistics are accumulated in f32 (f64 arrays, for torch's gradcheck: the general kernels, in
 f64). The softmax's exp is the fast one (``fast=True``: the hardware
 exp2 after an exact range reduction, within a few ulp: docs/mathlib.md), as in Triton's softmax.
@@ -276,16 +277,13 @@ _RESIDENT = {"softmax": softmax_resident_kernel, "rmsnorm": rmsnorm_resident_ker
 def row_kernel(op: str, dt: str, out_dt: str, shape):
     """What the library launches for row op ``op`` ('softmax', 'rmsnorm', 'layernorm') on
     [rows, cols] = ``shape``: a function of the kernel's arguments (the same as the general
-    kernel's) that launches the register-resident kernel when the row fits, the general one
-    otherwise. The bench closures in cases.py time exactly this."""
-    rows, cols = shape
-    plan = resident_plan(cols) if dt != "f64" else None  # f64 (torch's gradcheck): the general ones
-    if plan is None:
-        return _GENERAL[op](dt, out_dt)
-    vec = resident_vec(dt, out_dt, cols)
-    threads, per = resident_plan(cols, vec)
-    k = _RESIDENT[op](dt, out_dt, vec=vec, regs=resident_regs(per))[(rows,), (threads,)]
-    return lambda *args: k(*args, PER=per)
+    kernel's). Untuned it launches the table's choice: the register-resident kernel when the row
+    fits (:func:`resident_plan`, :func:`resident_vec`, :func:`resident_regs`), the general one
+    otherwise (and for f64, torch's gradcheck); on a GPU, :mod:`kaio.autotune` picks among the
+    candidates of kernels/ml/row_tuning.py on the first call for the shape. The bench closures
+    in cases.py time exactly this."""
+    from .row_tuning import tuned_launch  # it imports this module
+    return tuned_launch(op, dt, out_dt, tuple(shape))
 
 
 # --- host entry points -------------------------------------------------------------------------
