@@ -3,6 +3,8 @@
     kaio info                                   versions, backends, devices
     kaio compile FILE.py:KERNEL --target sm_90 --emit ptx [-o PATH] [--const N=4 ...]
     kaio showcase | conformance | bench ...     (dispatched to their modules when installed)
+    kaio rajaperf [--kernels ...] [--variants numpy,kaio,kaio_graph,cuda] [--sizefact F] ...
+                                                the RAJAPerf ports, run and reported as the suite does
     kaio bench --ml [--quick] [--ops ...] [--dtypes ...] [--out DIR]   the ML ops vs Triton, torch
     kaio autotune [--show] [--json] [--clear]   what the autotuner tried and chose (kaio.autotune)
 
@@ -34,6 +36,7 @@ DELEGATED = {
     "conformance": ("kaio.conformance.cli:main",),
     "bench": ("kaio.bench:main", "benchmarks.cli:main", "benchmarks:main"),
     "autotune": ("kaio.autotune:main",),
+    "rajaperf": ("kaio.kernels.rajaperf.runner:main",),
 }
 
 

@@ -123,9 +123,20 @@ def suite_checksum(name: str, size=None, reps: int | None = None, npasses: int =
     (each pass sets the data up afresh, so every pass adds the same value)."""
     case = REGISTRY[f"rajaperf/{name}"]
     size = case.default_size if size is None else size
-    out = after_reps(name, case.make_inputs(size, 0), reps, variant)
-    ratio = scale_at(name, size) / SUITE[name].scale if SUITE[name].scale else 1.0
-    return npasses * case.checksum(out) * ratio
+    return npasses * pass_checksum(name, size, after_reps(name, case.make_inputs(size, 0), reps, variant))
+
+
+def pass_checksum(name: str, size, outputs: dict, last_rep: int = 1) -> float:
+    """One pass's checksum at ``size`` from the outputs after its reps, with the suite's
+    size-corrected scale factor. ``last_rep`` > 1: ``outputs`` are one rep's, and reductions
+    the suite accumulates across reps are folded ``last_rep`` times first."""
+    case = REGISTRY[f"rajaperf/{name}"]
+    facts = SUITE[name]
+    total = outputs
+    for _ in range(last_rep - 1 if facts.fold is not None else 0):
+        total = facts.fold(total, outputs)
+    ratio = scale_at(name, size) / facts.scale if facts.scale else 1.0
+    return case.checksum(total) * ratio
 
 
 def feed(*keys: str) -> Callable:
