@@ -8,7 +8,9 @@ silu_gate, gelu_tanh, gelu_exact and dequantize_int8 over 2^24 and 2^28 elements
 and bf16, it runs on the same data:
 
 - kaio: the library call, through the registry case's device-resident ``bench`` closure
-  (benchmarks/ml_kaio.py);
+  (benchmarks/ml_kaio.py), called once first so that an autotuned op (the row ops) picks its
+  configuration for the shape before anything is checked or timed: the table's last column says
+  what it chose, and a list under the table what each candidate took;
 - Triton: the tutorial-style kernels of benchmarks/triton_ml.py;
 - torch: eager PyTorch.
 
@@ -131,7 +133,7 @@ def new_result(case: MlCase) -> dict:
     ``{"ms", "gbps", "max_err"}`` or ``{"error"}``; ``copy`` likewise."""
     return {"op": case.op, "dtype": case.dtype, "shape": list(case.shape), "label": case.label,
             "bytes": case.traffic_bytes, "copy": None, "impls": {}, "kaio_kernels": [],
-            "triton_kernel": None, "kaio_source": None, "error": None}
+            "kaio_config": [], "triton_kernel": None, "kaio_source": None, "error": None}
 
 
 def ratio(result: dict) -> float | None:
@@ -174,6 +176,12 @@ def fmt_kernels(result: dict) -> str:
     return ", ".join(parts) or "—"
 
 
+def fmt_config(result: dict) -> str:
+    """What the autotuner chose for kaio's launch, and how ('tuned' now, from the 'cache', ...);
+    — for ops without an autotuner."""
+    return ", ".join(f"{c['config']} ({c['source']})" for c in result.get("kaio_config") or []) or "—"
+
+
 def fmt_triton_kernel(result: dict) -> str:
     k = result.get("triton_kernel") or {}
     if k.get("regs") is None:
@@ -183,7 +191,8 @@ def fmt_triton_kernel(result: dict) -> str:
 
 
 TABLE_HEAD = ("| op | dtype | shape | kaio us | Triton us | torch us | kaio / best | kaio GB/s | "
-              "Triton GB/s | torch GB/s | copy GB/s | kaio regs/local B | Triton regs/local B |")
+              "Triton GB/s | torch GB/s | copy GB/s | kaio regs/local B | Triton regs/local B | "
+              "kaio config (autotune) |")
 
 
 def table_row(result: dict) -> str:
@@ -192,13 +201,13 @@ def table_row(result: dict) -> str:
     ratio_text = f"{r:.2f}x" if r is not None else "—"
     copy = result.get("copy")
     if result.get("error") and not impls:
-        cells = [f"FAIL: {_short(result['error'])}"] + ["—"] * 9
+        cells = [f"FAIL: {_short(result['error'])}"] + ["—"] * 10
     else:
         cells = [fmt_time(impls.get(i)) for i in IMPLS] + [ratio_text]
         cells += [fmt_rate(impls.get(i), copy) for i in IMPLS]
         cells.append(f"{copy['gbps']:.0f}" if copy and copy.get("gbps") else
                      (f"FAIL: {_short(copy['error'])}" if copy and copy.get("error") else "—"))
-        cells += [fmt_kernels(result), fmt_triton_kernel(result)]
+        cells += [fmt_kernels(result), fmt_triton_kernel(result), fmt_config(result)]
     return "| " + " | ".join([result["op"], result["dtype"], result["label"], *cells]) + " |"
 
 
@@ -213,7 +222,22 @@ def markdown(header: list[str], results: list[dict]) -> str:
         lines += ["", "Failures:"]
         lines += [f"- {r['op']} {r['dtype']} {r['label']} {name}: {_short(why, 300)}"
                   for r, name, why in errors]
+    tuned = [(r, c) for r in results for c in r.get("kaio_config") or [] if c.get("tried")]
+    if tuned:
+        lines += ["", "What the autotuner tried (us per call; the chosen one marked *):"]
+        lines += [f"- {r['op']} {r['dtype']} {r['label']} ({c['source']}): {fmt_tried(c)}"
+                  for r, c in tuned]
     return "\n".join(lines) + "\n"
+
+
+def fmt_tried(choice: dict) -> str:
+    """Each candidate of one autotuner choice with its time (or why it was not timed)."""
+    parts = []
+    for t in choice["tried"]:
+        what = (f"{t['ms'] * 1e3:.1f}" if "ms" in t else
+                "mismatch" if "mismatch" in t else f"error ({_short(t.get('error', '?'), 40)})")
+        parts.append(f"{t['config']}{'*' if t['config'] == choice['config'] else ''} {what}")
+    return "; ".join(parts)
 
 
 def write_outputs(out_dir: str, header: list[str], results: list[dict]) -> str:

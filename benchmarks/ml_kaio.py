@@ -48,6 +48,25 @@ def kaio_closure(op: str, dtype: str, inputs: dict):
     raise LookupError(f"the library has no case {name} with a bench closure")
 
 
+def tune(launch) -> list[dict]:
+    """Call ``launch`` once, before it is spied on, checked or timed: an autotuned op (the row
+    ops: kernels/ml/row_tuning.py) makes its choice for the shape on this first call, timing its
+    candidates if no cached winner exists, so what is timed afterwards is the chosen kernel.
+    Returns one entry per choice made: the tuner, the configuration, where it came from
+    ('tuned', 'cache', ...) and, when tuned or cached, each candidate's time or failure."""
+    with kaio.autotune.choices() as picked:
+        launch()
+    kaio.synchronize()
+    out = []
+    for name, _key, choice in picked:
+        entry = {"tuner": name, "config": choice.config.name, "source": choice.source}
+        if choice.record is not None:
+            entry["tried"] = [{k: t[k] for k in ("config", "ms", "error", "mismatch") if k in t}
+                              for t in choice.record.get("tried", [])]
+        out.append(entry)
+    return out
+
+
 class LaunchSpy:
     """While active, records every launch through ``backend`` (default: the current one) as
     ``(compiled, grid, block, args)``: which compiled kernels a closure runs, with what launch

@@ -166,7 +166,8 @@ def build_kaio(case: MlCase, d: dict, result: dict, env: Env):
     inputs = {k: host_copy(v) for k, v in d.items()}
     launch, result["kaio_source"] = ml_kaio.kaio_closure(case.op, case.dtype, inputs)
     del inputs  # the closure holds device copies
-    with ml_kaio.LaunchSpy() as spy:  # the first launch: which kernels, with what, into what
+    result["kaio_config"] = ml_kaio.tune(launch)  # the autotuner decides before anything is timed
+    with ml_kaio.LaunchSpy() as spy:  # a launch: which kernels, with what, into what
         launch()
     torch.cuda.synchronize()
     result["kaio_kernels"] = spy.kernels()

@@ -81,10 +81,11 @@ class Config:
 class Choice:
     """What :meth:`Autotuner.choose` decided: the ``config``, where it came from (``source``:
     'tuned', 'cache', 'memory', 'default', 'disabled', 'reference backend', 'not tuned at this
-    size', 'capturing'), and whether it is ``final`` (a capture's default is not remembered)."""
+    size', 'capturing'), whether it is ``final`` (a capture's default is not remembered), and
+    the tuning ``record`` behind it (what was tried; None for a default)."""
 
-    def __init__(self, config: Config, source: str, final: bool = True):
-        self.config, self.source, self.final = config, source, final
+    def __init__(self, config: Config, source: str, final: bool = True, record: dict | None = None):
+        self.config, self.source, self.final, self.record = config, source, final, record
 
     def __repr__(self):
         return f"Choice({self.config.name!r}, {self.source!r})"
@@ -230,7 +231,7 @@ class Autotuner:
                 if choice is None:
                     choice = self._decide(key, memo_key[1], args, trial)
                     if choice.final:
-                        self._chosen[memo_key] = Choice(choice.config, "memory")
+                        self._chosen[memo_key] = Choice(choice.config, "memory", record=choice.record)
         for rec in list(_recorders):
             rec.append((self.name, key, choice))
         return choice
@@ -251,13 +252,13 @@ class Autotuner:
         cache_key = self._cache_key(key, device, configs)
         found = self._lookup(cache_key, configs)
         if found is not None:
-            return Choice(found, "cache")
+            return Choice(found, "cache", record=self._records[cache_key])
         if capturing() is not None:
             return Choice(default, "capturing", final=False)
         record = self._tune(key, device, configs, args, trial, timer)
         self._records[cache_key] = record
         autotune_cache().put(cache_key, json.dumps(record, sort_keys=True))
-        return Choice(next(c for c in configs if c.name == record["chosen"]), "tuned")
+        return Choice(next(c for c in configs if c.name == record["chosen"]), "tuned", record=record)
 
     def _cache_key(self, key, device: str, configs) -> str:
         blob = json.dumps({"format": RECORD_FORMAT, "tuner": self.name, "device": device, "key": key,

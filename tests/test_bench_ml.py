@@ -119,6 +119,23 @@ def test_failed_cells_are_marked_and_keep_the_row():
     assert len(cells) == len(_cells(bm.TABLE_HEAD)) and cells[3] == "FAIL: RuntimeError: out of memory"
 
 
+def test_row_and_markdown_say_what_the_autotuner_chose_and_tried():
+    r = _fake_result()
+    r["kaio_config"] = [{"tuner": "kaio.kernels.ml.softmax", "config": "resident 512x16 v4 r40",
+                         "source": "tuned",
+                         "tried": [{"config": "resident 512x16 v4 r40", "ms": 0.0861},
+                                   {"config": "resident 1024x8 v4 r64", "ms": 0.0902},
+                                   {"config": "3-pass 256", "error": "LaunchError: too many"},
+                                   {"config": "3-pass 1024", "mismatch": "output 0: max |diff| 1"}]}]
+    row = dict(zip(_cells(bm.TABLE_HEAD), _cells(bm.table_row(r))))
+    assert row["kaio config (autotune)"] == "resident 512x16 v4 r40 (tuned)"
+    assert dict(zip(_cells(bm.TABLE_HEAD), _cells(bm.table_row(_fake_result()))))[
+        "kaio config (autotune)"] == "—"
+    text = bm.markdown(["device: fake"], [r])
+    assert ("- softmax f32 4096x8192 (tuned): resident 512x16 v4 r40* 86.1; resident 1024x8 v4 r64 "
+            "90.2; 3-pass 256 error (LaunchError: too many); 3-pass 1024 mismatch") in text
+
+
 def test_markdown_lists_failures_and_outputs_are_written(tmp_path):
     results = [_fake_result(), _fake_result(triton=None)]
     text = bm.write_outputs(str(tmp_path), ["device: fake"], results)
@@ -239,6 +256,35 @@ def test_kaio_closure_is_the_library_kernel_and_its_output_is_found(reference, o
                       for k in ks)  # no driver here
 
 
+def test_tune_runs_the_first_call_and_reports_the_autotuners_choice(reference, monkeypatch, tmp_path):
+    """ml_kaio.tune: the first call of a row op's bench closure makes the autotuner's choice (here
+    with a fake timer that makes a non-default candidate the fastest); ops without a tuner
+    report nothing."""
+    from kaio import autotune
+    from kaio.cache import CompileCache
+    from kaio.kernels.ml import row_tuning
+    monkeypatch.setattr(row_tuning, "TUNE_MIN_ELEMENTS", 0)
+    autotune.set_autotune_cache(CompileCache(tmp_path / "autotune", disk=True))
+    row_tuning.TUNERS["rmsnorm"].forget()
+    try:
+        inp = _inputs("rmsnorm", "f32", np.random.default_rng(2))
+        rows, cols = inp["x"].shape
+        configs = row_tuning.row_configs("f32", "f32", rows, cols)
+        fast = configs[-1].name
+        launch, _ = ml_kaio.kaio_closure("rmsnorm", "f32", inp)
+        with autotune.use_timer(lambda run, c: 1.0 if c.name == fast else 2.0):
+            [got] = ml_kaio.tune(launch)
+        assert (got["tuner"], got["config"], got["source"]) == ("kaio.kernels.ml.rmsnorm", fast, "tuned")
+        assert [t["config"] for t in got["tried"]] == [c.name for c in configs]
+        assert [t["ms"] for t in got["tried"]] == [2.0] * (len(configs) - 1) + [1.0]
+        gelu = _inputs("gelu_tanh", "f32", np.random.default_rng(2))
+        launch, _ = ml_kaio.kaio_closure("gelu_tanh", "f32", gelu)
+        assert ml_kaio.tune(launch) == []
+    finally:
+        row_tuning.TUNERS["rmsnorm"].forget()
+        autotune.set_autotune_cache(None)
+
+
 def test_function_attributes_without_a_function():
     assert ml_kaio.function_attributes(None) == {"regs": None, "local_bytes": None,
                                                  "static_shared_bytes": None}
@@ -307,6 +353,8 @@ def test_run_case_on_cpu_checks_times_and_marks_failures(reference, monkeypatch)
             cell = r["impls"][name]
             assert cell.get("ms") == 0.5 and cell["max_err"] <= 0.02, (case, name, cell)
         assert case.op in r["kaio_kernels"][0]["name"]  # e.g. softmax_resident
+        tuned = ["reference backend"] if case.op == "softmax" else []  # only the row ops tune
+        assert [c["source"] for c in r["kaio_config"]] == tuned
         assert r["copy"]["gbps"] == 2 * case.copy_bytes / 0.5 / 1e6
         if case.op == "gelu_exact":
             assert r["impls"]["triton"]["error"].startswith("check failed")
