@@ -130,7 +130,8 @@ def lower(kernel, options: CompileOptions):
     """The target pipeline on a copy of ``kernel`` (the frontend's cached IR is shared by every
     target and stays as it is)."""
     return target_pipeline(kernel, options.warp_size, options.fast_math,
-                           disabled_passes=options.disabled_passes, checked=options.checked)
+                           disabled_passes=options.disabled_passes, checked=options.checked,
+                           portable=options.portable)
 
 
 def _lowered(a, o):

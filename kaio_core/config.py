@@ -29,6 +29,9 @@ KAIO_INTERNAL_FRAMES       1: keep kaio's own frames in a CompileError's traceba
 KAIO_LLD                   the ld.lld binary that links AMD code objects
 KAIO_MPI_CUDA_AWARE        1 / 0: the MPI library is / is not CUDA-aware (kaio.mpi passes device
                            buffers to it directly); default: asked of the library at run time
+KAIO_PORTABLE              1: kernels that do not say otherwise are compiled in portable mode
+                           (only correctly rounded operations and kaio's portable math library:
+                           fast_math and per-call fast=True are ignored; docs/conformance.md)
 KAIO_REF_DEVICES           devices the reference backend pretends to have (default 1), so code
                            for several devices (kaio.set_device, peer copies) runs in CI
 KAIO_REF_MAX_ITERATIONS    iterations one loop may run in one reference launch before the
@@ -72,6 +75,7 @@ class Settings:
     internal_frames: bool = False
     lld: str | None = None
     mpi_cuda_aware: bool | None = None
+    portable: bool = False
     ref_devices: int = 1
     ref_max_iterations: int = 10**6
     ref_warp_size: int = 32
@@ -131,6 +135,7 @@ def read(env=None) -> Settings:
         internal_frames=_flag(env, "KAIO_INTERNAL_FRAMES"),
         lld=env.get("KAIO_LLD") or None,
         mpi_cuda_aware=_tristate(env, "KAIO_MPI_CUDA_AWARE"),
+        portable=_flag(env, "KAIO_PORTABLE"),
         ref_devices=_int(env, "KAIO_REF_DEVICES", 1),
         ref_max_iterations=_int(env, "KAIO_REF_MAX_ITERATIONS", 10**6),
         ref_warp_size=_int(env, "KAIO_REF_WARP_SIZE", 32),

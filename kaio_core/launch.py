@@ -51,10 +51,11 @@ class KernelFunction(KaioFunction):
 
     @public_entry
     def __init__(self, fn, *, fast_math: bool = False, max_registers: int | None = None,
-                 disabled_passes=(), checked: bool | None = None, block=None):
+                 disabled_passes=(), checked: bool | None = None, block=None,
+                 portable: bool | None = None):
         try:
             self.options = KernelOptions(fast_math, max_registers, frozenset(disabled_passes),
-                                         checked, block)
+                                         checked, block, portable)
         except ValueError as e:
             raise ValueError(f"kernel '{fn.__name__}': {e}") from None
         super().__init__(fn)
@@ -131,9 +132,11 @@ class KernelFunction(KaioFunction):
     def _compile(self, backend, consts: dict, coarsen: bool):
         be = backend if hasattr(backend, "compile") else backends.get_backend(backend)
         checked = self.options.checked  # None: KAIO_CHECKED decides, so it is part of the key
+        portable = self.options.portable  # likewise KAIO_PORTABLE
         coarsen = bool(coarsen and self.coarsening())
         key = (id(be), tuple(sorted(consts.items())) if consts else (),
-               settings().checked if checked is None else checked, coarsen)
+               settings().checked if checked is None else checked, coarsen,
+               settings().portable if portable is None else portable)
         hit = self._compiled.get(key)
         # the entry holds the backend itself: an id is only unique while its object lives, and a
         # freed backend's id reused by another would otherwise return the wrong Compiled
@@ -229,7 +232,8 @@ class _BoundLaunch:
 
 
 def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None,
-           disabled_passes=(), checked: bool | None = None, block=None):
+           disabled_passes=(), checked: bool | None = None, block=None,
+           portable: bool | None = None):
     """Decorator: compile a Python function into a kaio kernel (see README for the language).
 
     ``fast_math``: hardware approximations for math functions and division (docs/mathlib.md).
@@ -244,9 +248,12 @@ def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None
     ``block``: the block shape every launch uses (``block=(32, 8)``; ints >= 1, at most 1024
     threads). The race checker proves the kernel for exactly this shape (``kaio.block_dim`` is
     then a constant to it), a launch with another block is a LaunchError, and a launch that
-    gives no shape gets this block (docs/regions.md). It is part of the checked IR."""
+    gives no shape gets this block (docs/regions.md). It is part of the checked IR.
+    ``portable``: compile with only correctly rounded operations and kaio's portable math
+    library, ignoring ``fast_math`` and per-call ``fast=True``, so the result is bit-identical on
+    every target (docs/conformance.md, "Portable mode"). None: ``KAIO_PORTABLE``."""
     opts = dict(fast_math=fast_math, max_registers=max_registers, disabled_passes=disabled_passes,
-                checked=checked, block=block)
+                checked=checked, block=block, portable=portable)
     if fn is None:
         return lambda f: KernelFunction(f, **opts)
     return KernelFunction(fn, **opts)

@@ -60,7 +60,9 @@ class KernelOptions:
     ``checked``: every access bounds-checked on the device (None: ``KAIO_CHECKED``, read when a
     compilation applies these options). ``block``: the one block shape the kernel is launched
     with, as a 3-tuple (None: any); the race checker proves the kernel for it and every launch
-    is held to it (:func:`check_block`).
+    is held to it (:func:`check_block`). ``portable``: only correctly rounded operations and
+    kaio's portable math library, whatever ``fast_math`` or a call's ``fast=True`` says (None:
+    ``KAIO_PORTABLE``, read when a compilation applies these options).
     """
 
     fast_math: bool = False
@@ -68,6 +70,7 @@ class KernelOptions:
     disabled_passes: frozenset = field(default_factory=frozenset)
     checked: bool | None = None
     block: tuple | None = None
+    portable: bool | None = None
 
     def __post_init__(self):
         if self.max_registers is not None and (type(self.max_registers) is not int
@@ -79,6 +82,8 @@ class KernelOptions:
             object.__setattr__(self, "checked", bool(self.checked))
         if self.block is not None:
             object.__setattr__(self, "block", check_block(self.block))
+        if self.portable is not None:
+            object.__setattr__(self, "portable", bool(self.portable))
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,9 @@ class CompileOptions:
     interpreter). ``ptx_version``: the PTX ISA version to write (None: the emitter's default for
     the arch). ``opt_level``: LLVM's optimisation level. ``checked``: every access
     bounds-checked on the device (kaio.passes.bounds_check; the kernel takes the fault record
-    as one more parameter).
+    as one more parameter). ``portable``: portable mode (``fast_math`` is then always False and
+    the target pipeline clears every op's ``fast`` flag, so math is kaio.mathlib's and division
+    IEEE's); default ``KAIO_PORTABLE``.
     """
 
     target: str
@@ -104,8 +111,11 @@ class CompileOptions:
     opt_level: int = 2
     checked: bool = False
     code_object_version: int = field(default_factory=lambda: settings().amd_code_object)
+    portable: bool = field(default_factory=lambda: settings().portable)
 
     def __post_init__(self):
+        if self.portable:
+            object.__setattr__(self, "fast_math", False)   # portable mode overrides fast math
         if self.codegen not in CODEGENS:
             raise ValueError(f"codegen must be one of {', '.join(CODEGENS)}, got {self.codegen!r}")
         if self.code_object_version not in AMD_CODE_OBJECTS:
@@ -119,8 +129,9 @@ class CompileOptions:
         if kopts is None:
             return self
         checked = settings().checked if kopts.checked is None else kopts.checked
+        portable = settings().portable if kopts.portable is None else kopts.portable
         return replace(self, fast_math=kopts.fast_math, max_registers=kopts.max_registers,
-                       disabled_passes=kopts.disabled_passes, checked=checked)
+                       disabled_passes=kopts.disabled_passes, checked=checked, portable=portable)
 
     def pass_enabled(self, name: str) -> bool:
         return name not in self.disabled_passes
@@ -131,4 +142,4 @@ class CompileOptions:
                 "fast_math": self.fast_math, "max_registers": self.max_registers,
                 "disabled_passes": sorted(self.disabled_passes), "ptx_version": self.ptx_version,
                 "opt_level": self.opt_level, "checked": self.checked,
-                "code_object_version": self.code_object_version}
+                "code_object_version": self.code_object_version, "portable": self.portable}

@@ -26,7 +26,7 @@ from . import (
 
 
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
-                    disabled_passes=frozenset(), checked: bool = False):
+                    disabled_passes=frozenset(), checked: bool = False, portable: bool = False):
     """Expand portable math, lower block and warp reductions for a target's warp width, mark
     loops with a positive step and unroll the small ones by 4 (those whose step's sign is known
     only at run time, such as a grid-stride loop's, behind a run-time test), then clean up.
@@ -36,16 +36,21 @@ def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
     ``disabled_passes``: names of switchable passes to skip (kaio.options.SWITCHABLE_PASSES).
     ``checked``: guard every access first (:mod:`kaio.passes.bounds_check`; the kernel gains the
     fault-record parameter), so the guards see the accesses as written.
+    ``portable``: portable mode; every op's ``fast`` flag is cleared and ``fast_math`` ignored,
+    so all math is kaio.mathlib's correctly specified IR (:func:`expand_math.clear_fast`).
     """
     with _collector_paused():
-        return _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked)
+        return _target_pipeline(kernel, warp_size, fast_math and not portable, disabled_passes,
+                                checked, portable)
 
 
-def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked):
+def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked, portable=False):
     check_width(kernel, warp_size)                  # race-free at this target's warp width too
     kernel = clone_kernel(kernel)
     if checked:
         kernel = bounds_check.run(kernel)            # checked mode: every access guarded
+    if portable:
+        expand_math.clear_fast(kernel)               # portable mode: no approximation survives
     kernel = expand_math.run(kernel, fast_math)      # portable math -> IR (kaio.mathlib)
     kernel = lower_reductions.run(kernel, warp_size=warp_size)
     if "full_tiles" not in disabled_passes:

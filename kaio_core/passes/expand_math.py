@@ -44,6 +44,14 @@ def _expand(b, op):
     return mathlib.expand(b, fn, *op.operands)
 
 
+def clear_fast(kernel):
+    """Portable mode: drop the ``fast`` flag of every op (math calls, and division where a
+    frontend set it), so each is expanded or emitted as its correctly rounded form."""
+    for op in kernel.walk():
+        op.attrs.pop("fast", None)
+    return kernel
+
+
 def run(kernel, fast_math: bool = False):
     """Replace portable math ops in place; returns the kernel. With ``fast_math`` (a kernel-wide
     fast-math compilation) ``math`` ops are marked ``fast`` instead, for the target's
