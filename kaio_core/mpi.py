@@ -1,0 +1,209 @@
+"""kaio over MPI ranks (mpi4py): split an array into slabs with halos, exchange the halos,
+gather the result. Install with ``pip install "kaio[mpi]"``; run with ``mpiexec -n 4 python ...``.
+
+    from kaio import mpi
+    mpi.select_device()                        # on GPUs: one device per rank of this host
+    dec = mpi.Decomposition(a.shape, halo=1)   # rows split over the ranks of COMM_WORLD
+    la = kaio.to_device(dec.split(a))          # this rank's slab, halo rows above and below
+    dec.exchange(la)                           # halos <- the neighbours' edge rows
+    step(la, dec.owned(lb), ...)               # a kernel writes only the owned rows
+    whole = dec.gather(dec.owned(lb))          # the global array on rank 0 (None elsewhere)
+
+Each rank's local array holds its owned slab with ``halo`` rows (along ``axis``) on both sides,
+also at the edges of the global array, where they are zeros that nothing exchanges: every rank
+has the same layout, so one kernel fits all of them. A kernel writes the owned part
+(:meth:`Decomposition.owned`, a Region parameter) and reads the halos as an ``In`` parameter, so
+each launch is race-free on its own rank exactly as the checker proved it; between launches
+:meth:`Decomposition.exchange` refreshes the halos.
+
+Halos of device arrays go through host memory by default. Where the MPI library is CUDA-aware
+(asked at run time, ``MPIX_Query_cuda_support``; ``KAIO_MPI_CUDA_AWARE=1/0`` overrides), device
+buffers are handed to MPI directly. On the reference backend "device" memory is host memory, so
+both paths run in CI.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from .backends import get_backend, set_device
+from .config import settings
+from .device import DeviceArray
+
+
+def _mpi():
+    from mpi4py import MPI  # lazy: mpi4py is optional (the [mpi] extra)
+    return MPI
+
+
+def MPI():
+    """The ``mpi4py.MPI`` module (imported on first use)."""
+    return _mpi()
+
+
+def world():
+    """``MPI.COMM_WORLD`` (ImportError naming the extra when mpi4py is missing)."""
+    try:
+        return _mpi().COMM_WORLD
+    except ImportError as e:
+        raise ImportError(f"kaio.mpi needs mpi4py and an MPI library: pip install 'kaio[mpi]' ({e})") from e
+
+
+def cuda_aware() -> bool:
+    """Whether MPI can read and write device memory: ``KAIO_MPI_CUDA_AWARE`` when set, else
+    the library's answer to ``MPIX_Query_cuda_support`` (MPICH and Open MPI), else False."""
+    told = settings().mpi_cuda_aware
+    if told is not None:
+        return told
+    try:
+        query = getattr(ctypes.CDLL(_mpi().__file__), "MPIX_Query_cuda_support", None)
+    except OSError:
+        return False
+    if query is None:
+        return False
+    query.restype = ctypes.c_int
+    return bool(query())
+
+
+def local_rank(comm=None) -> int:
+    """This rank's index among the ranks of its host."""
+    comm = comm or world()
+    node = comm.Split_type(_mpi().COMM_TYPE_SHARED)
+    try:
+        return node.Get_rank()
+    finally:
+        node.Free()
+
+
+def select_device(comm=None) -> int:
+    """Make device ``local_rank % device_count`` this thread's current device and return it:
+    one GPU per rank where the host has as many GPUs as ranks; ranks share devices otherwise."""
+    device = local_rank(comm) % get_backend().device_count()
+    set_device(device)
+    return device
+
+
+def split_sizes(n: int, parts: int) -> list[int]:
+    """``n`` items in ``parts`` slabs as even as possible, the larger ones first."""
+    return [n // parts + (r < n % parts) for r in range(parts)]
+
+
+class Decomposition:
+    """A global array of ``shape`` split along ``axis`` over the ranks of ``comm`` (default
+    COMM_WORLD), each slab padded with ``halo`` layers on both sides (see the module docstring).
+
+    Attributes: ``rank``, ``size``, ``start``/``stop`` (the owned global range along ``axis``),
+    ``local_shape`` (slab plus halos), ``owned_shape``."""
+
+    def __init__(self, shape, halo: int = 1, axis: int = 0, comm=None):
+        self.comm = comm or world()
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.shape, self.halo = tuple(int(s) for s in shape), int(halo)
+        self.axis = axis % len(self.shape)
+        sizes = split_sizes(self.shape[self.axis], self.size)
+        if self.halo < 0 or min(sizes) < self.halo:
+            raise ValueError(f"kaio.mpi: {self.shape[self.axis]} layers along axis {self.axis} over "
+                             f"{self.size} ranks leave a slab of {min(sizes)}, thinner than the halo "
+                             f"({self.halo}); use fewer ranks or a larger array")
+        self.start = sum(sizes[:self.rank])
+        self.stop = self.start + sizes[self.rank]
+        self.owned_shape = self._with_axis(sizes[self.rank])
+        self.local_shape = self._with_axis(sizes[self.rank] + 2 * self.halo)
+        MPI = _mpi()
+        self.lower = self.rank - 1 if self.rank > 0 else MPI.PROC_NULL
+        self.upper = self.rank + 1 if self.rank < self.size - 1 else MPI.PROC_NULL
+
+    def _with_axis(self, n: int) -> tuple:
+        return self.shape[:self.axis] + (n,) + self.shape[self.axis + 1:]
+
+    def _index(self, lo: int, hi: int) -> tuple:
+        return (slice(None),) * self.axis + (slice(lo, hi),)
+
+    def split(self, global_array: np.ndarray) -> np.ndarray:
+        """This rank's local array cut from the whole global array (owned slab and the halos
+        inside the global array; zeros beyond its edges)."""
+        g = np.asarray(global_array)
+        if g.shape != self.shape:
+            raise ValueError(f"kaio.mpi.split: the global array is {g.shape}, the decomposition {self.shape}")
+        return self.local_from(lambda lo, hi: g[self._index(lo, hi)], g.dtype)
+
+    def local_from(self, layers, dtype) -> np.ndarray:
+        """This rank's local array from ``layers(lo, hi)``, which returns the global array's
+        layers ``lo:hi`` along the axis (so no rank builds the whole global array)."""
+        local = np.zeros(self.local_shape, dtype)
+        lo, hi = max(self.start - self.halo, 0), min(self.stop + self.halo, self.shape[self.axis])
+        off = lo - (self.start - self.halo)
+        local[self._index(off, off + hi - lo)] = layers(lo, hi)
+        return local
+
+    def owned(self, local):
+        """The owned slab of a local array: a numpy view, or a device array over the same
+        memory (device arrays: ``axis`` 0 only, where the slab is contiguous)."""
+        return _part(local, self, self.halo, self.halo + self.owned_shape[self.axis])
+
+    def exchange(self, local) -> None:
+        """Fill the halos of ``local`` (numpy or device array of ``local_shape``) from the
+        neighbours' edge layers. Collective: every rank calls it. Device arrays: the device is
+        synchronized first (the edges were written by kernels)."""
+        if tuple(local.shape) != self.local_shape:
+            raise ValueError(f"kaio.mpi.exchange: local array is {tuple(local.shape)}, "
+                             f"the decomposition's is {self.local_shape}")
+        h, n = self.halo, self.owned_shape[self.axis]
+        if h == 0 or self.size == 1:
+            return
+        device = isinstance(local, DeviceArray)
+        if device:
+            local.runtime.synchronize()
+        direct = not device or cuda_aware()
+        null = _mpi().PROC_NULL
+        # (send layers, to, receive layers, from): edges down and up, halos from above and below
+        for send, dest, recv, source in (((h, 2 * h), self.lower, (h + n, 2 * h + n), self.upper),
+                                         ((n, h + n), self.upper, (0, h), self.lower)):
+            out, into = _part(local, self, *send), _part(local, self, *recv)
+            if direct:
+                sendbuf, target = _buffer(out), _buffer(into)
+                if isinstance(sendbuf, np.ndarray):  # a slab across other axes is strided
+                    sendbuf = np.ascontiguousarray(sendbuf)
+                staged = target
+                if isinstance(target, np.ndarray) and not target.flags.c_contiguous:
+                    staged = np.empty(target.shape, target.dtype)
+                self.comm.Sendrecv(sendbuf, dest=dest, recvbuf=staged, source=source)
+                if staged is not target and source != null:
+                    target[...] = staged
+            else:  # through host memory
+                staged = np.empty(into.shape, into.dtype)
+                self.comm.Sendrecv(out.to_host(), dest=dest, recvbuf=staged, source=source)
+                if source != null:
+                    into.copy_from_host(staged)
+
+    def gather(self, owned, root: int = 0):
+        """The global array assembled on ``root`` from every rank's owned slab (numpy or
+        device array of ``owned_shape``); None on the other ranks. For checking results."""
+        part = owned.to_host() if isinstance(owned, DeviceArray) else np.ascontiguousarray(owned)
+        parts = self.comm.gather(part, root=root)
+        return None if parts is None else np.concatenate(parts, axis=self.axis)
+
+
+def _part(local, dec: Decomposition, lo: int, hi: int):
+    """Layers ``lo:hi`` along the decomposition's axis of ``local``: a numpy view, or for a
+    device array (axis 0) a device array over those rows."""
+    if not isinstance(local, DeviceArray):
+        return local[dec._index(lo, hi)]
+    if dec.axis != 0:
+        raise ValueError("kaio.mpi: device arrays are split along axis 0 (contiguous slabs); "
+                         f"this decomposition splits axis {dec.axis}")
+    row = math.prod(local.shape[1:]) * local.dtype.itemsize
+    return DeviceArray((hi - lo,) + tuple(local.shape[1:]), local.dtype, runtime=local.runtime,
+                       _ptr=local.live_ptr("kaio.mpi") + lo * row, _owner=local)
+
+
+def _buffer(a):
+    """What MPI reads or writes for ``a`` in place: a numpy array as is, a device array's own
+    memory (a numpy view of host memory on the reference backend; on a GPU the array itself,
+    which mpi4py reads through ``__cuda_array_interface__``)."""
+    if isinstance(a, DeviceArray):
+        host_array = getattr(a.runtime, "host_array", None)
+        return host_array(a, "kaio.mpi") if host_array is not None else a
+    return a
