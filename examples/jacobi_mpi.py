@@ -55,8 +55,12 @@ def main(argv=None) -> int:
     rows = args.rows_per_rank * size if args.rows_per_rank else args.n
     cols = args.cols or rows
     dec = mpi.Decomposition((rows, cols), halo=1, comm=comm)
-    la, lb = (kaio.to_device(dec.local_from(lambda lo, hi, k=k: initial(rows, cols, lo, hi)[k],
-                                            np.float64)) for k in (0, 1))
+    made = {}   # A and B come from one evaluation of the formulas (large grids: host memory)
+
+    def layers(k):
+        return lambda lo, hi: made.setdefault((lo, hi), initial(rows, cols, lo, hi))[k]
+    la, lb = (kaio.to_device(dec.local_from(layers(k), np.float64)) for k in (0, 1))
+    made.clear()
     oa, ob = dec.owned(la), dec.owned(lb)
 
     def step():

@@ -16,6 +16,9 @@
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 #   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
 #   rowsweep  benchmarks/row_ops_sweep.py: the resident row ops' launch shapes and register caps
+#   mpi       tests/test_mpi.py + tests/test_devices.py, then examples/jacobi_mpi.py under mpiexec: 2 ranks
+#             sharing GPU 0 (4096^2, checked bit for bit against one process), and 1 and 2 ranks of
+#             16384^2 per rank (time per step); needs mpi4py and mpiexec in the image
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
@@ -63,6 +66,15 @@ for step in "$@"; do
     cuda-core) run cuda_core 200 python3 scripts/bench_cuda_core.py "$OUT" ;;
     fuzz) run fuzz 570 python3 -m kaio.conformance.fuzz --count 24000 --seed 1 --backends reference,cuda,cuda-llvm --out "$OUT/fuzz" --time-limit 540 ;;
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
+    mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise
+         run mpi_tests 240 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py
+         if python3 -c "import mpi4py" 2>/dev/null && command -v mpiexec >/dev/null; then
+           J="env KAIO_BACKEND=cuda mpiexec"
+           run jacobi_mpi_check 200 $J -n 2 python3 examples/jacobi_mpi.py --n 4096 --steps 20 --check
+           run jacobi_mpi_1rank 150 $J -n 1 python3 examples/jacobi_mpi.py --rows-per-rank 16384 --cols 16384 --steps 30
+           run jacobi_mpi_2ranks 200 $J -n 2 python3 examples/jacobi_mpi.py --rows-per-rank 16384 --cols 16384 --steps 30
+           grep -hE "^(jacobi_mpi|time per step|check)" "$OUT"/jacobi_mpi_*.log | sed 's/^/   /' >> "$OUT/summary.txt"
+         else log "mpi: mpi4py or mpiexec missing in this image (pip install mpi4py mpich)"; fi ;;
   esac
   collect   # after every step, so a call cut short by the device's time limit still returns logs
 done
