@@ -282,6 +282,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="folder for bench_ml.json and bench_ml.md (default: $OUT or .)")
     ap.add_argument("--reps", type=int, default=20, help="back-to-back calls per timing (20)")
     ap.add_argument("--rounds", type=int, default=5, help="timings per measurement; the median (5)")
+    ap.add_argument("--autotune", choices=("fresh", "cached"), default="fresh",
+                    help="the row ops' autotuner: tune each shape again (fresh, the default) or "
+                         "use winners already cached (cached)")
     ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                     help="start no case after this many seconds (they are listed as skipped)")
     return ap.parse_args(argv)
@@ -306,7 +309,7 @@ def main(argv=None) -> int:
         return 2
     import ml_runner  # lazy: imports torch, Triton and kaio's CUDA backend
 
-    env = ml_runner.Env(reps=args.reps, rounds=args.rounds)
+    env = ml_runner.Env(reps=args.reps, rounds=args.rounds, autotune=args.autotune)
     header = env.header() + [f"command: kaio bench --ml {' '.join(argv or sys.argv[1:])}".rstrip()]
     results = run_table(cases, lambda case: ml_runner.run_case(case, env), args.out, header,
                         args.time_limit)
@@ -318,18 +321,22 @@ def run_table(cases, run_case, out_dir: str, header: list[str], time_limit=None,
               clock=time.monotonic) -> list[dict]:
     """Run ``run_case`` on each case in turn, printing a progress line and rewriting the outputs
     after each; cases that would start past ``time_limit`` seconds are recorded as skipped."""
+    from kaio.progress import progress
     results = []
     start = clock()
-    for i, case in enumerate(cases):
-        if time_limit is not None and clock() - start > time_limit:
-            result = new_result(case)
-            result["error"] = f"skipped: past --time-limit {time_limit:g} s"
-        else:
-            result = run_case(case)
-        results.append(result)
-        print(f"[{i + 1}/{len(cases)} {clock() - start:6.1f}s] {case.op} {case.dtype} "
-              f"{case.label}: {summary(result)}", flush=True)
-        write_outputs(out_dir, header, results)
+    with progress("kaio bench --ml", total=len(cases)) as bar:
+        for i, case in enumerate(cases):
+            bar.label(f"{case.op} {case.dtype} {case.label}")
+            if time_limit is not None and clock() - start > time_limit:
+                result = new_result(case)
+                result["error"] = f"skipped: past --time-limit {time_limit:g} s"
+            else:
+                result = run_case(case)
+            results.append(result)
+            print(f"[{i + 1}/{len(cases)} {clock() - start:6.1f}s] {case.op} {case.dtype} "
+                  f"{case.label}: {summary(result)}", flush=True)
+            write_outputs(out_dir, header, results)
+            bar.advance()
     return results
 
 

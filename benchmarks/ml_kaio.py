@@ -9,6 +9,8 @@ other dtypes take the library's choice ``quant.dequantize_launch(dtype, shape)``
 """
 from __future__ import annotations
 
+import contextlib
+
 import kaio
 from kaio import kernels
 from kaio.backends.runtime import DeviceArray
@@ -48,13 +50,14 @@ def kaio_closure(op: str, dtype: str, inputs: dict):
     raise LookupError(f"the library has no case {name} with a bench closure")
 
 
-def tune(launch) -> list[dict]:
+def tune(launch, fresh: bool = False) -> list[dict]:
     """Call ``launch`` once, before it is spied on, checked or timed: an autotuned op (the row
     ops: kernels/ml/row_tuning.py) makes its choice for the shape on this first call, timing its
     candidates if no cached winner exists, so what is timed afterwards is the chosen kernel.
     Returns one entry per choice made: the tuner, the configuration, where it came from
-    ('tuned', 'cache', ...) and, when tuned or cached, each candidate's time or failure."""
-    with kaio.autotune.choices() as picked:
+    ('tuned', 'cache', ...) and, when tuned or cached, each candidate's time or failure.
+    ``fresh``: tune again even where a winner is cached (:func:`kaio.autotune.fresh`)."""
+    with kaio.autotune.choices() as picked, (kaio.autotune.fresh() if fresh else contextlib.nullcontext()):
         launch()
     kaio.synchronize()
     out = []

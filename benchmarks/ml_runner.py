@@ -40,7 +40,7 @@ def _why(e: BaseException) -> str:
 class Env:
     """What every case shares: the device, the timer, the copy rates measured so far."""
 
-    def __init__(self, reps: int = 20, rounds: int = 5):
+    def __init__(self, reps: int = 20, rounds: int = 5, autotune: str = "fresh"):
         self.kaio_error = None
         try:
             kaio.set_backend("cuda")
@@ -49,6 +49,7 @@ class Env:
         self.dev = torch.device("cuda")
         self.timer = functools.partial(timed, reps=reps, rounds=rounds, warmup=3)
         self.reps, self.rounds = reps, rounds
+        self.autotune = autotune  # 'fresh': the row ops tune each shape again; 'cached'
         self.copy_rates: dict[int, dict] = {}
 
     def header(self) -> list[str]:
@@ -62,8 +63,9 @@ class Env:
                 f"kaio {getattr(kaio, '__version__', '?')} (cuda codegen: {codegen})  "
                 f"python {platform.python_version()}",
                 f"timing: CUDA events around {self.reps} back-to-back calls, median of "
-                f"{self.rounds} rounds; GB/s = bytes a kernel must move / time, (%) = of the "
-                f"same-size torch device copy's GB/s; regs/local B per thread from cuFuncGetAttribute"]
+                f"{self.rounds} rounds, after the row ops' autotuning ({self.autotune}); GB/s = "
+                f"bytes a kernel must move / time, (%) = of the same-size torch device copy's "
+                f"GB/s; regs/local B per thread from cuFuncGetAttribute"]
 
 
 # --- data and reference ------------------------------------------------------------------------
@@ -166,7 +168,8 @@ def build_kaio(case: MlCase, d: dict, result: dict, env: Env):
     inputs = {k: host_copy(v) for k, v in d.items()}
     launch, result["kaio_source"] = ml_kaio.kaio_closure(case.op, case.dtype, inputs)
     del inputs  # the closure holds device copies
-    result["kaio_config"] = ml_kaio.tune(launch)  # the autotuner decides before anything is timed
+    # the autotuner decides before anything is timed
+    result["kaio_config"] = ml_kaio.tune(launch, fresh=getattr(env, "autotune", "fresh") == "fresh")
     with ml_kaio.LaunchSpy() as spy:  # a launch: which kernels, with what, into what
         launch()
     torch.cuda.synchronize()

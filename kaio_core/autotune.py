@@ -16,7 +16,8 @@ dtype, whatever the best choice depends on) on a GPU, each candidate is run once
 a candidate that raises is recorded and skipped), its outputs (``outputs(*args)``, optional) are
 compared with the first good candidate's (``check=(atol, rtol)``; a disagreeing one is rejected),
 then timed with kaio events: ``warmup`` calls, then ``rounds`` timings of ``reps`` back-to-back
-calls, the median per call. The fastest wins. numpy arguments are copied to the device once for
+calls, the median per call. The fastest wins, unless it beats the default by less than
+``margin`` (2%). numpy arguments are copied to the device once for
 the trials, so they time the kernel and not the copies; the trials write the outputs, so a tuned
 function must compute its outputs from its inputs (not update them in place).
 
@@ -31,7 +32,8 @@ No timing happens -- the default is used -- with ``KAIO_AUTOTUNE=0``, on the ref
 (its timings mean nothing; :func:`use_timer` installs a timer there, which the tests do), while a
 graph is being captured (a cached winner is still used), or when ``tune_when(key)`` is false.
 :func:`records` (``kaio autotune --show``) lists the records; :func:`choices` collects the
-decisions made while it is active (``kaio bench --ml`` reports them).
+decisions made while it is active (``kaio bench --ml`` reports them); :func:`fresh` tunes again
+whatever is cached (``kaio bench --ml`` does, unless ``--autotune cached``).
 """
 from __future__ import annotations
 
@@ -94,6 +96,7 @@ class Choice:
 # --- process-wide state ------------------------------------------------------------------------
 _timer_override: list = []
 _recorders: list[list] = []
+_fresh: list = []
 _cache: CompileCache | None = None
 
 
@@ -120,6 +123,18 @@ def use_timer(timer: Callable):
         yield timer
     finally:
         _timer_override.remove(timer)
+
+
+@contextlib.contextmanager
+def fresh():
+    """While active, decisions ignore remembered and cached winners and tune again (replacing
+    them): for a benchmark that must not inherit a winner timed under other load, e.g. a test
+    suite running in parallel on the same GPU."""
+    _fresh.append(True)
+    try:
+        yield
+    finally:
+        _fresh.pop()
 
 
 @contextlib.contextmanager
@@ -181,16 +196,18 @@ class Autotuner:
     - ``check``: (atol, rtol) of that comparison, or ``check(key)`` giving them (default: exact
       equality);
     - ``tune_when(key)``: false keeps the default without timing (small problems);
-    - ``timer(run, config) -> ms``: replaces :func:`event_timer` (``warmup``, ``reps``, ``rounds``).
+    - ``timer(run, config) -> ms``: replaces :func:`event_timer` (``warmup``, ``reps``, ``rounds``);
+    - ``margin``: a candidate replaces the default only when faster by more than this fraction
+      (default 2%), so timing noise does not swap configurations between runs.
     """
 
     def __init__(self, fn: Callable | None = None, *, name: str, configs, key: Callable | None = None,
                  outputs: Callable | None = None, check=None,
                  tune_when: Callable | None = None, timer: Callable | None = None,
-                 warmup: int = 2, reps: int = 10, rounds: int = 5):
+                 warmup: int = 2, reps: int = 10, rounds: int = 5, margin: float = 0.02):
         self.fn, self.name, self._configs, self.key = fn, name, configs, key
         self.outputs, self.check, self.tune_when, self.timer = outputs, check, tune_when, timer
-        self.warmup, self.reps, self.rounds = warmup, reps, rounds
+        self.warmup, self.reps, self.rounds, self.margin = warmup, reps, rounds, margin
         self._chosen: dict[tuple, Choice] = {}
         self._records: dict[str, dict] = {}
         self._lock = threading.Lock()
@@ -224,10 +241,10 @@ class Autotuner:
         (each candidate run as ``trial(config)(*args)``)."""
         key = _plain(key)
         memo_key = (json.dumps(key), device_id())
-        choice = self._chosen.get(memo_key)
+        choice = None if _fresh else self._chosen.get(memo_key)
         if choice is None:
             with self._lock:
-                choice = self._chosen.get(memo_key)
+                choice = None if _fresh else self._chosen.get(memo_key)
                 if choice is None:
                     choice = self._decide(key, memo_key[1], args, trial)
                     if choice.final:
@@ -250,7 +267,7 @@ class Autotuner:
         if self.tune_when is not None and not self.tune_when(key):
             return Choice(default, "not tuned at this size")
         cache_key = self._cache_key(key, device, configs)
-        found = self._lookup(cache_key, configs)
+        found = None if _fresh else self._lookup(cache_key, configs)
         if found is not None:
             return Choice(found, "cache", record=self._records[cache_key])
         if capturing() is not None:
@@ -311,6 +328,9 @@ class Autotuner:
             if best is None or ms < best[0]:
                 best = (ms, config)
         chosen = best[1] if best is not None else configs[0]
+        default_ms = tried[0].get("ms")
+        if default_ms is not None and best[0] > default_ms * (1.0 - self.margin):
+            chosen = configs[0]  # within the noise of the default: keep it
         return {"format": RECORD_FORMAT, "tuner": self.name, "device": device, "key": key,
                 "default": configs[0].name, "chosen": chosen.name, "tried": tried,
                 "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

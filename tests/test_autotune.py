@@ -90,6 +90,28 @@ def test_second_call_and_a_new_process_use_the_winner_without_timing(reference, 
     assert got[0][2].source == "cache"
 
 
+def test_the_default_stays_unless_beaten_by_more_than_the_margin(reference, store):
+    for other_ms, want in ((0.99, "a"), (0.97, "b")):
+        timer = FakeTimer({"a": 1.0, "b": other_ms, "c": 2.0})
+        with autotune.use_timer(timer), autotune.choices() as got:
+            call(make_tuner(name=f"t.margin{other_ms}"))
+        assert got[0][2].config.name == want and got[0][2].record["chosen"] == want
+
+
+def test_fresh_tunes_again_and_replaces_the_winner(reference, store):
+    tuner = make_tuner()
+    with autotune.use_timer(FakeTimer({"a": 3.0, "b": 1.0, "c": 2.0})):
+        call(tuner)
+    timer = FakeTimer({"a": 3.0, "b": 2.0, "c": 1.0})
+    with autotune.use_timer(timer), autotune.choices() as got:
+        with autotune.fresh():
+            call(tuner)
+        call(tuner)
+        call(make_tuner())  # another instance: reads the replaced record
+    assert [(c.config.name, c.source) for _, _, c in got] == [("c", "tuned"), ("c", "memory"), ("c", "cache")]
+    assert timer.timed == ["a", "b", "c"] and len(autotune.records()) == 1
+
+
 def test_a_damaged_record_is_deleted_and_tuned_again(reference, store):
     timer = FakeTimer({"a": 3.0, "b": 1.0, "c": 2.0})
     with autotune.use_timer(timer):

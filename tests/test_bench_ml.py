@@ -274,9 +274,15 @@ def test_tune_runs_the_first_call_and_reports_the_autotuners_choice(reference, m
         launch, _ = ml_kaio.kaio_closure("rmsnorm", "f32", inp)
         with autotune.use_timer(lambda run, c: 1.0 if c.name == fast else 2.0):
             [got] = ml_kaio.tune(launch)
-        assert (got["tuner"], got["config"], got["source"]) == ("kaio.kernels.ml.rmsnorm", fast, "tuned")
-        assert [t["config"] for t in got["tried"]] == [c.name for c in configs]
-        assert [t["ms"] for t in got["tried"]] == [2.0] * (len(configs) - 1) + [1.0]
+            assert (got["tuner"], got["config"], got["source"]) == ("kaio.kernels.ml.rmsnorm", fast, "tuned")
+            assert [t["config"] for t in got["tried"]] == [c.name for c in configs]
+            assert [t["ms"] for t in got["tried"]] == [2.0] * (len(configs) - 1) + [1.0]
+            launch, _ = ml_kaio.kaio_closure("rmsnorm", "f32", inp)
+            assert [c["source"] for c in ml_kaio.tune(launch)] == ["memory"]
+            launch, _ = ml_kaio.kaio_closure("rmsnorm", "f32", inp)
+            assert [c["source"] for c in ml_kaio.tune(launch, fresh=True)] == ["tuned"]
+        assert bm.parse_args([]).autotune == "fresh"
+        assert bm.parse_args(["--autotune", "cached"]).autotune == "cached"
         gelu = _inputs("gelu_tanh", "f32", np.random.default_rng(2))
         launch, _ = ml_kaio.kaio_closure("gelu_tanh", "f32", gelu)
         assert ml_kaio.tune(launch) == []
