@@ -78,7 +78,14 @@ def triton_kernels():
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from kaio.progress import progress
+    with progress("kaio bench", total=None) as bar:  # one step per measurement
+        return run(argv, bar)
+
+
+def run(argv, bar) -> int:
+    """The benchmark; ``bar`` (kaio.progress) counts the measurements."""
+    ap = argparse.ArgumentParser(prog="kaio bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for JSON/Markdown")
     ap.add_argument("--quick", action="store_true", help="smaller problems")
     args = ap.parse_args(argv)
@@ -106,6 +113,8 @@ def main(argv=None) -> int:
         # nbytes / (ms * 1e-3 s) / 1e9 = GB/s
         results.append({"case": case, "impl": impl, "ms": ms, "rate": nbytes / ms / 1e6, "unit": unit,
                         "max_err": err})
+        bar.label(f"{case}: {impl}")
+        bar.advance()
 
     # --- saxpy: 3 x 4 bytes per element ------------------------------------------------------
     n = 1 << (24 if args.quick else 28)

@@ -6,6 +6,8 @@
     kaio rajaperf [--kernels ...] [--variants numpy,kaio,kaio_graph,cuda] [--sizefact F] ...
                                                 the RAJAPerf ports, run and reported as the suite does
     kaio bench --ml [--quick] [--ops ...] [--dtypes ...] [--out DIR]   the ML ops vs Triton, torch
+    kaio bench --plot FILE.png                  a roofline of every library kernel
+    kaio --version
     kaio autotune [--show] [--json] [--clear]   what the autotuner tried and chose (kaio.autotune)
 
 ``kaio compile`` needs no GPU: it imports the file, finds the ``@kaio.kernel`` and prints the
@@ -200,20 +202,46 @@ def _delegate(name: str, argv: list[str]) -> int:
                    f"(none of {', '.join(DELEGATED[name])} could be imported)")
 
 
+#: one line per delegated subcommand for ``kaio --help`` (their own parsers say the rest)
+DELEGATED_HELP = {
+    "showcase": "run the kernel library on the best backend, validate it and report speed",
+    "conformance": "run every kernel on every target and write the conformance report",
+    "bench": "GPU benchmarks side by side, and a roofline picture of the kernel library",
+    "autotune": "show or clear the autotuner's records",
+    "rajaperf": "run the RAJAPerf ports the way the RAJA Performance Suite runs them",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``kaio`` and its own subcommands; delegated ones only appear by name here
+    (``kaio NAME --help`` reaches their module's parser)."""
     ap = argparse.ArgumentParser(prog="kaio", description="kaio: GPU kernels in Python, race-free, "
-                                 "on NVIDIA and AMD.")
+                                 "on NVIDIA and AMD.",
+                                 epilog="Run 'kaio COMMAND --help' for the options of a command.")
+    ap.add_argument("--version", action="version", version=f"kaio {__version__}",
+                    help="print kaio's version and exit")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("info", help="versions, backends and devices")
-    c = sub.add_parser("compile", help="print one compilation stage of a kernel (no GPU needed)")
-    c.add_argument("kernel", metavar="FILE.py:KERNEL")
-    c.add_argument("--target", default=None, help=f"one of: {', '.join(COMPILE_TARGETS)}")
+    sub.add_parser("info", help="versions, backends and devices",
+                   description="Print kaio's version, the Python packages it uses, which backends "
+                               "are available (and why not), and the GPUs found.")
+    c = sub.add_parser("compile", help="print one compilation stage of a kernel (no GPU needed)",
+                       description="Import a Python file, find a @kaio.kernel in it and print "
+                                   "(or write) one compilation stage: the kaio IR, PTX, LLVM IR or "
+                                   "an AMD code object. Needs no GPU.",
+                       epilog="Example: kaio compile kernels.py:saxpy --target sm_90 --emit ptx")
+    c.add_argument("kernel", metavar="FILE.py:KERNEL",
+                   help="the kernel: a path to a Python file, a colon, and the name of a "
+                        "@kaio.kernel function defined in that file (e.g. kernels.py:saxpy)")
+    c.add_argument("--target", default=None,
+                   help=f"the GPU to compile for, one of: {', '.join(COMPILE_TARGETS)} "
+                        "(default: the stage's usual target)")
     c.add_argument("--emit", default="ptx", choices=STAGES, help="stage to print (default: ptx)")
-    c.add_argument("-o", "--output", help="write to this file instead of stdout")
+    c.add_argument("-o", "--output", metavar="PATH",
+                   help="write to this file instead of stdout (needed for binary stages)")
     c.add_argument("--const", action="append", metavar="NAME=VALUE",
                    help="value of a kaio.Const parameter (int, float, true/false); repeatable")
     for name in DELEGATED:
-        sub.add_parser(name, help=f"run the {name} (extra arguments are passed on)", add_help=False)
+        sub.add_parser(name, help=DELEGATED_HELP.get(name, f"run kaio {name}"), add_help=False)
     return ap
 
 

@@ -235,18 +235,31 @@ def _fmt_time(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.2f} s"
 
 
-def main(argv=None) -> int:
-    """Entry point of ``kaio showcase``; returns the process exit status."""
-    ap = argparse.ArgumentParser(prog="kaio showcase", description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    """The options of ``kaio showcase``."""
+    ap = argparse.ArgumentParser(
+        prog="kaio showcase",
+        description="Run the kernel library on the best backend (CUDA, HIP, else the reference "
+                    "interpreter), check every kernel against its numpy reference and report "
+                    "its time and GB/s or TFLOP/s. Exit status 1 if any kernel fails.")
     ap.add_argument("name", nargs="?",
-                    help="a kernel (rmsnorm, rajaperf/DAXPY) or a group (ml, rajaperf/basic)")
+                    help="a kernel (rmsnorm, rajaperf/DAXPY) or a group (ml, rajaperf/basic); "
+                         "default: the ML ops and a RAJAPerf selection")
     ap.add_argument("--size", choices=("small", "default"),
                     help="problem sizes (default: 'default' on a GPU, 'small' on the reference backend)")
-    ap.add_argument("--backend", choices=("reference", "cuda", "hip"))
+    ap.add_argument("--backend", choices=("reference", "cuda", "hip"),
+                    help="run on this backend (default: the first available of cuda, hip, reference)")
     ap.add_argument("--all", action="store_true", help="run every kernel in the library")
-    ap.add_argument("--repeat", type=int, default=None, help="timed runs per kernel (median reported)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="timed runs per kernel, the median is reported (default: 10 on a GPU, "
+                         "3 on the reference backend)")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    """Entry point of ``kaio showcase``; returns the process exit status."""
+    args = parser().parse_args(argv)
 
     if args.list:
         for c in K.cases():
