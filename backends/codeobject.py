@@ -3,8 +3,9 @@
 The code object is an ELF64 shared object. Its ``NT_AMDGPU_METADATA`` note (owner "AMDGPU",
 type 32) holds a msgpack map: ``amdhsa.version``, ``amdhsa.target`` and ``amdhsa.kernels`` (one
 map per kernel: ``.name``, ``.symbol``, ``.args``, ``.group_segment_fixed_size``,
-``.wavefront_size``, register counts, spills, ...). Only the standard library (struct) and
-msgpack are used, so this runs anywhere, no ROCm needed.
+``.wavefront_size``, register counts, spills, ...). pyelftools reads the ELF structure (header,
+sections, notes, symbols); this module decodes only the AMDGPU-specific parts (the msgpack
+metadata and the HSA OS ABI version), so it runs anywhere, no ROCm needed.
 
 :func:`validate_code_object` is what CI runs on every kernel: symbol present, target string,
 explicit argument layout equal to what kaio's HIP launcher packs, LDS size equal to kaio's
@@ -14,12 +15,17 @@ recorded in the report.
 """
 from __future__ import annotations
 
+import functools
+import io
 import re
-import struct
 from dataclasses import dataclass, field
 
 import msgpack
 import numpy as np
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.enums import ENUM_EI_OSABI, ENUM_NOTE_N_TYPE
+from elftools.elf.sections import NoteSection, SymbolTableSection
 
 from ..errors import CompileError
 
@@ -29,92 +35,86 @@ ELFOSABI_AMDGPU_HSA = 64
 ABI_VERSION = {4: 2, 5: 3, 6: 4}
 #: code object version -> the metadata's ``amdhsa.version`` (v6 kept v5's metadata, 1.2)
 METADATA_VERSION = {4: [1, 1], 5: [1, 2], 6: [1, 2]}
-_SHT_SYMTAB, _SHT_NOTE, _SHT_DYNSYM = 2, 7, 11
 LDS_ALIGN = 16   # the emitter aligns every shared array to 16 bytes
+# What pyelftools (and the stream under it) raise on truncated or corrupt input; it parses
+# lazily, so these can come from any walk over sections, notes or symbols.
+_MALFORMED = (ELFError, ValueError, IndexError, OverflowError, EOFError)
 
 
 class CodeObjectError(CompileError):
     """The code object is not a well-formed AMDGPU ELF or lacks its metadata."""
 
 
-@dataclass
-class _Section:
-    name: str
-    type: int
-    offset: int
-    size: int
-    link: int
+@dataclass(frozen=True)
+class _ElfView:
+    """What kaio reads of a code object's ELF structure."""
+
+    osabi: int                                   # e_ident[EI_OSABI]
+    abi_version: int                             # e_ident[EI_ABIVERSION]
+    notes: tuple[tuple[str, int, bytes], ...]    # (owner, type, descriptor) of every note
+    symbols: frozenset[str]                      # names in .symtab and .dynsym
 
 
-def _sections(elf: bytes) -> list[_Section]:
-    if len(elf) < 64 or elf[:4] != b"\x7fELF":
-        raise CodeObjectError("not an ELF file")
-    if elf[4] != 2 or elf[5] != 1:
-        raise CodeObjectError("not a 64-bit little-endian ELF (AMDGPU code objects are)")
-    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
-    raw = []
-    for i in range(shnum):
-        name, typ, _flags, _addr, off, size, link = struct.unpack_from("<IIQQQQI", elf, shoff + i * shentsize)
-        raw.append((name, typ, off, size, link))
-    strtab = raw[shstrndx] if shstrndx < len(raw) else None
-    out = []
-    for name, typ, off, size, link in raw:
-        label = _cstr(elf, strtab[2] + name) if strtab else ""
-        out.append(_Section(label, typ, off, size, link))
-    return out
+def _number(value, enum: dict) -> int:
+    # pyelftools names the values it knows (EI_OSABI 64 reads 'ELFOSABI_ARM_AEABI', note type 1
+    # 'NT_GNU_ABI_TAG' whatever the owner); AMDGPU's meanings go by the number.
+    return enum[value] if isinstance(value, str) else value
 
 
-def _cstr(buf: bytes, off: int) -> str:
-    end = buf.index(b"\0", off)
-    return buf[off:end].decode("utf-8", "replace")
+@functools.lru_cache(maxsize=16)   # validation, the HIP loader and reports read one object often
+def _scan(elf: bytes) -> _ElfView:
+    """One pass of pyelftools over a 64-bit little-endian ELF; malformed is a CodeObjectError."""
+    try:
+        f = ELFFile(io.BytesIO(elf))
+        if f.elfclass != 64 or not f.little_endian:
+            raise CodeObjectError("not a 64-bit little-endian ELF (AMDGPU code objects are)")
+        found, names = [], set()
+        for s in f.iter_sections():
+            if isinstance(s, NoteSection):
+                found += [(n["n_name"] or "", _number(n["n_type"], ENUM_NOTE_N_TYPE),
+                           bytes(n["n_descdata"])) for n in s.iter_notes()]
+            elif isinstance(s, SymbolTableSection):
+                names.update(sym.name for sym in s.iter_symbols() if sym.name)
+        ident = f.header.e_ident
+        return _ElfView(_number(ident.EI_OSABI, ENUM_EI_OSABI), ident.EI_ABIVERSION, tuple(found),
+                        frozenset(names))
+    except _MALFORMED as e:
+        raise CodeObjectError(f"not a well-formed ELF file: {e}") from e
 
 
 def notes(elf: bytes) -> list[tuple[str, int, bytes]]:
     """All ELF notes as (owner, type, descriptor bytes)."""
-    out = []
-    for s in _sections(elf):
-        if s.type != _SHT_NOTE:
-            continue
-        pos, end = s.offset, s.offset + s.size
-        while pos + 12 <= end:
-            namesz, descsz, typ = struct.unpack_from("<III", elf, pos)
-            pos += 12
-            name = elf[pos:pos + namesz].rstrip(b"\0").decode("ascii", "replace")
-            pos += (namesz + 3) & ~3
-            out.append((name, typ, elf[pos:pos + descsz]))
-            pos += (descsz + 3) & ~3
-    return out
+    return list(_scan(bytes(elf)).notes)
 
 
 def symbols(elf: bytes) -> set[str]:
     """Names in the ELF's symbol tables (.symtab and .dynsym)."""
-    secs = _sections(elf)
-    names = set()
-    for s in secs:
-        if s.type not in (_SHT_SYMTAB, _SHT_DYNSYM):
-            continue
-        strs = secs[s.link]
-        for off in range(s.offset, s.offset + s.size, 24):
-            (st_name,) = struct.unpack_from("<I", elf, off)
-            if st_name:
-                names.add(_cstr(elf, strs.offset + st_name))
-    return names
+    return set(_scan(bytes(elf)).symbols)
 
 
 def code_object_version(elf: bytes) -> int | None:
     """The code object version an AMDGPU ELF's header says (its EI_ABIVERSION under the HSA
     OS ABI), or None when the header is not one of a known version."""
-    if len(elf) < 16 or elf[:4] != b"\x7fELF" or elf[7] != ELFOSABI_AMDGPU_HSA:
+    try:
+        view = _scan(bytes(elf))
+    except CodeObjectError:
         return None
-    return next((v for v, abi in ABI_VERSION.items() if abi == elf[8]), None)
+    if view.osabi != ELFOSABI_AMDGPU_HSA:
+        return None
+    return next((v for v, a in ABI_VERSION.items() if a == view.abi_version), None)
 
 
 def metadata(elf: bytes) -> dict:
     """The decoded NT_AMDGPU_METADATA map of a code object."""
     for owner, typ, desc in notes(elf):
         if owner == "AMDGPU" and typ == NT_AMDGPU_METADATA:
-            return msgpack.unpackb(desc, raw=False, strict_map_key=False)
+            try:
+                md = msgpack.unpackb(desc, raw=False, strict_map_key=False)
+            except (ValueError, TypeError, msgpack.UnpackException) as e:   # TypeError: a map key
+                raise CodeObjectError(f"NT_AMDGPU_METADATA note is not valid msgpack: {e}") from e
+            if not isinstance(md, dict):
+                raise CodeObjectError("NT_AMDGPU_METADATA note is not a msgpack map")
+            return md
     raise CodeObjectError("code object has no NT_AMDGPU_METADATA note (not code object v3+?)")
 
 
@@ -145,20 +145,37 @@ class KernelMeta:
 
 def kernels(elf: bytes) -> dict[str, KernelMeta]:
     """Per-kernel metadata of a code object, keyed by kernel name."""
-    md = metadata(elf)
+    return _kernel_metas(metadata(elf))
+
+
+def _kernel_metas(md: dict) -> dict[str, KernelMeta]:
+    try:
+        return _kernel_entries(md)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CodeObjectError(f"malformed amdhsa.kernels metadata: {e!r}") from e
+
+
+#: the KernelMeta fields that are numbers, each read from the metadata key "." + its name
+_COUNTS = ("group_segment_fixed_size", "private_segment_fixed_size", "kernarg_segment_size",
+           "kernarg_segment_align", "wavefront_size", "sgpr_count", "vgpr_count", "agpr_count",
+           "sgpr_spill_count", "vgpr_spill_count")
+
+
+def _kernel_entries(md: dict) -> dict[str, KernelMeta]:
+    # The checks below hold the types validate_code_object compares and formats, so a corrupt
+    # map is refused here rather than failing there.
     target = md.get("amdhsa.target", "")
     out = {}
     for k in md.get("amdhsa.kernels", []):
-        out[k[".name"]] = KernelMeta(
-            name=k[".name"], symbol=k.get(".symbol", ""), args=list(k.get(".args", [])),
-            group_segment_fixed_size=k.get(".group_segment_fixed_size", 0),
-            private_segment_fixed_size=k.get(".private_segment_fixed_size", 0),
-            kernarg_segment_size=k.get(".kernarg_segment_size", 0),
-            kernarg_segment_align=k.get(".kernarg_segment_align", 0),
-            wavefront_size=k.get(".wavefront_size", 0), sgpr_count=k.get(".sgpr_count", 0),
-            vgpr_count=k.get(".vgpr_count", 0), agpr_count=k.get(".agpr_count", 0),
-            sgpr_spill_count=k.get(".sgpr_spill_count", 0),
-            vgpr_spill_count=k.get(".vgpr_spill_count", 0), target=target, raw=k)
+        name, symbol, args = k[".name"], k.get(".symbol", ""), list(k.get(".args", []))
+        counts = {f: k.get("." + f, 0) for f in _COUNTS}
+        if not all(isinstance(v, str) for v in (name, symbol, target)):
+            raise TypeError("a kernel's .name, .symbol or amdhsa.target is not a string")
+        if not all(isinstance(a, dict) and isinstance(a.get(".value_kind", ""), str) for a in args):
+            raise TypeError(f"{name}: an .args entry is not a map with a string .value_kind")
+        if not all(isinstance(v, int) for v in counts.values()):
+            raise TypeError(f"{name}: a size or register count is not an integer")
+        out[name] = KernelMeta(name=name, symbol=symbol, args=args, target=target, raw=k, **counts)
     return out
 
 
@@ -186,11 +203,12 @@ def kernarg_layout(abi) -> tuple[list[ArgSlot], int]:
 
 
 def shared_memory_plan(kernel) -> int:
-    """Bytes of static LDS kaio's kernel uses: its shared arrays that are ever read (loaded or
-    updated atomically -- arrays only written are dead and LLVM drops them), largest first,
+    """Bytes of static LDS kaio's kernel uses: its shared arrays that are ever read (loaded,
+    loaded as a kaio.mma fragment or updated atomically -- arrays only written are dead and
+    LLVM drops them), largest first,
     each at a 16-byte aligned offset (the layout LLVM's LDS lowering gives 16-aligned arrays).
     ``kernel`` is the IR as compiled, i.e. after ``target_pipeline``."""
-    read = {op.operands[0].id for op in kernel.walk() if op.opcode in ("load", "atomic")}
+    read = {op.operands[0].id for op in kernel.walk() if op.opcode in ("load", "atomic", "mma_load")}
     sizes = []
     for op in kernel.walk():
         if op.opcode == "shared_array" and op.result.id in read:
@@ -247,16 +265,17 @@ def validate_code_object(hsaco: bytes, kernel_ir, abi, arch: str, warp_size: int
     ``report.raise_if_failed()``."""
     rep = ValidationReport(kernel=abi.entry, arch=arch)
     try:
-        metas = kernels(hsaco)
-        syms = symbols(hsaco)
-        md_version = list(metadata(hsaco).get("amdhsa.version", []))
-    except (CodeObjectError, struct.error, ValueError, IndexError) as e:
+        md = metadata(hsaco)
+        metas = _kernel_metas(md)
+        view = _scan(bytes(hsaco))
+    except CodeObjectError as e:
         rep.errors.append(f"unreadable code object: {e}")
         return rep
+    md_version = list(md.get("amdhsa.version", []))
     rep.version = code_object_version(hsaco)
     if rep.version != version:
-        rep.errors.append(f"code object version {rep.version} (ELF OS ABI {hsaco[7]}, ABI version "
-                          f"{hsaco[8]}), expected {version} (OS ABI {ELFOSABI_AMDGPU_HSA}, ABI "
+        rep.errors.append(f"code object version {rep.version} (ELF OS ABI {view.osabi}, ABI version "
+                          f"{view.abi_version}), expected {version} (OS ABI {ELFOSABI_AMDGPU_HSA}, ABI "
                           f"version {ABI_VERSION.get(version)})")
     if md_version != METADATA_VERSION.get(version):
         rep.errors.append(f"metadata amdhsa.version {md_version}, expected "
@@ -269,7 +288,7 @@ def validate_code_object(hsaco: bytes, kernel_ir, abi, arch: str, warp_size: int
     if not re.fullmatch(rf"amdgcn-amd-amdhsa--{re.escape(arch)}(:[A-Za-z0-9_-]+[+-])*", km.target):
         rep.errors.append(f"target {km.target!r} is not amdgcn-amd-amdhsa--{arch}")
     for sym in (abi.entry, km.symbol):
-        if sym not in syms:
+        if sym not in view.symbols:
             rep.errors.append(f"symbol {sym!r} missing from the ELF symbol table")
     if km.symbol != abi.entry + ".kd":
         rep.errors.append(f"kernel descriptor symbol is {km.symbol!r}, expected {abi.entry + '.kd'!r}")
