@@ -90,6 +90,7 @@ class _Renderer:
         self.vec: dict[int, vector_access.Group] = vector_access.plan_kernel(kernel)
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
         self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
+        self.async_copies = any(o.opcode == "mma_copy" for o in kernel.walk())
 
     # --- driver ------------------------------------------------------------------------
     def run(self) -> list[str]:
@@ -394,6 +395,8 @@ class _Renderer:
         self.set(op, base)
 
     def op_barrier(self, op):
+        if self.async_copies:     # kaio.mma.copy_tile is visible after the next barrier
+            self.em.ins("cp.async.wait_all")
         self.em.ins("bar.sync 0")
 
     # --- warp ----------------------------------------------------------------------------
@@ -457,11 +460,29 @@ class _Renderer:
     def op_mma(self, op):
         a, b, c = op.operands
         d = self.em.define(op.result)
-        ptx_mma.mma(self.em, a.type.dtype, self.v(a), self.v(b), self.v(c), d)
+        ptx_mma.mma(self.em, (a.type, b.type, c.type), self.v(a), self.v(b), self.v(c), d)
 
     def op_mma_store(self, op):
         buf, *idx, acc = op.operands
-        ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc))
+        scale = None
+        if op.attrs.get("scaled"):
+            *idx, alpha, beta = idx
+            scale = (self.v(alpha), self.v(beta))
+        ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc), scale)
+
+    def op_mma_copy(self, op):
+        dst, src, row0, col0 = op.operands
+        em = self.em
+        r = {n: em.tmp("r") for n in ("tx", "ty", "tz", "nx", "ny", "nz", "lin", "tot")}
+        for ax in "xyz":
+            em.ins(f"mov.u32 {r['t' + ax]}, %tid.{ax}")
+            em.ins(f"mov.u32 {r['n' + ax]}, %ntid.{ax}")
+        em.ins(f"mad.lo.u32 {r['lin']}, {r['tz']}, {r['ny']}, {r['ty']}")
+        em.ins(f"mad.lo.u32 {r['lin']}, {r['lin']}, {r['nx']}, {r['tx']}")
+        em.ins(f"mul.lo.u32 {r['tot']}, {r['nx']}, {r['ny']}")
+        em.ins(f"mul.lo.u32 {r['tot']}, {r['tot']}, {r['nz']}")
+        ptx_mma.copy_tile(em, op, self._buf(dst), self._buf(src), self.v(row0), self.v(col0),
+                          r["lin"], r["tot"])
 
     # --- control flow ------------------------------------------------------------------
     def _moves(self, dsts: list[str], srcs: list[str], types) -> None:

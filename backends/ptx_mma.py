@@ -13,13 +13,24 @@ below in terms of ``g = laneid >> 2`` and ``t = laneid % 4``:
 
 Two consecutive elements share one ``.b32`` register, the lower index in the low half.
 
-Loads and stores compute every lane's own elements (scalar 16-bit loads packed by ``mov.b32``);
-``ldmatrix`` and vectorised accesses are a later optimisation. Stores round the f32
-accumulator to the buffer's dtype (``cvt.rn``).
+A warp-tile fragment (``FragType.tiles``) is a row-major grid of instruction tiles, their
+registers concatenated in that order; ``mma`` issues one ``mma.sync`` per (i, j, kk), kk outer.
+
+Loads from a 2-d shared array whose rows are whole 16-byte units and whose column origin is
+provably a multiple of 8 use ``ldmatrix`` (x4: one A tile or two B tiles per instruction, the
+``.trans`` form where the memory holds the other orientation); the lane supplying each 8x8
+matrix's row addresses follows two patterns (see :func:`_ldmatrix_lane`). Other loads compute
+every lane's own elements (scalar 16-bit loads packed by ``mov.b32``). Stores round the f32
+accumulator to the buffer's dtype (``cvt.rn``), skip elements outside the buffer and apply
+the BLAS epilogue when asked. ``copy_tile`` is ``cp.async`` of 16-byte chunks (zero-filled
+outside the source) where the source's alignment allows, checked once at run time, and
+element copies otherwise; every ``bar.sync`` of a kernel that copies waits for its copies
+first (``cp.async.wait_all``), which gives the documented "visible after the next barrier".
 """
 from __future__ import annotations
 
 from . import ptx_mem
+from .vector_access import _multiple_of
 
 #: per role, per element: ((row symbol, row offset), (col symbol, col offset)); the symbols are
 #: 'g' (laneid >> 2) and 't2' (2 * (laneid % 4))
@@ -28,6 +39,8 @@ _LAYOUT = {
     "b": [(("t2", i % 2 + 8 * (i // 2)), ("g", 0)) for i in range(4)],
     "acc": [(("g", 8 * (i // 2)), ("t2", i % 2)) for i in range(4)],
 }
+#: 32-bit registers per instruction tile, per role
+_REGS = {"a": 4, "b": 2, "acc": 4}
 _INSTR = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
 
 
@@ -37,15 +50,29 @@ def _lane_syms(em) -> dict:
     em.ins(f"shr.u32 {g}, {lane}, 2")
     em.ins(f"and.b32 {t2}, {lane}, 3")
     em.ins(f"shl.b32 {t2}, {t2}, 1")
-    return {"g": g, "t2": t2}
+    return {"g": g, "t2": t2, "lane": lane}
 
 
-def _element_addrs(em, info, op, regs, role, trans) -> list[str]:
-    """The address of each of this lane's fragment elements, in element order. ``regs``: the
-    tile's index registers (row0, col0, and ld for a 1-d buffer)."""
+def _tiles(t):
+    """(index, row offset, col offset) of each instruction tile of fragment type ``t``, in
+    register order (row-major over the tile grid)."""
+    tr, tc = t.tile_dims
+    return [(i * t.tiles[1] + j, i * tr, j * tc) for i in range(t.tiles[0]) for j in range(t.tiles[1])]
+
+
+def _split(regs: str, t) -> list[list[str]]:
+    """A fragment's register string -> one register list per instruction tile."""
+    r, n = regs.split(","), _REGS[t.role]
+    return [r[k * n:(k + 1) * n] for k in range(t.ntiles)]
+
+
+def _element_addrs(em, info, op, regs, role, trans, syms, roff=0, coff=0, inside=None) -> list[str]:
+    """The address of each of this lane's elements of one instruction tile whose matrix origin
+    is (row0 + roff, col0 + coff), in element order. ``regs``: the tile's index registers (row0,
+    col0, and ld for a 1-d buffer). ``inside``: a list to receive, per element, a predicate
+    register "the element lies inside the buffer" (stores skip the others)."""
     buf_t = op.operands[0].type
     row0, col0 = regs[0], regs[1]
-    syms = _lane_syms(em)
     base: dict = {}
 
     def at(origin, sym, off):   # origin + sym + off, each distinct sum computed once
@@ -60,6 +87,7 @@ def _element_addrs(em, info, op, regs, role, trans) -> list[str]:
 
     out = []
     for (rs, ro), (cs, co) in _LAYOUT[role]:
+        ro, co = ro + roff, co + coff
         if trans:    # the buffer holds the tile transposed: matrix (r, c) is memory (c, r)
             (rs, ro), (cs, co) = (cs, co), (rs, ro)
         r, c = at(row0, rs, ro), at(col0, cs, co)
@@ -69,23 +97,121 @@ def _element_addrs(em, info, op, regs, role, trans) -> list[str]:
             idx = [lin]
         else:
             idx = [r, c]
+        if inside is not None:
+            inside.append(_inside(em, info, idx))
         out.append(ptx_mem.address(em, info, buf_t.dtype, idx))
     return out
+
+
+def _inside(em, info, idx) -> str:
+    """Predicate: the element index (i32 registers) lies inside the buffer."""
+    p = None
+    for i, ext in zip(idx, info.extents):
+        q = em.tmp("p")
+        em.ins(f"setp.lt.u32 {q}, {i}, {ext}")      # unsigned: negative indices are outside
+        if p is not None:
+            em.ins(f"and.pred {q}, {q}, {p}")
+        p = q
+    return p
+
+
+# --- loads -------------------------------------------------------------------------------------
+def _ldmatrix_ok(op, t) -> bool:
+    """ldmatrix applies: a 2-d shared array of static shape whose rows are whole 16-byte units,
+    and a column origin (in the buffer's own coordinates) that is a multiple of 8."""
+    buf_t = op.operands[0].type
+    shape = getattr(buf_t, "static_shape", None)
+    if buf_t.space != "shared" or buf_t.ndim != 2 or shape is None or t.role == "acc":
+        return False
+    return (shape[1] * t.dtype.itemsize) % 16 == 0 and _multiple_of(op.operands[2], 8)
+
+
+def _ldmatrix_lane(em, pattern: int, lane: str) -> tuple[str, str]:
+    """(row, col) offsets of the row this lane addresses for ``ldmatrix ... .x4``.
+
+    Pattern 1 (A untransposed; B held as k x n, loaded ``.trans``): matrices ordered (rows 0-7,
+    col 0), (rows 8-15, col 0), (rows 0-7, col 8), (rows 8-15, col 8): row ``lane % 16``, col
+    ``8 * (lane / 16)``. Pattern 2 (A held transposed, loaded ``.trans``; B held as n x k):
+    (rows 0-7, col 0), (rows 0-7, col 8), (rows 8-15, col 0), (rows 8-15, col 8): row
+    ``lane % 8 + 8 * (lane / 16)``, col ``8 * (lane / 8 % 2)``."""
+    r, c = em.tmp("r"), em.tmp("r")
+    if pattern == 1:
+        em.ins(f"and.b32 {r}, {lane}, 15")
+        em.ins(f"shr.u32 {c}, {lane}, 4")
+        em.ins(f"shl.b32 {c}, {c}, 3")
+    else:
+        hi = em.tmp("r")
+        em.ins(f"and.b32 {r}, {lane}, 7")
+        em.ins(f"shr.u32 {hi}, {lane}, 4")
+        em.ins(f"shl.b32 {hi}, {hi}, 3")
+        em.ins(f"add.s32 {r}, {r}, {hi}")
+        em.ins(f"and.b32 {c}, {lane}, 8")
+    return r, c
+
+
+def _load_ldmatrix(em, info, op, regs, t, trans) -> str:
+    buf_t = op.operands[0].type
+    pitch = buf_t.static_shape[1] * t.dtype.itemsize          # bytes per buffer row
+    # the lane pattern follows the memory orientation; .trans where the 8x8 blocks in memory
+    # are the transposes of the fragment's (A held transposed, B held as k x n)
+    pattern = 2 if trans else 1
+    hw_trans = (t.role == "a") == trans
+    lane = em.tmp("r")
+    em.ins(f"mov.u32 {lane}, %laneid")
+    lr, lc = _ldmatrix_lane(em, pattern, lane)
+    row, col = em.tmp("r"), em.tmp("r")
+    em.ins(f"add.s32 {row}, {regs[0]}, {lr}")
+    em.ins(f"add.s32 {col}, {regs[1]}, {lc}")
+    addr = ptx_mem.address(em, info, t.dtype, [row, col])
+    suffix = ".trans" if hw_trans else ""
+    tiles = _tiles(t)
+    out: list[list[str]] = [[] for _ in tiles]
+
+    def ld(nmat, roff, coff) -> list[str]:
+        dst = [em.tmp("r") for _ in range(nmat)]
+        if trans:
+            roff, coff = coff, roff
+        imm = roff * pitch + coff * t.dtype.itemsize
+        em.ins(f"ldmatrix.sync.aligned.m8n8.x{nmat}{suffix}.shared.b16 {{{', '.join(dst)}}}, "
+               f"[{addr}+{imm}]")
+        return dst
+
+    if t.role == "a":                       # one x4 per 16 x 16 tile
+        for k, ro, co in tiles:
+            out[k] = ld(4, ro, co)
+    else:                                   # B: two adjacent n-tiles per x4, a lone one x2
+        tk, tn = t.tiles
+        for i in range(tk):
+            for j in range(0, tn, 2):
+                k = i * tn + j
+                _, ro, co = tiles[k]
+                if j + 1 < tn:
+                    r4 = ld(4, ro, co)
+                    out[k], out[k + 1] = r4[:2], r4[2:]
+                else:
+                    out[k] = ld(2, ro, co)
+    return ",".join(r for tile in out for r in tile)
 
 
 def load(em, info, op, regs) -> str:
     """``mma_load``: the fragment's register string."""
     t = op.results[0].type
-    addrs = _element_addrs(em, info, op, regs, t.role, bool(op.attrs.get("trans")))
-    vals = [ptx_mem.load(em, info, t.dtype, a) for a in addrs]
-    if t.role == "acc":
-        return ",".join(vals)
-    packed = []
-    for lo, hi in zip(vals[0::2], vals[1::2]):
-        w = em.tmp("r")
-        em.ins(f"mov.b32 {w}, {{{lo}, {hi}}}")
-        packed.append(w)
-    return ",".join(packed)
+    trans = bool(op.attrs.get("trans"))
+    if _ldmatrix_ok(op, t):
+        return _load_ldmatrix(em, info, op, regs, t, trans)
+    syms = _lane_syms(em)
+    out = []
+    for _, ro, co in _tiles(t):
+        addrs = _element_addrs(em, info, op, regs, t.role, trans, syms, ro, co)
+        vals = [ptx_mem.load(em, info, t.dtype, a) for a in addrs]
+        if t.role == "acc":
+            out += vals
+            continue
+        for lo, hi in zip(vals[0::2], vals[1::2]):
+            w = em.tmp("r")
+            em.ins(f"mov.b32 {w}, {{{lo}, {hi}}}")
+            out.append(w)
+    return ",".join(out)
 
 
 def fill(em, t, value: str) -> str:
@@ -95,14 +221,151 @@ def fill(em, t, value: str) -> str:
     return regs
 
 
-def mma(em, t_in, a: str, b: str, c: str, d: str) -> None:
-    """``d = c + a @ b`` on the matrix unit (register strings of the four fragments)."""
-    em.ins(f"{_INSTR.format(t=t_in.name)} {{{d}}}, {{{a}}}, {{{b}}}, {{{c}}}")
+def mma(em, types, a: str, b: str, c: str, d: str) -> None:
+    """``d = c + a @ b`` on the matrix unit, one ``mma.sync`` per instruction tile triple
+    (kk outer, so consecutive instructions are independent)."""
+    ta, tb, tc = types
+    A, B, C, D = _split(a, ta), _split(b, tb), _split(c, tc), _split(d, tc)
+    instr = _INSTR.format(t=ta.dtype.name)
+    tm, tn = tc.tiles
+    for kk in range(ta.tiles[1]):
+        for i in range(tm):
+            for j in range(tn):
+                src = C[i * tn + j] if kk == 0 else D[i * tn + j]
+                em.ins(f"{instr} {{{','.join(D[i * tn + j])}}}, {{{','.join(A[i * ta.tiles[1] + kk])}}}, "
+                       f"{{{','.join(B[kk * tn + j])}}}, {{{','.join(src)}}}")
 
 
-def store(em, info, op, regs, acc: str) -> None:
+# --- stores --------------------------------------------------------------------------------------
+def store(em, info, op, regs, acc: str, scale=None) -> None:
+    """Round each element to the buffer's dtype and store it where it lies inside the buffer;
+    ``scale``: (alpha, beta) f32 registers, storing ``alpha * acc + beta * old`` (old read only
+    where beta != 0)."""
     buf_t = op.operands[0].type
-    addrs = _element_addrs(em, info, op, regs, "acc", False)
     t = buf_t.dtype
-    for a, v in zip(addrs, acc.split(",")):
-        ptx_mem.store(em, info, t, a, v if t.name == "f32" else em.from_f32(v, t))
+    ftype = op.operands[-1].type
+    syms = _lane_syms(em)
+    vals = acc.split(",")
+    read_old = None
+    if scale is not None:
+        read_old = em.tmp("p")
+        em.ins(f"setp.ne.f32 {read_old}, {scale[1]}, 0f00000000")
+    for k, ro, co in _tiles(ftype):
+        inside: list = []
+        addrs = _element_addrs(em, info, op, regs, "acc", False, syms, ro, co, inside)
+        for e, (a, p) in enumerate(zip(addrs, inside)):
+            v = vals[k * 4 + e]
+            if scale is not None:
+                alpha, beta = scale
+                r = em.tmp("f")
+                em.ins(f"mul.rn.f32 {r}, {alpha}, {v}")
+                rp = em.tmp("p")
+                em.ins(f"and.pred {rp}, {p}, {read_old}")
+                old = em.reg(t)
+                em.ins(f"@{rp} ld.{info.space}.{ptx_mem.mem_type(t)} {old}, [{a}]")
+                of = old if t.name == "f32" else em.to_f32(old, t)
+                r2 = em.tmp("f")
+                em.ins(f"fma.rn.f32 {r2}, {beta}, {of}, {r}")
+                em.ins(f"selp.f32 {r}, {r2}, {r}, {rp}")
+                v = r
+            out = v if t.name == "f32" else em.from_f32(v, t)
+            em.ins(f"@{p} st.{info.space}.{ptx_mem.mem_type(t)} [{a}], {out}")
+
+
+# --- copy_tile -----------------------------------------------------------------------------------
+def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str, col0: str,
+              tid: str, nthreads: str) -> None:
+    """Block-collective ``dst[0:rows, 0:cols] = src[row0.., col0..]`` with zeros outside src.
+
+    Fast path (a run-time test, uniform over the block): 16-byte chunks by ``cp.async.cg`` with
+    the source size 0 outside src (hardware zero fill), when ``cols`` and the shared row are
+    whole chunks, src's pointer is 16-byte aligned, its row length a multiple of the chunk and
+    ``col0`` too. Otherwise one element per thread and step (``ld.global`` / ``st.shared``)."""
+    t = op.operands[0].type.dtype
+    size = t.itemsize
+    n = 16 // size
+    rows, cols = op.attrs["rows"], op.attrs["cols"]
+    pitch = op.operands[0].type.static_shape[1]
+    M, K = src.extents[0], src.extents[1]
+    l_scalar, l_end = em.label("copy_scalar"), em.label("copy_end")
+    vector_ok = cols % n == 0 and (pitch * size) % 16 == 0
+    if vector_ok:
+        low, q, p = em.tmp("rd"), em.tmp("r"), em.tmp("p")
+        em.ins(f"and.b64 {low}, {src.base}, 15")
+        em.ins(f"cvt.u32.u64 {q}, {low}")
+        em.ins(f"or.b32 {q}, {q}, {_and_const(em, K, n - 1)}")
+        em.ins(f"or.b32 {q}, {q}, {_and_const(em, col0, n - 1)}")
+        em.ins(f"setp.ne.u32 {p}, {q}, 0")
+        em.bra(l_scalar, p)
+        _copy_loop(em, rows * cols // n, cols // n, n, tid, nthreads,
+                   lambda r, c, valid: _cp_async(em, dst, src, t, pitch, row0, col0, r, c, n, valid),
+                   row0, col0, M, K)
+        em.bra(l_end)
+    em.place(l_scalar)
+    _copy_loop(em, rows * cols, cols, 1, tid, nthreads,
+               lambda r, c, valid: _copy_one(em, dst, src, t, pitch, row0, col0, r, c, valid),
+               row0, col0, M, K)
+    em.place(l_end)
+
+
+def _and_const(em, reg: str, mask: int) -> str:
+    r = em.tmp("r")
+    em.ins(f"and.b32 {r}, {reg}, {mask}")
+    return r
+
+
+def _copy_loop(em, units: int, per_row: int, n: int, tid, nthreads, body, row0, col0, M, K):
+    """for u in range(tid, units, nthreads): body(tile row, tile col, inside-src predicate)."""
+    u, r, c, gr, gc, p, q = (em.tmp(k) for k in ("r", "r", "r", "r", "r", "p", "p"))
+    top, done = em.label("copy_top"), em.label("copy_done")
+    em.ins(f"mov.u32 {u}, {tid}")
+    em.place(top)
+    em.ins(f"setp.ge.u32 {p}, {u}, {units}")
+    em.bra(done, p)
+    em.ins(f"div.u32 {r}, {u}, {per_row}")
+    em.ins(f"rem.u32 {c}, {u}, {per_row}")
+    if n > 1:
+        em.ins(f"mul.lo.u32 {c}, {c}, {n}")
+    em.ins(f"add.s32 {gr}, {row0}, {r}")
+    em.ins(f"add.s32 {gc}, {col0}, {c}")
+    em.ins(f"setp.lt.u32 {p}, {gr}, {M}")
+    em.ins(f"setp.lt.and.u32 {q}, {gc}, {K}, {p}")
+    body(r, c, (q, gr, gc))
+    em.ins(f"add.u32 {u}, {u}, {nthreads}")
+    em.bra(top)
+    em.place(done)
+
+
+def _dst_addr(em, dst, pitch, size, r, c) -> str:
+    lin, a = em.tmp("r"), em.tmp("r")
+    em.ins(f"mad.lo.u32 {lin}, {r}, {pitch}, {c}")
+    em.ins(f"mad.lo.u32 {a}, {lin}, {size}, {dst.base}")
+    return a
+
+
+def _src_addr(em, src, t, valid) -> str:
+    """The element's global address, or the buffer's base where it lies outside (never read)."""
+    p, gr, gc = valid
+    r0, c0 = em.tmp("r"), em.tmp("r")
+    em.ins(f"selp.b32 {r0}, {gr}, 0, {p}")
+    em.ins(f"selp.b32 {c0}, {gc}, 0, {p}")
+    return ptx_mem.address(em, src, t, [r0, c0])
+
+
+def _cp_async(em, dst, src, t, pitch, row0, col0, r, c, n, valid):
+    a_dst = _dst_addr(em, dst, pitch, t.itemsize, r, c)
+    a_src = _src_addr(em, src, t, valid)
+    nbytes = em.tmp("r")
+    em.ins(f"selp.u32 {nbytes}, 16, 0, {valid[0]}")
+    em.ins(f"cp.async.cg.shared.global [{a_dst}], [{a_src}], 16, {nbytes}")
+
+
+def _copy_one(em, dst, src, t, pitch, row0, col0, r, c, valid):
+    a_dst = _dst_addr(em, dst, pitch, t.itemsize, r, c)
+    a_src = _src_addr(em, src, t, valid)
+    v = em.reg(t)
+    em.ins(f"mov.{ptx_mem.bits_type(t)} {v}, 0")
+    em.ins(f"@{valid[0]} ld.global.{ptx_mem.mem_type(t)} {v}, [{a_src}]")
+    em.ins(f"st.shared.{ptx_mem.mem_type(t)} [{a_dst}], {v}")
+
+

@@ -22,7 +22,7 @@ import runpy
 import sys
 
 #: the flag that picks each benchmark script other than the default one
-SCRIPTS = {"--ml": "bench_ml.py"}
+SCRIPTS = {"--ml": "bench_ml.py", "--gemm": "bench_gemm.py"}
 DEFAULT_SCRIPT = "bench_gpu.py"
 
 
@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--ml", action="store_true",
                     help="benchmark the library's ML ops against Triton and torch eager instead; "
                          "see 'kaio bench --ml --help' for its options")
+    ap.add_argument("--gemm", action="store_true",
+                    help="benchmark the library GEMM (tensor cores) against cuBLAS and the "
+                         "quantized kernels against torch; see 'kaio bench --gemm --help'")
     ap.add_argument("--quick", action="store_true", help="smaller problems (side by side only)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), metavar="DIR",
                     help="folder for bench_gpu.json and bench_gpu.md (default: $OUT or .)")

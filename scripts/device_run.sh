@@ -13,9 +13,12 @@
 #             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
+#   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 #   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
 #   rowsweep  benchmarks/row_ops_sweep.py: the resident row ops' launch shapes and register caps
+#   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
+#             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
 #   mpi       tests/test_mpi.py + tests/test_devices.py, then examples/jacobi_mpi.py under mpiexec: 2 ranks
 #             sharing GPU 0 (4096^2, checked bit for bit against one process), and 1 and 2 ranks of
 #             16384^2 per rank (time per step); needs mpi4py and mpiexec in the image
@@ -51,6 +54,7 @@ for step in "$@"; do
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
     conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
+    gemm) run bench_gemm 300 python3 -m kaio.cli bench --gemm --out "$OUT" ;;
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
@@ -66,6 +70,7 @@ for step in "$@"; do
     cuda-core) run cuda_core 200 python3 scripts/bench_cuda_core.py "$OUT" ;;
     fuzz) run fuzz 570 python3 -m kaio.conformance.fuzz --count 24000 --seed 1 --backends reference,cuda,cuda-llvm --out "$OUT/fuzz" --time-limit 540 ;;
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
+    roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise
          run mpi_tests 240 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py
          if python3 -c "import mpi4py" 2>/dev/null && command -v mpiexec >/dev/null; then

@@ -322,6 +322,22 @@ class Machine:
                 else:
                     self.put(ops[0], "pred", res)
                 continue
+            if opc[0] == "ldmatrix":
+                regs = [x.strip() for x in ops[0].strip("{}").split(",")]
+                res = yield ("warp", "ldmatrix", ".".join(opc[1:]), self.special["%laneid"],
+                             self.addr(ops[1]), self.mem["shared"])
+                for r, bits in zip(regs, res):
+                    self.regs[r] = bits
+                continue
+            if opc[0] == "cp":     # cp.async: modelled as a synchronous copy (zero fill past src-size)
+                if opc[2] == "cg" or opc[2] == "ca":
+                    dst, src = self.addr(ops[0]), self.addr(ops[1])
+                    n, got = int(ops[2]), self.get(ops[3], "u32")
+                    if dst % 16 or src % 16:
+                        raise PtxError(f"misaligned cp.async {dst:#x} <- {src:#x}")
+                    data = bytes(self.mem["global"][src:src + got]) + bytes(n - got)
+                    self.mem["shared"][dst:dst + n] = data
+                continue
             if opc[0] == "mma":
                 regs = [[x.strip() for x in o.strip("{}").split(",")] for o in ops]
                 res = yield ("warp", "mma", ".".join(opc[1:]), self.special["%laneid"],
@@ -365,12 +381,46 @@ def _mma_m16n8k16(reqs):
     return out
 
 
+def _ldmatrix(reqs, mode):
+    """``ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16``: lanes 8i..8i+7 give the row
+    addresses of matrix i (16 bytes each, 16-byte aligned); lane l receives, per matrix, the
+    elements (l // 4, 2 (l % 4)) and (l // 4, 2 (l % 4) + 1), or of the transpose with .trans."""
+    if len(reqs) != 32:
+        raise PtxError(f"ldmatrix executed by {len(reqs)} lanes of a warp, not 32")
+    parts = mode.split(".")
+    n = int(next(p for p in parts if p.startswith("x"))[1:])
+    trans = "trans" in parts
+    by_lane = {r[3]: r for r in reqs}
+    mem = reqs[0][5]
+    mats = []
+    for i in range(n):
+        rows = []
+        for j in range(8):
+            a = by_lane[8 * i + j][4]
+            if a % 16:
+                raise PtxError(f"ldmatrix row address {a:#x} not 16-byte aligned")
+            rows.append([int.from_bytes(mem[a + 2 * c:a + 2 * c + 2], "little") for c in range(8)])
+        mats.append(rows)
+    out = []
+    for r in reqs:
+        lane = r[3]
+        row, col = lane // 4, 2 * (lane % 4)
+        regs = []
+        for m in mats:
+            lo, hi = (m[col][row], m[col + 1][row]) if trans else (m[row][col], m[row][col + 1])
+            regs.append(lo | (hi << 16))
+        out.append(regs)
+    return out
+
+
 def _warp_op(lanes, reqs):
     """Results of one shuffle or vote executed together by the live lanes of a warp."""
     kinds = {(r[1], r[2]) for r in reqs}
     if len(kinds) != 1:
         raise PtxError(f"lanes of one warp are at different warp ops: {kinds}")
     kind, mode = kinds.pop()
+    if kind == "ldmatrix":
+        return _ldmatrix(reqs, mode)
     if kind == "mma":
         if len(reqs) != 32:
             raise PtxError(f"mma.sync executed by {len(reqs)} lanes of a warp, not 32")

@@ -1,0 +1,186 @@
+"""The library GEMM (kaio.kernels.ml.gemm) and the fragment features it is built from: warp-tile
+fragments (m=/n=/k=), kaio.mma.copy_tile, the store epilogue (alpha, beta, edge masking), and
+their PTX (ldmatrix, cp.async), executed in tests/ptx_sim.py where the GPU is absent.
+
+Tolerance: each output element is an f32 sum of K exact products; the reference adds in
+ascending k (one rounding per addition) and a matrix unit in its own order, so against the
+float64 product the error is at most 2 * K * 2**-24 * (|alpha| |A| @ |B| + |beta| |C|) plus the
+output's own rounding (docs/language.md, "Matrix fragments"). Small integer data make every sum
+exact, so there the kernels must match bit for bit.
+"""
+import numpy as np
+import pytest
+from test_mma import _sim
+from test_ptx import ptxas
+
+import kaio
+from kaio.kernels.ml import gemm as G
+
+NP = {"f16": np.float16, "bf16": kaio.bf16.storage_np, "f32": np.float32}
+
+
+def _operands(m, n, k, ta, tb, dt, out, seed=0, ints=False):
+    g = np.random.default_rng(seed)
+    draw = (lambda s: g.integers(-3, 4, s).astype(np.float32)) if ints else \
+        (lambda s: g.standard_normal(s).astype(np.float32))
+    a = draw((k, m) if ta else (m, k)).astype(NP[dt])
+    b = draw((n, k) if tb else (k, n)).astype(NP[dt])
+    c = draw((m, n)).astype(NP[out])
+    return a, b, c
+
+
+def _bound(a, b, c, alpha, beta, ta, tb, out, k):
+    a64, b64 = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+    mag = abs(alpha) * ((a64.T if ta else a64) @ (b64.T if tb else b64)) \
+        + abs(beta) * np.abs(c.astype(np.float64))
+    rounding = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}[out]
+    return 2 * (k + 2) * 2.0**-24 * mag + rounding * mag + 1e-30
+
+
+SHAPES = [  # m, n, k, trans_a, trans_b: edge tiles on every axis, K not a multiple of 64 or 8
+    (130, 136, 70, False, False),
+    (64, 40, 96, True, True),
+    (33, 129, 64, True, False),
+    (100, 128, 50, False, True),
+    (1, 1, 1, False, False),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dt,out", [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16")])
+def test_gemm_matches_the_float64_product(backend, shape, dt, out):
+    m, n, k, ta, tb = shape
+    if backend != "reference" and shape != SHAPES[0] and (dt, out) != ("f16", "f32"):
+        pytest.skip("GPU: one shape per dtype pair, all shapes for f16 -> f32")
+    a, b, c0 = _operands(m, n, k, ta, tb, dt, out, seed=hash(shape) % 1000)
+    c = c0.copy()
+    got = G.gemm(a, b, c, alpha=0.75, beta=-1.5, trans_a=ta, trans_b=tb)
+    assert got is c
+    exact = G.gemm_ref(a, b, c0, 0.75, -1.5, ta, tb)
+    err = np.abs(c.astype(np.float64) - exact)
+    bound = _bound(a, b, c0, 0.75, -1.5, ta, tb, out, k)
+    assert (err <= bound).all(), f"max error {err.max()} (bound there {bound.flat[err.argmax()]})"
+
+
+def test_gemm_new_output_and_beta_zero_never_reads_c(backend):
+    a, b, _ = _operands(40, 24, 32, False, False, "f16", "f32", seed=3, ints=True)
+    c = np.full((40, 24), np.nan, np.float32)         # beta = 0: the NaNs must not leak
+    G.gemm(a, b, c, alpha=2.0, beta=0.0)
+    np.testing.assert_array_equal(c, 2.0 * (a.astype(np.float32) @ b.astype(np.float32)))
+    fresh = G.gemm(a, b, out_dtype=kaio.f16)
+    assert fresh.dtype == np.float16 and fresh.shape == (40, 24)
+    np.testing.assert_array_equal(fresh, (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16))
+
+
+def test_gemm_refuses_bad_arguments_before_launch():
+    a = np.zeros((8, 16), np.float16)
+    with pytest.raises(kaio.errors.ArgumentTypeError, match="f16 or both bf16"):
+        G.gemm(a, np.zeros((16, 8), np.float32))
+    with pytest.raises(kaio.errors.ArgumentValueError, match="inner sizes differ"):
+        G.gemm(a, np.zeros((15, 8), np.float16))
+    c = np.zeros((8, 9), np.float32)
+    with pytest.raises(kaio.errors.ArgumentValueError, match=r"expected \(8, 8\)"):
+        G.gemm(a, np.zeros((16, 8), np.float16), c)
+    assert not c.any()
+
+
+# --- the PTX: ldmatrix, cp.async, mma.sync; assembled, and executed in the simulator -------------
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+def test_gemm_ptx_uses_ldmatrix_cp_async_and_assembles(arch, ta, tb):
+    ptx = G.gemm_kernel("f16", "f32", ta, tb).emit("ptx", arch)
+    assert ptx.count("mma.sync.aligned.m16n8k16") == 2 * 2 * 16   # two half-steps, 2 k16, 4x4 tiles
+    assert ".trans" in ptx                                          # one operand per layout
+    assert "ldmatrix.sync.aligned.m8n8.x4" in ptx and "cp.async.cg.shared.global" in ptx
+    assert ptx.count("cp.async.wait_all") == ptx.count("bar.sync")
+    ptxas(ptx, arch)
+
+
+@pytest.mark.parametrize("ta,tb,dt,out", [(False, False, "f16", "f32"), (True, True, "bf16", "f16"),
+                                          (True, False, "f16", "bf16"), (False, True, "bf16", "f32")])
+def test_gemm_ptx_runs_exactly_in_the_simulator(ta, tb, dt, out):
+    """One block, integer data: every sum is exact, so a misplaced lane, register, ldmatrix
+    row or cp.async chunk changes the result. K = 48: a full double step and a half-empty one;
+    m, n: edge tiles (masked stores); alpha/beta: the epilogue."""
+    m, n, k = 24, 20, 48
+    a, b, c0 = _operands(m, n, k, ta, tb, dt, out, seed=5, ints=True)
+    c_ref = c0.copy()      # the current backend's (exact here, so any backend's) result
+    G.gemm(a, b, c_ref, alpha=0.5, beta=2.0, trans_a=ta, trans_b=tb)
+    c = c0.copy()
+    _sim(G.gemm_kernel(dt, out, ta, tb), [a, b, c, 0.5, 2.0], G.launch_config(m, n)[0] + (1,),
+         (G.THREADS, 1, 1))
+    np.testing.assert_array_equal(c, c_ref)
+    if out != "bf16":      # every value here is exact in f16 and f32
+        exact = G.gemm_ref(a, b, c0, 0.5, 2.0, ta, tb).astype(NP[out])
+        np.testing.assert_array_equal(c, exact)
+
+
+# --- the pieces, small ----------------------------------------------------------------------------
+@kaio.kernel
+def staged(A: kaio.In[kaio.f16, 2], O: kaio.Raw[kaio.f16, 2], row0: kaio.i32, col0: kaio.i32):
+    """copy_tile into a padded shared array, then every element back out."""
+    S = kaio.shared_array(kaio.f16, (16, 40))
+    kaio.mma.copy_tile(S, A, row0, col0, cols=32)
+    kaio.sync()
+    for e in range(kaio.thread_idx.x, 16 * 40, kaio.block_dim.x):
+        O[e // 40, e % 40] = S[e // 40, e % 40]
+
+
+@pytest.mark.parametrize("cols,row0,col0", [(48, 4, 8), (50, 30, 24), (64, 0, 3)])
+def test_copy_tile_zero_fills_outside_the_source(backend, cols, row0, col0):
+    """48 columns and col0 % 8 == 0: the 16-byte path; 50 columns or col0 = 3: element copies."""
+    a = (np.arange(40 * cols) % 2000).reshape(40, cols).astype(np.float16)
+    o = np.full((16, 40), -1, np.float16)
+    staged[1, 64](a, o, row0, col0)
+    want = np.zeros((16, 32), np.float16)
+    part = a[row0:row0 + 16, col0:col0 + 32]
+    want[:part.shape[0], :part.shape[1]] = part
+    np.testing.assert_array_equal(o[:, :32], want)
+
+
+@pytest.mark.parametrize("cols,col0", [(48, 8), (50, 3)])
+def test_copy_tile_ptx_in_the_simulator(cols, col0):
+    a = (np.arange(40 * cols) % 2000).reshape(40, cols).astype(np.float16)
+    o = np.zeros((16, 40), np.float16)
+    _sim(staged, [a, o, 30, col0], (1, 1, 1), (64, 1, 1))
+    want = np.zeros((16, 32), np.float16)
+    part = a[30:46, col0:col0 + 32]
+    want[:part.shape[0], :part.shape[1]] = part
+    np.testing.assert_array_equal(o[:, :32], want)
+
+
+def test_copy_tile_in_a_loop_without_a_barrier_is_refused():
+    with pytest.raises(kaio.CompileError, match="copy_tile in a loop without kaio.sync"):
+        @kaio.kernel
+        def racy(A: kaio.In[kaio.f16, 2], O: kaio.Raw[kaio.f32, 2]):
+            S = kaio.shared_array(kaio.f16, (16, 16))
+            for k0 in range(0, A.shape[1], 16):
+                kaio.mma.copy_tile(S, A, 0, k0)
+            kaio.sync()
+            O[0, 0] = kaio.f32(S[0, 0])
+        racy.ir()
+
+
+def test_copy_tile_then_read_without_a_barrier_is_a_race():
+    with pytest.raises(kaio.CompileError, match="shared array 'S'"):
+        @kaio.kernel
+        def early(A: kaio.In[kaio.f16, 2], O: kaio.Raw[kaio.f16, 2]):
+            S = kaio.shared_array(kaio.f16, (16, 16))
+            kaio.mma.copy_tile(S, A, 0, 0)
+            O[0, kaio.thread_idx.x] = S[0, kaio.thread_idx.x]
+        early.ir()
+
+
+def test_fragment_sizes_must_chain_and_be_whole_tiles():
+    with pytest.raises(kaio.CompileError, match="not a positive multiple of 16"):
+        @kaio.kernel
+        def odd(A: kaio.In[kaio.f16, 2], C: kaio.Raw[kaio.f32, 2]):
+            kaio.mma.store(C, 0, 0, kaio.mma.fill(kaio.f32, 0.0, m=24))
+        odd.ir()
+    with pytest.raises(kaio.CompileError, match="do not chain"):
+        @kaio.kernel
+        def unchained(A: kaio.In[kaio.f16, 2], B: kaio.In[kaio.f16, 2], C: kaio.Raw[kaio.f32, 2]):
+            acc = kaio.mma.fill(kaio.f32, 0.0, m=32, n=16)
+            acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0, m=16), kaio.mma.load_b(B, 0, 0, n=16), acc)
+            kaio.mma.store(C, 0, 0, acc)
+        unchained.ir()
