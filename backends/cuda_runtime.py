@@ -8,6 +8,7 @@ inside ``kaio.graph()`` still works). Every call goes through
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 
@@ -15,6 +16,8 @@ import numpy as np
 
 from . import cuda_driver as drv
 from .runtime import ExecGraph, Runtime, one_per_device, quietly
+
+_IPC_HANDLE_BYTES = 64  # CU_IPC_HANDLE_SIZE
 
 
 class TempPool:
@@ -100,6 +103,7 @@ class CudaRuntime(Runtime):
         self.ordinal = self.device = ordinal
         self.pool = temp_pool if ordinal == drv.default_ordinal() else TempPool(ordinal=ordinal)
         self._peers: dict[int, bool] = {}  # source ordinal -> peer access enabled
+        self._ipc_opened: dict[bytes, int] = {}  # another process's handle -> address here
 
     def _ctx(self):
         """The device's context, current in this thread (created on first use)."""
@@ -154,6 +158,24 @@ class CudaRuntime(Runtime):
                     drv.check("cuCtxEnablePeerAccess", r)
             self._peers[src.device] = ok
         return ok
+
+    # memory shared with other processes of the host (CUDA IPC: kaio.mpi's halos)
+    ipc = True
+
+    def ipc_export(self, ptr: int) -> bytes:
+        self._ctx()
+        handle = drv.call("cuIpcGetMemHandle", ptr)
+        return ctypes.string_at(handle.getPtr(), _IPC_HANDLE_BYTES)
+
+    def ipc_open(self, handle: bytes) -> int:
+        ptr = self._ipc_opened.get(handle)
+        if ptr is None:
+            self._ctx()
+            h = drv.driver().CUipcMemHandle()
+            ctypes.memmove(h.getPtr(), handle, _IPC_HANDLE_BYTES)
+            flags = drv.driver().CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+            ptr = self._ipc_opened[handle] = int(drv.call("cuIpcOpenMemHandle", h, flags))
+        return ptr
 
     def memcpy_peer(self, dst: int, src_rt, src: int, nbytes: int) -> None:
         peer = drv.context(src_rt.device)

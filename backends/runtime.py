@@ -147,6 +147,18 @@ class Runtime:
         (only called when :meth:`can_access_peer` said yes)."""
         raise NotImplementedError
 
+    #: device memory can be shared with another process of the host (:meth:`ipc_export`)
+    ipc = False
+
+    def ipc_export(self, ptr: int) -> bytes:
+        """A handle another process of this host opens (:meth:`ipc_open`) to reach the
+        allocation starting at ``ptr``."""
+        raise NotImplementedError(f"{self.name} memory cannot be shared between processes")
+
+    def ipc_open(self, handle: bytes) -> int:
+        """This process's address of another process's allocation (kept open until exit)."""
+        raise NotImplementedError(f"{self.name} memory cannot be shared between processes")
+
     def copy_peer(self, dst: int, src_rt: "Runtime", src: int, nbytes: int) -> None:
         """Copy between two devices of this backend: directly where peer access is possible,
         else staged through host memory (two counted copies). Synchronous."""

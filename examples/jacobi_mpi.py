@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--check", action="store_true", help="compare with one process, bit for bit")
     p.add_argument("--out", help="rank 0 saves the gathered A and B here (.npz)")
+    p.add_argument("--transport", default="auto", choices=mpi.Decomposition.TRANSPORTS,
+                   help="how device halos travel (kaio.mpi; default: auto)")
     args = p.parse_args(argv)
 
     comm = mpi.world()
@@ -54,7 +56,7 @@ def main(argv=None) -> int:
     device = mpi.select_device(comm)
     rows = args.rows_per_rank * size if args.rows_per_rank else args.n
     cols = args.cols or rows
-    dec = mpi.Decomposition((rows, cols), halo=1, comm=comm)
+    dec = mpi.Decomposition((rows, cols), halo=1, comm=comm, transport=args.transport)
     made = {}   # A and B come from one evaluation of the formulas (large grids: host memory)
 
     def layers(k):
@@ -62,6 +64,7 @@ def main(argv=None) -> int:
     la, lb = (kaio.to_device(dec.local_from(layers(k), np.float64)) for k in (0, 1))
     made.clear()
     oa, ob = dec.owned(la), dec.owned(lb)
+    how = dec.transport_for(la)   # collective on first use: every rank asks
 
     def step():
         dec.exchange(la)
@@ -83,9 +86,8 @@ def main(argv=None) -> int:
     ga, gb = dec.gather(oa), dec.gather(ob)
     if rank != 0:
         return 0
-    staging = "device buffers to MPI" if mpi.cuda_aware() else "host-staged"
     print(f"jacobi_mpi: {size} rank(s) on {backend} devices {devices}, grid {rows} x {cols}, "
-          f"{args.steps} steps, {staging} halos")
+          f"{args.steps} steps, halos by '{how}'")
     if timed:
         per = elapsed / timed
         updates = 2 * (rows - 2) * (cols - 2) / per  # interior points, two half-steps

@@ -16,15 +16,24 @@ has the same layout, so one kernel fits all of them. A kernel writes the owned p
 each launch is race-free on its own rank exactly as the checker proved it; between launches
 :meth:`Decomposition.exchange` refreshes the halos.
 
-Halos of device arrays go through host memory by default. Where the MPI library is CUDA-aware
-(asked at run time, ``MPIX_Query_cuda_support``; ``KAIO_MPI_CUDA_AWARE=1/0`` overrides), device
-buffers are handed to MPI directly. On the reference backend "device" memory is host memory, so
-both paths run in CI.
+How halos of device arrays travel (``transport``; "auto" picks the first that applies, the
+same on every rank):
+
+- "direct": the MPI library is CUDA-aware (asked at run time, ``MPIX_Query_cuda_support``;
+  ``KAIO_MPI_CUDA_AWARE=1/0`` overrides): device buffers are handed to MPI;
+- "ipc": all ranks on one host and device memory that can be shared between processes (CUDA
+  IPC): each rank opens its neighbours' local arrays once and copies their edge layers into its
+  halos device to device (a peer copy between two GPUs, a plain copy when ranks share one);
+- "host": through host memory.
+
+On the reference backend "device" memory is host memory: "host" and "direct" both run in CI,
+"ipc" in one process with threads standing in for ranks (tests/test_mpi.py).
 """
 from __future__ import annotations
 
 import ctypes
 import math
+import weakref
 
 import numpy as np
 
@@ -97,7 +106,13 @@ class Decomposition:
     Attributes: ``rank``, ``size``, ``start``/``stop`` (the owned global range along ``axis``),
     ``local_shape`` (slab plus halos), ``owned_shape``."""
 
-    def __init__(self, shape, halo: int = 1, axis: int = 0, comm=None):
+    TRANSPORTS = ("auto", "host", "direct", "ipc")
+
+    def __init__(self, shape, halo: int = 1, axis: int = 0, comm=None, transport: str = "auto"):
+        if transport not in self.TRANSPORTS:
+            raise ValueError(f"kaio.mpi: transport must be one of {', '.join(self.TRANSPORTS)}, "
+                             f"got {transport!r}")
+        self.transport = transport
         self.comm = comm or world()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.shape, self.halo = tuple(int(s) for s in shape), int(halo)
@@ -107,13 +122,16 @@ class Decomposition:
             raise ValueError(f"kaio.mpi: {self.shape[self.axis]} layers along axis {self.axis} over "
                              f"{self.size} ranks leave a slab of {min(sizes)}, thinner than the halo "
                              f"({self.halo}); use fewer ranks or a larger array")
+        self.sizes = sizes
         self.start = sum(sizes[:self.rank])
         self.stop = self.start + sizes[self.rank]
         self.owned_shape = self._with_axis(sizes[self.rank])
         self.local_shape = self._with_axis(sizes[self.rank] + 2 * self.halo)
-        MPI = _mpi()
-        self.lower = self.rank - 1 if self.rank > 0 else MPI.PROC_NULL
-        self.upper = self.rank + 1 if self.rank < self.size - 1 else MPI.PROC_NULL
+        null = _mpi().PROC_NULL
+        self.lower = self.rank - 1 if self.rank > 0 else null
+        self.upper = self.rank + 1 if self.rank < self.size - 1 else null
+        self._one_host = None                   # all ranks on one host (asked on first use)
+        self._opened = weakref.WeakKeyDictionary()   # local array -> neighbours' arrays ("ipc")
 
     def _with_axis(self, n: int) -> tuple:
         return self.shape[:self.axis] + (n,) + self.shape[self.axis + 1:]
@@ -153,10 +171,12 @@ class Decomposition:
         h, n = self.halo, self.owned_shape[self.axis]
         if h == 0 or self.size == 1:
             return
-        device = isinstance(local, DeviceArray)
-        if device:
+        how = self.transport_for(local)
+        if how == "ipc":
+            return self._exchange_ipc(local)
+        if isinstance(local, DeviceArray):
             local.runtime.synchronize()
-        direct = not device or cuda_aware()
+        direct = how == "direct"
         null = _mpi().PROC_NULL
         # (send layers, to, receive layers, from): edges down and up, halos from above and below
         for send, dest, recv, source in (((h, 2 * h), self.lower, (h + n, 2 * h + n), self.upper),
@@ -178,6 +198,55 @@ class Decomposition:
                 if source != null:
                     into.copy_from_host(staged)
 
+    def transport_for(self, local) -> str:
+        """How :meth:`exchange` moves the halos of ``local``: 'direct' (numpy arrays always),
+        'ipc' or 'host' (see the module docstring). Collective on first use ("auto")."""
+        if not isinstance(local, DeviceArray):
+            return "direct"
+        if self.axis != 0:
+            raise ValueError(_AXIS0.format(self.axis))
+        if self.transport == "ipc" and not local.runtime.ipc:
+            raise ValueError(f"kaio.mpi: transport 'ipc' needs memory shared between processes; "
+                             f"{local.runtime.name} memory is not (use 'host' or 'auto')")
+        if self.transport != "auto":
+            return self.transport
+        if cuda_aware():
+            return "direct"
+        if local.runtime.ipc and self.size > 1:
+            if self._one_host is None:
+                hosts = self.comm.allgather(_mpi().Get_processor_name())
+                self._one_host = len(set(hosts)) == 1
+            if self._one_host:
+                return "ipc"
+        return "host"
+
+    def _exchange_ipc(self, local: DeviceArray) -> None:
+        """Halos copied device to device from the neighbours' local arrays, opened once through
+        IPC handles. Barriers before (their edges are written) and after (read before anyone
+        writes again)."""
+        rt, h = local.runtime, self.halo
+        opened = self._opened.get(local)
+        if opened is None:
+            if local._owner is not None:
+                raise ValueError("kaio.mpi: transport 'ipc' shares whole allocations: pass a local "
+                                 "array made by kaio.to_device / kaio.device_array, not a view")
+            mine = rt.ipc_export(local.live_ptr("kaio.mpi"))
+            below = self.comm.sendrecv(mine, dest=self.upper, source=self.lower)
+            above = self.comm.sendrecv(mine, dest=self.lower, source=self.upper)
+            opened = self._opened[local] = tuple(None if x is None else rt.ipc_open(x)
+                                                 for x in (below, above))
+        row = math.prod(local.shape[1:]) * local.dtype.itemsize
+        n = self.owned_shape[0]
+        rt.synchronize()
+        self.comm.Barrier()
+        below, above = opened
+        if below is not None:   # its last owned layers -> my lower halo
+            rt.memcpy("dtod", local.ptr, below + self.sizes[self.rank - 1] * row, h * row)
+        if above is not None:   # its first owned layers -> my upper halo
+            rt.memcpy("dtod", local.ptr + (h + n) * row, above + h * row, h * row)
+        rt.synchronize()
+        self.comm.Barrier()
+
     def gather(self, owned, root: int = 0):
         """The global array assembled on ``root`` from every rank's owned slab (numpy or
         device array of ``owned_shape``); None on the other ranks. For checking results."""
@@ -186,14 +255,16 @@ class Decomposition:
         return None if parts is None else np.concatenate(parts, axis=self.axis)
 
 
+_AXIS0 = "kaio.mpi: device arrays are split along axis 0 (contiguous slabs); this one splits axis {}"
+
+
 def _part(local, dec: Decomposition, lo: int, hi: int):
     """Layers ``lo:hi`` along the decomposition's axis of ``local``: a numpy view, or for a
     device array (axis 0) a device array over those rows."""
     if not isinstance(local, DeviceArray):
         return local[dec._index(lo, hi)]
     if dec.axis != 0:
-        raise ValueError("kaio.mpi: device arrays are split along axis 0 (contiguous slabs); "
-                         f"this decomposition splits axis {dec.axis}")
+        raise ValueError(_AXIS0.format(dec.axis))
     row = math.prod(local.shape[1:]) * local.dtype.itemsize
     return DeviceArray((hi - lo,) + tuple(local.shape[1:]), local.dtype, runtime=local.runtime,
                        _ptr=local.live_ptr("kaio.mpi") + lo * row, _owner=local)

@@ -20,8 +20,9 @@
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
 #   mpi       tests/test_mpi.py + tests/test_devices.py, then examples/jacobi_mpi.py under mpiexec: 2 ranks
-#             sharing GPU 0 (4096^2, checked bit for bit against one process), and 1 and 2 ranks of
-#             16384^2 per rank (time per step); needs mpi4py and mpiexec in the image
+#             sharing GPU 0 (4096^2, checked bit for bit against one process, halos by CUDA IPC and
+#             through the host), and 1 and 2 ranks of 16384^2 per rank (time per step, both ways);
+#             needs mpi4py and mpiexec in the image
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kaio_out}"; mkdir -p "$OUT"
@@ -72,12 +73,15 @@ for step in "$@"; do
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise
-         run mpi_tests 240 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py
+         run mpi_tests 120 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py
          if python3 -c "import mpi4py" 2>/dev/null && command -v mpiexec >/dev/null; then
            J="env KAIO_BACKEND=cuda mpiexec"
-           run jacobi_mpi_check 200 $J -n 2 python3 examples/jacobi_mpi.py --n 4096 --steps 20 --check
-           run jacobi_mpi_1rank 150 $J -n 1 python3 examples/jacobi_mpi.py --rows-per-rank 16384 --cols 16384 --steps 30
-           run jacobi_mpi_2ranks 200 $J -n 2 python3 examples/jacobi_mpi.py --rows-per-rank 16384 --cols 16384 --steps 30
+           JAC="python3 examples/jacobi_mpi.py"; BIG="--rows-per-rank 16384 --cols 16384 --steps 30"
+           run jacobi_mpi_check 75 $J -n 2 $JAC --n 4096 --steps 20 --check      # limits: < 600 s in all
+           run jacobi_mpi_check_host 75 $J -n 2 $JAC --n 4096 --steps 20 --check --transport host
+           run jacobi_mpi_1rank 75 $J -n 1 $JAC $BIG
+           run jacobi_mpi_2ranks 100 $J -n 2 $JAC $BIG
+           run jacobi_mpi_2ranks_host 100 $J -n 2 $JAC $BIG --transport host
            grep -hE "^(jacobi_mpi|time per step|check)" "$OUT"/jacobi_mpi_*.log | sed 's/^/   /' >> "$OUT/summary.txt"
          else log "mpi: mpi4py or mpiexec missing in this image (pip install mpi4py mpich)"; fi ;;
   esac

@@ -140,3 +140,103 @@ def test_jacobi_over_ranks_is_bit_identical_to_one_process(reference, tmp_path, 
     want_a, want_b = _single_process_jacobi(n, steps)   # computed here, in this process
     assert got["a"].view(np.uint64).tolist() == want_a.view(np.uint64).tolist()
     assert got["b"].view(np.uint64).tolist() == want_b.view(np.uint64).tolist()
+
+
+class _World:
+    """Ranks as threads of one process: mailboxes per (source, destination) and one barrier."""
+
+    def __init__(self, size: int):
+        import queue
+        import threading
+        self.size = size
+        self.boxes = {(s, d): queue.Queue() for s in range(size) for d in range(size)}
+        self.barrier = threading.Barrier(size)
+
+
+class _ThreadComm(Ranks):
+    """The part of a communicator the 'ipc' transport uses, for one thread-rank of a _World."""
+
+    def __init__(self, world: _World, rank: int):
+        super().__init__(rank, world.size)
+        self.world = world
+
+    def sendrecv(self, obj, dest, source):
+        from mpi4py import MPI
+        if dest != MPI.PROC_NULL:
+            self.world.boxes[(self.rank, dest)].put(obj)
+        return None if source == MPI.PROC_NULL else self.world.boxes[(source, self.rank)].get(timeout=20)
+
+    def Barrier(self):
+        self.world.barrier.wait(timeout=20)
+
+
+@needs_mpi4py
+@pytest.mark.parametrize("size", [2, 3])
+def test_ipc_transport_copies_the_neighbours_edges(size):
+    """The 'ipc' exchange (open each neighbour's local array once, copy its edge layers device
+    to device) with threads standing in for ranks and host addresses for IPC handles."""
+    import threading
+
+    from kaio.backends.reference.runtime import ReferenceRuntime
+    from kaio.mpi import Decomposition
+
+    class SharedRuntime(ReferenceRuntime):
+        ipc = True
+        opened = []
+
+        def ipc_export(self, ptr):
+            return ptr.to_bytes(8, "little")
+
+        def ipc_open(self, handle):
+            self.opened.append(handle)
+            return int.from_bytes(handle, "little")
+
+    rt, world = SharedRuntime(), _World(size)
+    g = np.arange(11 * 4, dtype=np.float64).reshape(11, 4)
+    got, want, errors = {}, {}, []
+
+    def rank(r):
+        try:
+            dec = Decomposition(g.shape, halo=2, comm=_ThreadComm(world, r), transport="ipc")
+            exact = dec.split(g)
+            blank = exact.copy()
+            blank[:2], blank[-2:] = -1, -1
+            local = kaio.DeviceArray(dec.local_shape, np.float64, runtime=rt).copy_from_host(blank)
+            assert dec.transport_for(local) == "ipc"
+            dec.exchange(local)
+            dec.exchange(local)          # the second exchange reuses the opened arrays
+            got[r] = local.to_host()
+            if r == 0:
+                exact[:2] = -1           # beyond the global edges: untouched
+            if r == size - 1:
+                exact[-2:] = -1
+            want[r] = exact
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+            world.barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for r in range(size):
+        np.testing.assert_array_equal(got[r], want[r])
+    assert len(SharedRuntime.opened) == 2 * (size - 1)   # each neighbour opened once
+
+
+@needs_mpi4py
+def test_transport_choice(reference, monkeypatch):
+    from kaio.mpi import Decomposition
+    dec = Decomposition((8, 4), comm=Ranks(0, 2))
+    d = kaio.to_device(np.zeros(dec.local_shape))
+    assert dec.transport_for(np.zeros(dec.local_shape)) == "direct"
+    monkeypatch.setenv("KAIO_MPI_CUDA_AWARE", "0")
+    assert dec.transport_for(d) == "host"       # reference memory is not shared between processes
+    monkeypatch.setenv("KAIO_MPI_CUDA_AWARE", "1")
+    assert dec.transport_for(d) == "direct"
+    with pytest.raises(ValueError, match="transport 'ipc' needs memory shared between processes"):
+        Decomposition((8, 4), comm=Ranks(0, 2), transport="ipc").transport_for(d)
+    with pytest.raises(ValueError, match="transport must be one of"):
+        Decomposition((8, 4), comm=Ranks(0, 2), transport="nvlink")
