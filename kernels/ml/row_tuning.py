@@ -112,3 +112,53 @@ def tuned_launch(op: str, dt: str, out_dt: str, shape):
         return run(*args)
 
     return launch
+
+
+# --- python3 -m kaio.kernels.ml.row_tuning: tune the benchmark's shapes, print what was tried ---
+SHAPES = ((4096, 1024), (4096, 8192), (1024, 32768))
+
+
+def main(argv=None) -> int:
+    """Tune softmax, rmsnorm and layernorm at :data:`SHAPES` in f32, f16 and bf16 (again, over any
+    cached winner) on device arrays, and print each record (``--out DIR``: also autotune_rows.md)."""
+    import argparse
+    import os
+
+    import numpy as np
+
+    import kaio
+    from kaio import autotune
+    from kaio.kernels._launch import np_dtype
+
+    ap = argparse.ArgumentParser(prog="python3 -m kaio.kernels.ml.row_tuning", description=main.__doc__)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="4096x8192 in f32 and f16 only")
+    args = ap.parse_args(argv)
+    shapes = ((4096, 8192),) if args.quick else SHAPES
+    lines = [f"device: {autotune.device_id()}"]
+    for rows, cols in shapes:
+        for dt in ("f32", "f16") if args.quick else ("f32", "f16", "bf16"):
+            g = np.random.default_rng(0)
+            x = kaio.to_device(g.normal(0.0, 2.0, (rows, cols)).astype(np_dtype(dt)))
+            w = kaio.to_device(g.uniform(0.5, 1.5, cols).astype(np_dtype(dt)))
+            b = kaio.to_device(g.uniform(-0.5, 0.5, cols).astype(np_dtype(dt)))
+            y = kaio.device_array((rows, cols), np_dtype(dt))
+            calls = {"softmax": (x, y), "rmsnorm": (x, w, y, 1e-6), "layernorm": (x, w, b, y, 1e-5)}
+            for op, call in calls.items():
+                with autotune.fresh(), autotune.choices() as got:
+                    norms.row_kernel(op, dt, dt, (rows, cols))(*call)
+                kaio.synchronize()
+                for _, _, choice in got:
+                    text = (autotune.format_record(choice.record) if choice.record else
+                            f"{op} {dt} {rows}x{cols}: {choice.config.name} ({choice.source})")
+                    print(text, flush=True)
+                    lines.append(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "autotune_rows.md"), "w") as f:
+            f.write("```\n" + "\n".join(lines) + "\n```\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
