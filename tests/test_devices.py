@@ -194,8 +194,8 @@ def test_gpu_device_selection_on_device_0(gpu):
     default = kaio.current_device()
     with kaio.device(0):
         assert kaio.current_device() == 0 and kaio.get_backend().device == 0
-        a = np.arange(1000, dtype=np.float32)
-        x, y = kaio.to_device(a), kaio.to_device(np.ones(1000, np.float32))
+        a = np.arange(1024, dtype=np.float32)
+        x, y = kaio.to_device(a), kaio.to_device(np.ones(1024, np.float32))
         s = kaio.Stream()
         saxpy[(4,), (256,), 0, s](2.0, x, y)
         s.synchronize()
