@@ -269,3 +269,44 @@ def test_row_ops_untuned_on_the_reference_backend(reference, store):
     assert key == ["f32", "f32", 2, 1000] and choice.source == "reference backend"
     assert choice.config.params == {"kind": "resident", "threads": 256, "per": 4, "vec": 4, "regs": 64}
     assert autotune.records() == []
+
+
+def test_event_timer_counts_warmup_and_timed_calls(reference):
+    calls = []
+    ms = autotune.event_timer(lambda: calls.append(1), warmup=3, reps=4, rounds=5)
+    assert len(calls) == 3 + 4 * 5 and ms >= 0.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["softmax", "rmsnorm", "layernorm"])
+def test_row_ops_tune_on_the_gpu_and_a_new_process_reads_the_winner(op, store, tmp_path):
+    """On a real GPU: the first call at a shape times every candidate with events (each one
+    agreeing with the default), the result is within the op's tolerance, and a fresh process
+    state reads the winner from disk without timing."""
+    from kaio import backends as be
+    from kaio.kernels import REGISTRY
+    from kaio.kernels.ml import row_tuning
+    from kaio.showcase import pick_backend
+    previous = be._current
+    kaio.set_backend(pick_backend(None))
+    row_tuning.TUNERS[op].forget()
+    try:
+        case = REGISTRY.get(f"ml/{op}_f16")
+        inputs = case.make_inputs((2048, 4096), seed=3)
+        with autotune.choices() as got:
+            out = case.run(inputs)
+        [(_, key, choice)] = got
+        assert key == ["f16", "f16", 2048, 4096] and choice.source == "tuned"
+        tried = choice.record["tried"]
+        assert [t["config"] for t in tried] == [c.name for c in row_tuning.row_configs(*key)]
+        assert all(t.get("ms", 0) > 0 for t in tried), tried  # none failed or disagreed
+        ok, ratio = case.check(out, case.reference(inputs))
+        assert ok, ratio
+        row_tuning.TUNERS[op].forget()
+        autotune.set_autotune_cache(CompileCache(tmp_path / "autotune", disk=True))
+        with autotune.use_timer(lambda run, c: pytest.fail("timed again")), autotune.choices() as got:
+            case.run(inputs)
+        assert got[0][2].source == "cache" and got[0][2].config == choice.config
+    finally:
+        row_tuning.TUNERS[op].forget()
+        be._current = previous
