@@ -22,10 +22,6 @@ from dataclasses import dataclass, field
 
 import msgpack
 import numpy as np
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.enums import ENUM_EI_OSABI, ENUM_NOTE_N_TYPE
-from elftools.elf.sections import NoteSection, SymbolTableSection
 
 from ..errors import CompileError
 
@@ -36,9 +32,9 @@ ABI_VERSION = {4: 2, 5: 3, 6: 4}
 #: code object version -> the metadata's ``amdhsa.version`` (v6 kept v5's metadata, 1.2)
 METADATA_VERSION = {4: [1, 1], 5: [1, 2], 6: [1, 2]}
 LDS_ALIGN = 16   # the emitter aligns every shared array to 16 bytes
-# What pyelftools (and the stream under it) raise on truncated or corrupt input; it parses
-# lazily, so these can come from any walk over sections, notes or symbols.
-_MALFORMED = (ELFError, ValueError, IndexError, OverflowError, EOFError)
+# What pyelftools (and the stream under it) raise on truncated or corrupt input (with its
+# ELFError); it parses lazily, so these can come from any walk over sections, notes or symbols.
+_MALFORMED = (ValueError, IndexError, OverflowError, EOFError)
 
 
 class CodeObjectError(CompileError):
@@ -63,7 +59,17 @@ def _number(value, enum: dict) -> int:
 
 @functools.lru_cache(maxsize=16)   # validation, the HIP loader and reports read one object often
 def _scan(elf: bytes) -> _ElfView:
-    """One pass of pyelftools over a 64-bit little-endian ELF; malformed is a CodeObjectError."""
+    """One pass of pyelftools over a 64-bit little-endian ELF; malformed is a CodeObjectError.
+    pyelftools is imported here, not at module load: kaio runs (and compiles for NVIDIA) on a
+    machine without it; reading AMD code objects needs it."""
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+        from elftools.elf.enums import ENUM_EI_OSABI, ENUM_NOTE_N_TYPE
+        from elftools.elf.sections import NoteSection, SymbolTableSection
+    except ImportError as e:
+        raise CodeObjectError("reading AMD code objects needs pyelftools (pip install "
+                              "pyelftools)") from e
     try:
         f = ELFFile(io.BytesIO(elf))
         if f.elfclass != 64 or not f.little_endian:
@@ -78,7 +84,7 @@ def _scan(elf: bytes) -> _ElfView:
         ident = f.header.e_ident
         return _ElfView(_number(ident.EI_OSABI, ENUM_EI_OSABI), ident.EI_ABIVERSION, tuple(found),
                         frozenset(names))
-    except _MALFORMED as e:
+    except (ELFError, *_MALFORMED) as e:
         raise CodeObjectError(f"not a well-formed ELF file: {e}") from e
 
 
