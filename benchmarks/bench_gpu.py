@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,22 +27,11 @@ def timed(fn, reps=20, rounds=7, warmup=3, event=None, synchronize=None):
     launch overhead overlaps the previous kernel, as in a real pipeline), median of ``rounds``.
     ``event`` makes a timing event and ``synchronize`` waits for the device: torch.cuda's unless
     given (benchmarks/bench_checked.py passes kaio's, which work on every backend)."""
+    from kaio.autotune import event_timer
     if event is None:
         import torch
         event, synchronize = (lambda: torch.cuda.Event(enable_timing=True)), torch.cuda.synchronize
-    for _ in range(warmup):
-        fn()
-    synchronize()
-    times = []
-    for _ in range(rounds):
-        a, b = event(), event()
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
+    return event_timer(fn, warmup=warmup, reps=reps, rounds=rounds, event=event, synchronize=synchronize)
 
 
 def build_native():

@@ -164,16 +164,22 @@ def device_id(backend=None) -> str:
     return ":".join(parts)
 
 
-def event_timer(run: Callable, config=None, *, warmup: int = 2, reps: int = 10, rounds: int = 5) -> float:
+def event_timer(run: Callable, config=None, *, warmup: int = 2, reps: int = 10, rounds: int = 5,
+                event: Callable | None = None, synchronize: Callable | None = None) -> float:
     """Milliseconds per call of ``run()``: ``warmup`` calls, then the median over ``rounds`` of
-    kaio events around ``reps`` back-to-back calls."""
-    from .device import Event, synchronize
+    timing events around ``reps`` back-to-back calls (so host-side launch overhead overlaps the
+    previous kernel). ``event()`` makes an event and ``synchronize()`` waits for the device:
+    kaio's unless given (benchmarks/bench_gpu.py passes torch's)."""
+    if event is None:
+        from .device import Event as event
+    if synchronize is None:
+        from .device import synchronize
     for _ in range(warmup):
         run()
     synchronize()
     times = []
     for _ in range(rounds):
-        start, end = Event(), Event()
+        start, end = event(), event()
         start.record()
         for _ in range(reps):
             run()

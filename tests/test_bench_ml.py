@@ -291,6 +291,22 @@ def test_tune_runs_the_first_call_and_reports_the_autotuners_choice(reference, m
         autotune.set_autotune_cache(None)
 
 
+def test_bench_gpu_timed_is_the_autotuners_event_timer(reference):
+    """benchmarks/bench_gpu.py's timer and the autotuner's are one function: warm-up calls, then
+    ``rounds`` timings of ``reps`` calls between the given events."""
+    import bench_gpu
+
+    import kaio
+    made, calls = [], []
+
+    def event():
+        made.append(kaio.Event())
+        return made[-1]
+    ms = bench_gpu.timed(lambda: calls.append(1), reps=4, rounds=3, warmup=2, event=event,
+                         synchronize=kaio.synchronize)
+    assert len(calls) == 2 + 4 * 3 and len(made) == 2 * 3 and ms >= 0.0
+
+
 def test_function_attributes_without_a_function():
     assert ml_kaio.function_attributes(None) == {"regs": None, "local_bytes": None,
                                                  "static_shared_bytes": None}
