@@ -17,9 +17,9 @@ a candidate that raises is recorded and skipped), its outputs (``outputs(*args)`
 compared with the first good candidate's (``check=(atol, rtol)``; a disagreeing one is rejected),
 then timed with kaio events: ``warmup`` calls, then ``rounds`` timings of ``reps`` back-to-back
 calls, the median per call. The fastest wins, unless it beats the default by less than
-``margin`` (2%). numpy arguments are copied to the device once for
-the trials, so they time the kernel and not the copies; the trials write the outputs, so a tuned
-function must compute its outputs from its inputs (not update them in place).
+``margin`` (2%). numpy arguments are copied to the device once for the trials, so they time the
+kernel and not the copies; the trials write the outputs, so a tuned function must compute its
+outputs from its inputs (not update them in place).
 
 The winner is kept in memory and on disk, per (tuner name, device, key), in kaio's cache
 (:class:`kaio.cache.CompileCache` under ``<cache dir>/autotune``: atomic writes, entries verified on

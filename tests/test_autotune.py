@@ -310,3 +310,22 @@ def test_row_ops_tune_on_the_gpu_and_a_new_process_reads_the_winner(op, store, t
     finally:
         row_tuning.TUNERS[op].forget()
         be._current = previous
+
+
+def test_device_id_names_backend_gpu_arch_and_codegen():
+    from types import SimpleNamespace as NS
+    gpu = NS(name="cuda", props=NS(name="NVIDIA H200"), arch="sm_90", codegen="llvm")
+    assert autotune.device_id(gpu) == "cuda:NVIDIA H200:sm_90:llvm"
+    assert autotune.device_id(NS(name="hip", props=NS(name="MI300X"), arch="gfx942")) == "hip:MI300X:gfx942"
+    assert autotune.device_id(NS(name="reference")) == "reference"
+
+
+def test_graph_capture_takes_the_default_without_remembering_it(reference, store):
+    timer = FakeTimer({"a": 3.0, "b": 1.0, "c": 2.0})
+    tuner = make_tuner()
+    x, y = kaio.to_device(np.arange(64, dtype=np.float32)), kaio.device_array(64, np.float32)
+    with autotune.use_timer(timer), autotune.choices() as got:
+        with kaio.graph():
+            tuner(x, y)
+        tuner(x, y)
+    assert [(c.config.name, c.source) for _, _, c in got] == [("a", "capturing"), ("b", "tuned")]
