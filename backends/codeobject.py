@@ -63,10 +63,10 @@ def _scan(elf: bytes) -> _ElfView:
     pyelftools is imported here, not at module load: kaio runs (and compiles for NVIDIA) on a
     machine without it; reading AMD code objects needs it."""
     try:
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
-        from elftools.elf.enums import ENUM_EI_OSABI, ENUM_NOTE_N_TYPE
-        from elftools.elf.sections import NoteSection, SymbolTableSection
+        from elftools.common.exceptions import ELFError  # lazy: pyelftools, optional
+        from elftools.elf.elffile import ELFFile  # lazy: pyelftools, optional
+        from elftools.elf.enums import ENUM_EI_OSABI, ENUM_NOTE_N_TYPE  # lazy: pyelftools, optional
+        from elftools.elf.sections import NoteSection, SymbolTableSection  # lazy: pyelftools, optional
     except ImportError as e:
         raise CodeObjectError("reading AMD code objects needs pyelftools (pip install "
                               "pyelftools)") from e

@@ -21,9 +21,9 @@ and fails, listing each offence, on:
 
 - an upward import (function-level imports included): ``module:line -> imported module``;
 - an import inside a function of a kaio module or of a required dependency (numpy, llvmlite,
-  ml_dtypes, rich, msgpack, pyelftools) without ``# lazy: <reason>`` on its line, where the
-  reason names an optional dependency or a measured import-time cost ("import time, ~40 ms");
-  any other non-stdlib import inside a function (an optional dependency) needs ``# lazy:`` too;
+  ml_dtypes, rich, msgpack) without ``# lazy: <reason>`` on its line, where the reason names an
+  optional dependency or a measured import-time cost ("import time, ~40 ms"); any other
+  non-stdlib import inside a function (an optional dependency) needs ``# lazy:`` too;
 - a cycle among module-level imports (imports under ``if TYPE_CHECKING:`` are not executed and
   do not count);
 - ``importlib.import_module`` / ``__import__`` outside the registries listed in ``DYNAMIC``
@@ -54,8 +54,9 @@ LAYERS = [
                 "kaio.dlpack", "kaio.checked", "kaio.mpi"]),
     ("tools", 5, ["kaio.kernels", "kaio.conformance", "kaio.cli", "kaio.showcase", "kaio.bench"]),
 ]
-REQUIRED = {"numpy", "llvmlite", "ml_dtypes", "rich", "msgpack", "elftools"}
-OPTIONAL = ("cuda-python", "hip-python", "torch", "triton", "cupy", "mpi", "mpmath", "scipy")
+REQUIRED = {"numpy", "llvmlite", "ml_dtypes", "rich", "msgpack"}
+OPTIONAL = ("cuda-python", "hip-python", "torch", "triton", "cupy", "mpi", "mpmath", "scipy",
+            "pyelftools")
 IMPORT_TIME = re.compile(r"import time\b.*\d+(\.\d+)?\s*ms")
 #: modules that may import by name, and why
 DYNAMIC = {
