@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from . import cuda_driver as drv
-from .runtime import ExecGraph, Runtime, one_per_device, quietly
+from .runtime import ExecGraph, Runtime, one_per_device, protocol_stream, quietly
 
 _IPC_HANDLE_BYTES = 64  # CU_IPC_HANDLE_SIZE
 
@@ -203,8 +203,9 @@ class CudaRuntime(Runtime):
     def foreign_stream(self, stream) -> int:
         if isinstance(stream, (int, np.integer)):
             return int(stream)
-        if hasattr(stream, "__cuda_stream__"):  # CUDA stream protocol: (version, handle)
-            return int(stream.__cuda_stream__()[1])
+        handle = protocol_stream(stream)  # CUDA stream protocol: (version, handle)
+        if handle is not None:
+            return handle
         if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
             return int(stream.cuda_stream)
         if hasattr(stream, "ptr"):  # cupy.cuda.Stream

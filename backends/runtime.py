@@ -62,6 +62,19 @@ def transfer_stats() -> TransferStats:
     return _stats
 
 
+def protocol_stream(stream) -> int | None:
+    """The handle of an object speaking the CUDA stream protocol (``__cuda_stream__()`` returns
+    ``(version, handle)``: CuPy, cuda.core, kaio's own streams), or None when it does not."""
+    fn = getattr(stream, "__cuda_stream__", None)
+    if fn is None:
+        return None
+    got = fn()
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], (int, np.integer))):
+        raise TypeError(f"{type(stream).__name__}.__cuda_stream__() must return (version, handle), "
+                        f"got {got!r}")
+    return int(got[1])
+
+
 def quietly(fn, *args) -> None:
     """Run a release call from a finalizer: at interpreter exit the driver may already be gone,
     and a finalizer has nobody to report to."""
@@ -298,7 +311,9 @@ class DeviceArray:
     Attributes: ``shape``, ``dtype`` (numpy), ``size``, ``ndim``, ``nbytes``, ``ptr`` (device
     address as int), ``runtime`` (the :class:`Runtime` owning the memory). Freed when
     garbage-collected or by :meth:`free`. On CUDA (and HIP) it exports
-    ``__cuda_array_interface__`` v3, so CuPy, PyTorch and Numba use it without a copy.
+    ``__cuda_array_interface__`` v3, so CuPy, PyTorch and Numba use it without a copy; on every
+    backend ``__dlpack__`` / ``__dlpack_device__`` (``torch.from_dlpack``, ``cupy.from_dlpack``,
+    ``np.from_dlpack`` for the reference backend's host memory).
     """
 
     __kaio_device__ = True
@@ -339,6 +354,17 @@ class DeviceArray:
             raise AttributeError(f"a {self.runtime.name} device array has no __cuda_array_interface__")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "strides": None, "version": 3, "stream": None}
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this array's memory, no copy (it keeps the array alive):
+        ``torch.from_dlpack``, ``cupy.from_dlpack``, ``jax.dlpack`` and, for reference-backend
+        (host) arrays, ``np.from_dlpack`` take kaio arrays this way (kaio.dlpack.export)."""
+        from ..dlpack import export  # lazy: kaio.dlpack imports this module
+        return export(self, stream, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple:
+        rt = self.runtime
+        return (rt.dlpack_device, 0 if rt.dlpack_device == 1 else int(getattr(rt, "device", 0) or 0))
 
     def live_ptr(self, what: str) -> int:
         """The device address, or ValueError naming ``what`` when the array was freed."""

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ...errors import LaunchError
-from ..runtime import Runtime, one_per_device
+from ..runtime import Runtime, one_per_device, protocol_stream
 
 #: the byte new allocations are filled with (see the module docstring)
 UNINITIALISED = 0xFF
@@ -115,6 +115,9 @@ class ReferenceRuntime(Runtime):
     def foreign_stream(self, stream) -> int:
         if isinstance(stream, (int, np.integer)):  # a raw handle: every stream is ordered here
             return int(stream)
+        handle = protocol_stream(stream)  # anything with __cuda_stream__, ordered here as well
+        if handle is not None:
+            return handle
         return super().foreign_stream(stream)
 
     # events: [time of the last record, or None]
