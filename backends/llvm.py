@@ -37,6 +37,7 @@ from ..ir.types import BufType
 from ..passes.expand_math import library_code
 from . import llvm_math, vector_access
 from .abi import kernel_abi
+from .llvm_mma import MmaEmitter
 from .llvm_targets import LlvmTarget, get_target, snippet_intrinsics
 
 # --- types ------------------------------------------------------------------------------------
@@ -108,8 +109,9 @@ FOR_CMP = {(True, True): "slt", (True, False): "sgt", (False, True): "ult", (Fal
 _TEMP = re.compile(r"\{(t[1-9])\}")
 
 
-class FunctionEmitter:
-    """Emits one kernel's LLVM IR function (and the module globals it needs)."""
+class FunctionEmitter(MmaEmitter):
+    """Emits one kernel's LLVM IR function (and the module globals it needs); the kaio.mma
+    fragment ops come from :class:`kaio.backends.llvm_mma.MmaEmitter`."""
 
     def __init__(self, kernel, target: LlvmTarget, fast_math: bool = False):
         self.k, self.t, self.fast_math = kernel, target, fast_math
@@ -175,7 +177,8 @@ class FunctionEmitter:
                                kernel=self.k.name) from None
 
     def error(self, op, msg: str) -> CompileError:
-        return CompileError.at(op.loc, f"{msg} (LLVM target {self.t.name})", kernel=self.k.name)
+        return CompileError.at(getattr(op, "loc", None), f"{msg} (LLVM target {self.t.name})",
+                               kernel=self.k.name)
 
     def need(self, snippet: str, what: str, op) -> str:
         if not snippet:
@@ -238,21 +241,26 @@ class FunctionEmitter:
         """This thread's warp as a lane mask: all 32 lanes, or those that exist in the last,
         partial warp of a block whose size is not a multiple of 32 (computed in the entry block,
         which dominates every warp op)."""
-        sreg = self.t.specials
-        t = {ax: self.snippet(sreg["thread_idx"], ax=ax) for ax in "xyz"}
-        n = {ax: self.snippet(sreg["block_dim"], ax=ax) for ax in "xyz"}
-        lin = self.ins(f"mul i32 {t['z']}, {n['y']}")
-        lin = self.ins(f"add i32 {lin}, {t['y']}")
-        lin = self.ins(f"mul i32 {lin}, {n['x']}")
-        lin = self.ins(f"add i32 {lin}, {t['x']}")
-        tot = self.ins(f"mul i32 {n['x']}, {n['y']}")
-        tot = self.ins(f"mul i32 {tot}, {n['z']}")
+        lin, tot = self.block_thread()
         first = self.ins(f"and i32 {lin}, -32")                   # the warp's first thread
         left = self.ins(f"sub i32 {tot}, {first}")
         full = self.ins(f"icmp uge i32 {left}, 32")
         bits = self.ins(f"shl i32 1, {self.ins(f'select i1 {full}, i32 0, i32 {left}')}")
         part = self.ins(f"sub i32 {bits}, 1")
         return self.ins(f"select i1 {full}, i32 -1, i32 {part}")
+
+    def special(self, name: str, axis: int = 0) -> str:
+        """The i32 value of special register ``name`` (thread_idx, block_dim...) on ``axis``."""
+        return self.snippet(self.need(self.t.specials.get(name), name, None), ax="xyz"[axis],
+                            axn=axis, off2=12 + 2 * axis, off4=4 * axis)
+
+    def block_thread(self) -> tuple[str, str]:
+        """(this thread's linear index in its block, threads per block)."""
+        tx, ty, tz = (self.special("thread_idx", a) for a in range(3))
+        nx, ny, nz = (self.special("block_dim", a) for a in range(3))
+        lin = self.ins(f"add i32 {self.ins(f'mul i32 {tz}, {ny}')}, {ty}")
+        lin = self.ins(f"add i32 {self.ins(f'mul i32 {lin}, {nx}')}, {tx}")
+        return lin, self.ins(f"mul i32 {self.ins(f'mul i32 {nx}, {ny}')}, {nz}")
 
     # --- blocks -----------------------------------------------------------------------------
     def block(self, block):
@@ -353,7 +361,7 @@ class FunctionEmitter:
 
     def op_select(self, op):
         c, a, b = (self.v(x) for x in op.operands)
-        ty = llty(op.result.type)
+        ty = self.vty(op.result.type)
         self.bind(op, self.ins(f"select i1 {c}, {ty} {a}, {ty} {b}"))
 
     def op_cast(self, op):
@@ -392,10 +400,8 @@ class FunctionEmitter:
     def op_special(self, op):
         if op.opcode == "warp_size":
             return self.bind(op, str(self.t.warp_size))
-        axis = op.attrs.get("axis", 0)
-        self.bind(op, self.snippet(self.need(self.t.specials.get(op.opcode), op.opcode, op),
-                                   ax="xyz"[axis], axn=axis,
-                                   off2=12 + 2 * axis, off4=4 * axis))
+        self.need(self.t.specials.get(op.opcode), op.opcode, op)
+        self.bind(op, self.special(op.opcode, op.attrs.get("axis", 0)))
 
     def op_shape(self, op):
         buf = op.operands[0]
@@ -683,7 +689,7 @@ class FunctionEmitter:
         self.start(end_l)
         for i, r in enumerate(op.results):
             phis = ", ".join(f"[ {vals[i]}, %{lab} ]" for vals, lab in incoming)
-            self.vals[r.id] = self.ins(f"phi {llty(r.type)} {phis}")
+            self.vals[r.id] = self.ins(f"phi {self.vty(r.type)} {phis}")
 
     def _phis(self, args, inits, pre: str) -> list[int]:
         """Emit header phis with a placeholder for the back edge; returns their line numbers."""
@@ -692,7 +698,7 @@ class FunctionEmitter:
             name = self.tmp("phi")
             self.vals[arg.id] = name
             slots.append(len(self.lines))
-            self.emit(f"{name} = phi {llty(arg.type)} [ {init}, %{pre} ], @BACKEDGE@")
+            self.emit(f"{name} = phi {self.vty(arg.type)} [ {init}, %{pre} ], @BACKEDGE@")
         return slots
 
     def _close_phis(self, slots, values, latch: str) -> None:

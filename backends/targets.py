@@ -39,6 +39,7 @@ from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
 from .llvm import emit_llvm
 from .llvm_compile import link_code_object, llvm_to_asm, llvm_to_object
+from .llvm_mma import WARP, scheme_of
 from .llvm_targets import get_target as llvm_target
 from .llvm_targets import module_flags
 from .ptx import emit_ptx
@@ -167,15 +168,22 @@ def _llvm(a, o):
 
 
 def _no_fragments(kernel, target: str) -> None:
-    """kaio.mma fragments have codegen on kaio's PTX path only so far: on the LLVM paths (NVVM
-    mma intrinsics, AMD MFMA) a kernel using them is refused here, at its first fragment op."""
-    op = next((o for o in kernel.walk() if o.opcode.startswith("mma")), None)
+    """kaio.mma fragments are lowered on the LLVM paths where :mod:`.llvm_mma` has a scheme for
+    the target (NVVM mma on nvptx64, MFMA on gfx90a/gfx942) laid out for its warp width; any
+    other target (gfx1100's WMMA is not lowered) refuses the kernel here, at its first
+    fragment op."""
+    t = llvm_target(target)
+    scheme = scheme_of(t)
+    if scheme is not None and WARP[scheme] == t.warp_size:
+        return
+    op = next((o for o in kernel.walk() if o.opcode.startswith("mma") and o.opcode != "mma_copy"),
+              None)
     if op is not None:
         raise CompileError.at(
-            op.loc, f"kaio.mma fragments are not supported on target {target} yet (LLVM path: "
-                    f"no NVVM mma / AMD MFMA lowering)", kernel=kernel.name,
-            hint="compile for kaio's PTX path (targets sm_80 .. sm_90a; "
-                 "KAIO_CUDA_CODEGEN=ptx), or use the reference backend")
+            op.loc, f"kaio.mma fragments are not supported on target {target} (LLVM path: no "
+                    f"NVVM mma / AMD MFMA lowering for it)", kernel=kernel.name,
+            hint="compile for an NVIDIA target (sm_80 and later, either codegen) or gfx90a / "
+                 "gfx942, or use the reference backend")
 
 
 def _asm(a, o):

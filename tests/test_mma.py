@@ -1,7 +1,9 @@
 """kaio.mma warp matrix fragments: reference semantics against numpy (f16 and bf16 products,
 f32 accumulation in the documented order), a tiled GEMM on every backend present, the checks
 that refuse what is not proved (divergent fragment ops, racy shared tiles, Region stores), and
-the PTX (mma.sync, assembled by ptxas for sm_80 and sm_90).
+the PTX (mma.sync, assembled by ptxas for sm_80 and sm_90). On a CUDA GPU the tiled GEMM runs
+on whichever NVIDIA path KAIO_CUDA_CODEGEN selects (the LLVM path's own tests:
+tests/test_mma_llvm.py).
 
 Tolerance against a float64 product: the reference adds in f32, one rounding per addition, so
 |C - A @ B| <= K * 2**-24 * (|A| @ |B|) elementwise; a matrix unit adds in another order and
@@ -167,12 +169,6 @@ def test_tiled_gemm_64(backend, name, out):
     a, b = _inputs(64, 64, 64, npdt, seed=2)
     o = kaio.dtypes.from_name(out)
     c = np.zeros((64, 64), o.storage_np)
-    if backend == "cuda" and kaio.config.settings().cuda_codegen == "llvm":
-        # the LLVM path has no fragment lowering yet: a clear refusal, before anything runs
-        with pytest.raises(kaio.CompileError, match="fragment"):
-            GEMM[name, o][4, 128](a, b, c)
-        assert not c.any()
-        return
     GEMM[name, o][4, 128](a, b, c)
     if out == "f32":
         _check_product(c, a, b, gpu=backend != "reference")
@@ -252,10 +248,13 @@ def test_partial_warp_is_a_runtime_error(reference):
         tile[1, 48](a, b, c)
 
 
-def test_llvm_paths_refuse_fragments_by_name():
-    for target in ("nvptx64-sm_80", "gfx942"):
-        with pytest.raises(kaio.CompileError, match=f"not supported on target {target}"):
-            tile.emit("llvm", target)
+def test_llvm_paths_without_a_fragment_lowering_refuse_by_name():
+    """NVVM (nvptx64) and MFMA (gfx90a, gfx942) lower fragments (tests/test_mma_llvm.py);
+    gfx1100 (WMMA) does not, and says so at the op."""
+    for target, intrinsic in (("nvptx64-sm_80", "@llvm.nvvm.mma."), ("gfx942", "@llvm.amdgcn.mfma.")):
+        assert intrinsic in tile.emit("llvm", target)
+    with pytest.raises(kaio.CompileError, match="not supported on target gfx1100"):
+        tile.emit("llvm", "gfx1100")
 
 
 # --- PTX ------------------------------------------------------------------------------------------

@@ -1,0 +1,411 @@
+"""kaio.mma fragments on the LLVM paths: NVVM ``mma`` intrinsics (nvptx64) and AMD MFMA (gfx90a,
+gfx942).
+
+A fragment is one LLVM vector per lane, ``<E x half|bfloat|float>``, so it flows through phis
+like any value. Which matrix element each lane's element e holds is the target's *scheme*:
+
+- ``nvvm`` (32-lane warps): the fragment is a row-major grid of ``m16n8k16`` instruction tiles,
+  each laid out as PTX's ``mma.sync`` wants it (the same table as kaio's PTX path,
+  :mod:`kaio.backends.ptx_mma`); ``mma`` is ``llvm.nvvm.mma.m16n8k16.row.col.f32.f32`` (f16) or
+  ``.bf16`` per tile triple.
+- ``mfma16`` (64-lane wavefronts): ``v_mfma_f32_16x16x16{f16,bf16_1k}``. An A tile (16 x 16) is
+  one MFMA A operand: lane l holds row ``l % 16``, columns ``4 * (l // 16) + 0..3``. B and the
+  accumulator pair adjacent n-tiles (16 x 8 each) into one 16 x 16 MFMA operand: B's lane l
+  holds rows ``4 * (l // 16) + 0..3`` of column ``l % 16``, the accumulator rows
+  ``4 * (l // 16) + 0..3`` of column ``l % 16``. A fragment with an odd number of n-tiles has
+  a lone last tile: its MFMA still computes 16 columns, and columns 8..15 (the lanes with
+  ``l % 16 >= 8``) are padding: loaded as 0, never stored (half of that MFMA's work is wasted;
+  use ``n=`` multiples of 16 on AMD to avoid it).
+
+Every element's coordinates come from :func:`element_coords`, written once against a small
+arithmetic interface: the emitter runs it on LLVM values (:class:`_LlvmLanes`), the tests on
+numpy lane numbers (:class:`NumpyLanes`), so the mapping the addresses use is the mapping the
+tests check against a model of each instruction (tests/test_mma_llvm.py). The multiply order
+is :func:`mma_plan` (kk outer), shared the same way.
+
+Loads and stores go element by element (stores skip padding and elements outside the buffer
+and apply the BLAS epilogue exactly as the reference does: ``alpha * acc`` then ``+ beta * old``,
+two roundings, old read only where beta != 0). ``copy_tile`` is a block-strided element copy
+with zero fill. No ``ldmatrix`` or ``cp.async`` here (kaio's PTX path has them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_ELEM_TY = {"f16": "half", "bf16": "bfloat", "f32": "float"}
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A lane-derived integer: ``((lane >> shift) & mask) * mul``."""
+
+    shift: int
+    mask: int
+    mul: int = 1
+
+    @property
+    def max(self) -> int:
+        return self.mask * self.mul
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One instruction operand's share of a fragment: lane element e holds the fragment's
+    matrix element ``(r0 + row_sym(lane) + row_off, c0 + col_sym(lane) + col_off)`` of
+    ``elems[e] = ((row_sym, row_off), (col_sym, col_off))``; an element whose offset from
+    ``(r0, c0)`` is not below ``(rows, cols)`` is padding (outside the fragment)."""
+
+    r0: int
+    c0: int
+    rows: int
+    cols: int
+    elems: tuple
+
+
+_G, _T2 = Sym(2, 7), Sym(0, 3, 2)             # PTX: groupID, 2 * threadID_in_group
+_L16, _Q4 = Sym(0, 15), Sym(4, 3, 4)          # MFMA 16x16: lane % 16, 4 * (lane // 16)
+_ELEMS = {
+    "nvvm": {
+        "a": tuple(((_G, 8 * (i // 2 % 2)), (_T2, i % 2 + 8 * (i // 4))) for i in range(8)),
+        "b": tuple(((_T2, i % 2 + 8 * (i // 2)), (_G, 0)) for i in range(4)),
+        "acc": tuple(((_G, 8 * (i // 2)), (_T2, i % 2)) for i in range(4)),
+    },
+    "mfma16": {
+        "a": tuple(((_L16, 0), (_Q4, i)) for i in range(4)),
+        "b": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
+        "acc": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
+    },
+}
+#: scheme -> the warp width it is laid out for
+WARP = {"nvvm": 32, "mfma16": 64}
+
+
+def scheme_of(target) -> str | None:
+    """The fragment scheme of an LLVM target (:mod:`kaio.backends.llvm_targets`), or None where
+    fragments have no lowering (gfx1100's WMMA, the host test target)."""
+    if target.triple.startswith("nvptx"):
+        return "nvvm"
+    if target.cpu in ("gfx90a", "gfx942"):
+        return "mfma16"
+    return None
+
+
+def pieces(scheme: str, t) -> list[Piece]:
+    """The instruction operands fragment type ``t`` is made of, in lane-vector order."""
+    elems = _ELEMS[scheme][t.role]
+    (tr, tc), (nr, nc) = t.tile_dims, t.tiles
+    if scheme == "nvvm" or t.role == "a":     # one piece per instruction tile, row-major
+        return [Piece(i * tr, j * tc, tr, tc, elems) for i in range(nr) for j in range(nc)]
+    # mfma16 B / accumulator: two adjacent 16 x 8 tiles per 16 x 16 operand, a lone last one
+    return [Piece(i * tr, j * tc, tr, tc * min(2, nc - j), elems)
+            for i in range(nr) for j in range(0, nc, 2)]
+
+
+def lane_length(scheme: str, t) -> int:
+    """Elements per lane of a fragment of type ``t``."""
+    return len(pieces(scheme, t)) * len(_ELEMS[scheme][t.role])
+
+
+def mma_plan(scheme: str, ta, tb, tc) -> list[tuple[int, int, int]]:
+    """(A piece, B piece, accumulator piece) of each instruction of ``mma``, in issue order:
+    kk ascending (outer), then the accumulator's pieces row-major."""
+    na, nb = len(pieces(scheme, ta)), len(pieces(scheme, tb))
+    tk = ta.tiles[1]
+    across = nb // tk
+    return [(i * tk + kk, kk * across + j, i * across + j)
+            for kk in range(tk) for i in range(na // tk) for j in range(across)]
+
+
+def element_coords(scheme: str, t, lane, ar) -> list[tuple]:
+    """Per element of a lane's fragment vector: (row, col, valid), relative to the fragment's
+    origin; ``valid`` is None where the element is never padding. ``ar`` does the arithmetic
+    (``sym``, ``add``, ``lt``, ``and_``) on ``lane``: LLVM values in the emitter, numpy arrays in
+    the tests."""
+    out = []
+    for p in pieces(scheme, t):
+        for (rs, ro), (cs, co) in p.elems:
+            rv, cv = ar.sym(lane, rs), ar.sym(lane, cs)
+            valid = None
+            for v, s, off, limit in ((rv, rs, ro, p.rows), (cv, cs, co, p.cols)):
+                if s.max + off >= limit:            # some lanes land past the piece: padding
+                    ok = ar.lt(v, limit - off)
+                    valid = ok if valid is None else ar.and_(valid, ok)
+            out.append((ar.add(rv, p.r0 + ro), ar.add(cv, p.c0 + co), valid))
+    return out
+
+
+class NumpyLanes:
+    """:func:`element_coords` arithmetic on numpy integer lane numbers (the tests' side)."""
+
+    def sym(self, lane, s: Sym):
+        return ((np.asarray(lane) >> s.shift) & s.mask) * s.mul
+
+    def add(self, v, k: int):
+        return v + k
+
+    def lt(self, v, k: int):
+        return v < k
+
+    def and_(self, p, q):
+        return p & q
+
+
+class _LlvmLanes:
+    """:func:`element_coords` arithmetic emitted as i32 LLVM instructions (each distinct value
+    computed once per op)."""
+
+    def __init__(self, em):
+        self.em, self.memo = em, {}
+
+    def _once(self, key, rhs: str) -> str:
+        if key not in self.memo:
+            self.memo[key] = self.em.ins(rhs, "ln")
+        return self.memo[key]
+
+    def sym(self, lane: str, s: Sym) -> str:
+        v = self._once(("shr", s.shift), f"lshr i32 {lane}, {s.shift}") if s.shift else lane
+        v = self._once(("and", s.shift, s.mask), f"and i32 {v}, {s.mask}")
+        return self._once(("sym", s), f"mul i32 {v}, {s.mul}") if s.mul != 1 else v
+
+    def add(self, v: str, k: int) -> str:
+        return self._once(("add", v, k), f"add i32 {v}, {k}") if k else v
+
+    def lt(self, v: str, k: int) -> str:
+        return self._once(("lt", v, k), f"icmp ult i32 {v}, {k}")
+
+    def and_(self, p: str, q: str) -> str:
+        return self._once(("and1", p, q), f"and i1 {p}, {q}")
+
+
+# --- the instructions ------------------------------------------------------------------------
+def _slice(em, vec: str, vty: str, ety: str, start: int, n: int) -> str:
+    """Elements start..start+n-1 of vector ``vec`` as an ``<n x ety>`` vector."""
+    mask = ", ".join(f"i32 {start + i}" for i in range(n))
+    return em.ins(f"shufflevector {vty} {vec}, {vty} poison, <{n} x i32> <{mask}>")
+
+
+def _nvvm_mma(em, dtype: str, a, b, c: list[str]) -> list[str]:
+    """One ``mma.sync.m16n8k16``: ``a``/``b`` are (vector, its type, first element) of the A and
+    B pieces, ``c`` the four f32 accumulator values; returns the four results."""
+    ety = _ELEM_TY[dtype]
+    args = []
+    for vec, vty, start, n in ((*a, 8), (*b, 4)):
+        for k in range(start, start + n, 2):     # two elements per 32-bit register
+            pair = _slice(em, vec, vty, ety, k, 2)
+            args.append(("i32", em.ins(f"bitcast <2 x bfloat> {pair} to i32"))
+                        if dtype == "bf16" else (f"<2 x {ety}>", pair))
+    args += [("float", x) for x in c]
+    st = "{float, float, float, float}"
+    name = "llvm.nvvm.mma.m16n8k16.row.col." + ("bf16" if dtype == "bf16" else "f32.f32")
+    d = em.call(st, name, *args)
+    return [em.ins(f"extractvalue {st} {d}, {i}") for i in range(4)]
+
+
+def _mfma16(em, dtype: str, a, b, c: list[str]) -> list[str]:
+    """One ``v_mfma_f32_16x16x16`` (f16, or bf16_1k): operands as for :func:`_nvvm_mma`."""
+    ety = _ELEM_TY[dtype]
+    args = []
+    for vec, vty, start in (a, b):
+        v = _slice(em, vec, vty, ety, start, 4)
+        args.append(("<4 x i16>", em.ins(f"bitcast <4 x bfloat> {v} to <4 x i16>"))
+                    if dtype == "bf16" else ("<4 x half>", v))
+    acc = "poison"
+    for i, x in enumerate(c):
+        acc = em.ins(f"insertelement <4 x float> {acc}, float {x}, i32 {i}")
+    name = "llvm.amdgcn.mfma.f32.16x16x16" + ("bf16.1k" if dtype == "bf16" else "f16")
+    d = em.call("<4 x float>", name, *args, ("<4 x float>", acc), ("i32", "0"), ("i32", "0"),
+                ("i32", "0"))
+    return [em.ins(f"extractelement <4 x float> {d}, i32 {i}") for i in range(4)]
+
+
+_INSTR = {"nvvm": _nvvm_mma, "mfma16": _mfma16}
+
+
+# --- the emitter's fragment ops (mixed into kaio.backends.llvm.FunctionEmitter) ---------------
+class MmaEmitter:
+    """``op_mma_*`` handlers of the LLVM emitter. Uses the emitter's helpers (``ins``, ``call``,
+    ``v``, ``bufs``, ``snippet``...); the scheme comes from the target (:func:`scheme_of`)."""
+
+    def vty(self, t) -> str:
+        """LLVM type of an IR value: a fragment's lane vector, or the scalar type."""
+        if getattr(t, "kind", None) == "frag":
+            return f"<{lane_length(self._scheme(None), t)} x {_ELEM_TY[t.dtype.name]}>"
+        from .llvm import llty
+        return llty(t)
+
+    def _scheme(self, op) -> str:
+        s = scheme_of(self.t)
+        if s is None or WARP[s] != self.t.warp_size:
+            what = "no NVVM mma / AMD MFMA lowering" if s is None else \
+                f"{s} fragments are laid out for {WARP[s]}-lane warps, not {self.t.warp_size}"
+            raise self.error(op, f"kaio.mma fragments are not supported on this target ({what})")
+        return s
+
+    def _lane(self) -> str:
+        return self.snippet(self.t.specials["lane_id"])
+
+    def _tile_addr(self, buf, r: str, c: str, ld) -> tuple[str, str, list]:
+        """(pointer, pointer type, index values for the bounds test) of element (r, c) of a
+        tile: ``r``/``c`` are i32 coordinates in the buffer, ``ld`` the row length of a 1-d
+        buffer (None for 2-d)."""
+        from .llvm import memty
+        base, space, extents = self.bufs[buf.id]
+        bt = buf.type
+        wide = bt.space == "global"
+        it = "i64" if wide else "i32"
+
+        def widen(x, signed=True):
+            return self.ins(f"{'sext' if signed else 'zext'} i32 {x} to i64") if wide else x
+        if ld is not None:
+            lin32 = self.ins(f"add i32 {self.ins(f'mul i32 {r}, {ld}')}, {c}")
+            lin, index = widen(lin32), [lin32]
+        else:
+            pitch = bt.static_shape[1] if bt.static_shape is not None else widen(extents[1], False)
+            lin = self.ins(f"add {it} {self.ins(f'mul {it} {widen(r)}, {pitch}')}, {widen(c)}")
+            index = [r, c]
+        pty = self.ptrty(space)
+        return self.ins(f"getelementptr {memty(bt.dtype)}, {pty} {base}, {it} {lin}", "p"), pty, index
+
+    def _inside(self, buf, index: list[str]) -> str:
+        """i1: the element index (i32 values) lies inside the buffer (unsigned compares, so
+        negative indices are outside)."""
+        _, _, extents = self.bufs[buf.id]
+        dims = buf.type.static_shape or extents
+        ok = None
+        for i, ext in zip(index, dims):
+            q = self.ins(f"icmp ult i32 {i}, {ext}")
+            ok = q if ok is None else self.ins(f"and i1 {ok}, {q}")
+        return ok
+
+    def _elements(self, op, ftype, trans=False):
+        """Per lane element: (pointer, pointer type, bounds index, padding validity) of the
+        element of the tile op addresses (operands: buf, row0, col0[, ld])."""
+        scheme = self._scheme(op)
+        buf = op.operands[0]
+        n_idx = 3 if buf.type.ndim == 1 else 2
+        row0, col0, *ld = (self.index_value(v, "i32") for v in op.operands[1:1 + n_idx])
+        lanes = _LlvmLanes(self)
+        out = []
+        for r, c, valid in element_coords(scheme, ftype, self._lane(), lanes):
+            if trans:                 # the buffer holds the tile transposed
+                r, c = c, r
+            rr = lanes._once(("row", r), f"add i32 {row0}, {r}")
+            cc = lanes._once(("col", c), f"add i32 {col0}, {c}")
+            if valid is not None:     # padding reads the tile's origin (never used)
+                rr = self.ins(f"select i1 {valid}, i32 {rr}, i32 {row0}")
+                cc = self.ins(f"select i1 {valid}, i32 {cc}, i32 {col0}")
+            out.append((*self._tile_addr(buf, rr, cc, ld[0] if ld else None), valid))
+        return out
+
+    def op_mma_fill(self, op):
+        t = op.result.type
+        vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
+        one = self.ins(f"insertelement {vty} poison, {ety} {self.v(op.operands[0])}, i32 0")
+        n = lane_length(self._scheme(op), t)
+        self.bind(op, self.ins(f"shufflevector {vty} {one}, {vty} poison, <{n} x i32> zeroinitializer"))
+
+    def op_mma_load(self, op):
+        from .llvm import float_literal
+        t = op.result.type
+        vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
+        vec = "poison"
+        for e, (ptr, pty, _, valid) in enumerate(self._elements(op, t, bool(op.attrs.get("trans")))):
+            x = self.ins(f"load {ety}, {pty} {ptr}, align {t.dtype.itemsize}")
+            if valid is not None:
+                x = self.ins(f"select i1 {valid}, {ety} {x}, {ety} {float_literal(0.0, t.dtype)}")
+            vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
+        self.bind(op, vec)
+
+    def op_mma(self, op):
+        scheme = self._scheme(op)
+        a, b, c = op.operands
+        ta, tb, tc = (x.type for x in op.operands)
+        na, nb, nc = (len(_ELEMS[scheme][r]) for r in ("a", "b", "acc"))
+        cty = self.vty(tc)
+        cv = self.v(c)
+        acc = [[self.ins(f"extractelement {cty} {cv}, i32 {p * nc + i}") for i in range(nc)]
+               for p in range(len(pieces(scheme, tc)))]
+        A, B = (self.v(a), self.vty(ta)), (self.v(b), self.vty(tb))
+        for pa, pb, pc in mma_plan(scheme, ta, tb, tc):
+            acc[pc] = _INSTR[scheme](self, ta.dtype.name, (*A, pa * na), (*B, pb * nb), acc[pc])
+        vec = "poison"
+        for e, x in enumerate(v for piece in acc for v in piece):
+            vec = self.ins(f"insertelement {cty} {vec}, float {x}, i32 {e}")
+        self.bind(op, vec)
+
+    def op_mma_store(self, op):
+        """Each element rounded to the buffer's dtype and stored where it is no padding and
+        lies inside the buffer; ``scaled``: ``alpha * acc + beta * old`` (old read where beta
+        != 0), in f32 with a rounding per operation, as the reference computes it."""
+        from .llvm import llty
+        buf, acc = op.operands[0], op.operands[-1]
+        bt = buf.type.dtype
+        ty = llty(bt)
+        cty, cv = self.vty(acc.type), self.v(acc)
+        scaled = bool(op.attrs.get("scaled"))
+        if scaled:
+            alpha, beta = (self.v(x) for x in op.operands[-3:-1])
+            read_old = self.ins(f"fcmp une float {beta}, 0.0")
+        for e, (ptr, pty, index, valid) in enumerate(self._elements(op, acc.type)):
+            ok = self._inside(buf, index)
+            if valid is not None:
+                ok = self.ins(f"and i1 {ok}, {valid}")
+            st, nxt = self.new_label("mst"), self.new_label("mnext")
+            self.emit(f"br i1 {ok}, label %{st}, label %{nxt}")
+            self.start(st)
+            x = self.ins(f"extractelement {cty} {cv}, i32 {e}")
+            if scaled:
+                x = self.ins(f"fmul float {alpha}, {x}")
+                old_l, join = self.new_label("mold"), self.new_label("mjoin")
+                here = self.label
+                self.emit(f"br i1 {read_old}, label %{old_l}, label %{join}")
+                self.start(old_l)
+                old = self.ins(f"load {ty}, {pty} {ptr}, align {bt.itemsize}")
+                if bt.name != "f32":
+                    old = self.ins(f"fpext {ty} {old} to float")
+                y = self.ins(f"fadd float {x}, {self.ins(f'fmul float {beta}, {old}')}")
+                self.emit(f"br label %{join}")
+                self.start(join)
+                x = self.ins(f"phi float [ {x}, %{here} ], [ {y}, %{old_l} ]")
+            if bt.name != "f32":
+                x = self.ins(f"fptrunc float {x} to {ty}")
+            self.emit(f"store {ty} {x}, {pty} {ptr}, align {bt.itemsize}")
+            self.emit(f"br label %{nxt}")
+            self.start(nxt)
+
+    def op_mma_copy(self, op):
+        """Block-collective ``dst[0:rows, 0:cols] = src[row0.., col0..]``, zeros outside src:
+        thread t copies elements t, t + T, t + 2T ... (T threads per block)."""
+        from .llvm import literal, memty
+        dst, src, r0, c0 = op.operands
+        rows, cols = op.attrs["rows"], op.attrs["cols"]
+        t = dst.type.dtype
+        ty = memty(t)
+        zero = "0" if ty.startswith("i") else literal(0.0, t)
+        row0, col0 = (self.index_value(v, "i32") for v in (r0, c0))
+        tid, nt = self.block_thread()
+        pre = self.label
+        top, body, load_l, join, done = (self.new_label(h) for h in
+                                         ("mcopy", "mcbody", "mcload", "mcjoin", "mcdone"))
+        self.emit(f"br label %{top}")
+        self.start(top)
+        nxt = self.tmp("u")
+        u = self.ins(f"phi i32 [ {tid}, %{pre} ], [ {nxt}, %{join} ]")
+        self.emit(f"br i1 {self.ins(f'icmp ult i32 {u}, {rows * cols}')}, label %{body}, label %{done}")
+        self.start(body)
+        r, c = self.ins(f"udiv i32 {u}, {cols}"), self.ins(f"urem i32 {u}, {cols}")
+        gr, gc = self.ins(f"add i32 {row0}, {r}"), self.ins(f"add i32 {col0}, {c}")
+        sptr, spty, sidx = self._tile_addr(src, gr, gc, None)
+        self.emit(f"br i1 {self._inside(src, sidx)}, label %{load_l}, label %{join}")
+        self.start(load_l)
+        x = self.ins(f"load {ty}, {spty} {sptr}, align {t.itemsize}")
+        self.emit(f"br label %{join}")
+        self.start(join)
+        x = self.ins(f"phi {ty} [ {zero}, %{body} ], [ {x}, %{load_l} ]")
+        dptr, dpty, _ = self._tile_addr(dst, r, c, None)
+        self.emit(f"store {ty} {x}, {dpty} {dptr}, align {t.itemsize}")
+        self.emit(f"{nxt} = add i32 {u}, {nt}")
+        self.emit(f"br label %{top}")
+        self.start(done)
