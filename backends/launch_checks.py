@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
@@ -140,11 +141,14 @@ def _float_max(t: dt.DType) -> float:
     return m
 
 
-def check_cuda_array_interface(cai: dict, what: str = "argument") -> tuple[np.dtype, tuple]:
+def check_cuda_array_interface(cai: dict, what: str = "argument", owner=None) -> tuple[np.dtype, tuple]:
     """(dtype, shape) of a ``__cuda_array_interface__`` dict; ValueError unless C-contiguous
-    and unmasked."""
+    and unmasked. ``owner``: the exporting object, whose own dtype names what an opaque
+    2-byte typestr holds (torch exports bfloat16 as ``|V2``)."""
     shape = tuple(int(s) for s in cai["shape"])
     dtype = np.dtype(cai["typestr"])
+    if dtype.kind == "V" and dtype.itemsize == 2 and "bfloat16" in str(getattr(owner, "dtype", "")):
+        dtype = np.dtype(ml_dtypes.bfloat16)
     strides = cai.get("strides")
     if strides is not None:
         acc = dtype.itemsize
@@ -191,7 +195,7 @@ def check_buffer(kernel: str, name: str, t: BufType, arr) -> tuple:
         adt, shape = arr.dtype, tuple(arr.shape)
     elif hasattr(arr, "__cuda_array_interface__"):  # torch / CuPy: dtype, shape, strides from it
         try:
-            adt, shape = check_cuda_array_interface(arr.__cuda_array_interface__, what)
+            adt, shape = check_cuda_array_interface(arr.__cuda_array_interface__, what, arr)
         except (KeyError, TypeError, IndexError) as e:
             raise ArgumentTypeError(f"{what}: the {type(arr).__name__}'s __cuda_array_interface__ is "
                                     f"malformed ({type(e).__name__}: {e})") from e

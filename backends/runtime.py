@@ -260,7 +260,7 @@ class Runtime:
         """(address, shape, dtype) of an object exporting ``__cuda_array_interface__``; waits
         on the producer's stream when the interface names one (protocol v3)."""
         cai = obj.__cuda_array_interface__
-        dtype, shape = check_cuda_array_interface(cai, what)
+        dtype, shape = check_cuda_array_interface(cai, what, obj)
         stream = cai.get("stream")
         if stream not in (None, 1, 2):  # 1, 2: the default streams, already ordered
             self.stream_synchronize(self.foreign_stream(int(stream)))

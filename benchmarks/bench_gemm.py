@@ -13,8 +13,6 @@ import os
 import statistics
 import sys
 
-import numpy as np
-
 
 def _time(fn, reps, rounds):
     import torch
@@ -57,29 +55,42 @@ def gemm_rows(sizes, dtypes, reps, rounds):
             a = torch.randn((m, k), device="cuda", dtype=tdt, generator=g)
             b = torch.randn((k, n), device="cuda", dtype=tdt, generator=g)
             c = torch.empty((m, n), device="cuda", dtype=torch.float32)
-            kern = G.gemm_kernel(dt, "f32", False, False)
-            grid, block = G.launch_config(m, n)
-            launch = kern[grid, block, 0, torch.cuda.current_stream()]   # torch's stream
-
-            def kaio_call():
-                launch(a, b, c, 1.0, 0.0)
-            kaio_call()
-            torch.cuda.synchronize()
             ref = torch.matmul(a.float(), b.float())
-            err = float((c - ref).norm() / ref.norm())
-            t_kaio = _time(kaio_call, reps, rounds)
-            t_cublas = _time(lambda: torch.matmul(a, b), reps, rounds)
+            t_cublas = _time(lambda a=a, b=b: torch.matmul(a, b), reps, rounds)
             fl = 2.0 * m * n * k
-            row = {"case": f"gemm {dt} {m}x{n}x{k}", "kaio_us": t_kaio, "cublas_us": t_cublas,
-                   "kaio_tflops": fl / t_kaio / 1e6, "cublas_tflops": fl / t_cublas / 1e6,
-                   "ratio": t_cublas / t_kaio, "rel_err": err, "ok": err < 1e-2}
-            row.update(_attributes(kern))
-            rows.append(row)
-            print(f"{row['case']:<28} kaio {t_kaio:9.1f} us {row['kaio_tflops']:6.1f} TF/s | "
-                  f"cuBLAS {t_cublas:9.1f} us {row['cublas_tflops']:6.1f} TF/s | "
-                  f"kaio/cuBLAS speed {row['ratio']:.2f}x | err {err:.1e} | regs {row.get('regs')}",
-                  flush=True)
-            del a, b, c, ref
+            stream = torch.cuda.current_stream()
+            for tile in list(G.TILES) + ["autotuned"]:
+                if tile == "autotuned":     # the library call: kaio.autotune picks the tiling
+                    with kaio.autotune.choices() as picked:
+                        G.gemm(a, b, c)
+                    torch.cuda.synchronize()
+                    chosen = picked[-1][2].config.name if picked else G.DEFAULT_TILE
+                    kern = G.gemm_kernel(dt, "f32", False, False, chosen)
+                    grid, block = G.launch_config(m, n, chosen)
+                else:
+                    chosen = tile
+                    kern = G.gemm_kernel(dt, "f32", False, False, tile)
+                    grid, block = G.launch_config(m, n, tile)
+                launch = kern[grid, block, 0, stream]       # on torch's stream
+
+                def kaio_call(launch=launch, a=a, b=b, c=c):
+                    launch(a, b, c, 1.0, 0.0)
+                c.zero_()
+                kaio_call()
+                torch.cuda.synchronize()
+                err = float((c - ref).norm() / ref.norm())
+                t_kaio = _time(kaio_call, reps, rounds)
+                label = f"gemm {dt} {m}x{n}x{k} {tile}" + (f" ({chosen})" if tile == "autotuned" else "")
+                row = {"case": label,
+                       "kaio_us": t_kaio, "cublas_us": t_cublas,
+                       "kaio_tflops": fl / t_kaio / 1e6, "cublas_tflops": fl / t_cublas / 1e6,
+                       "ratio": t_cublas / t_kaio, "rel_err": err, "ok": err < 1e-2}
+                row.update(_attributes(kern))
+                rows.append(row)
+                print(f"{row['case']:<52} kaio {t_kaio:9.1f} us {row['kaio_tflops']:6.1f} TF/s | "
+                      f"cuBLAS {t_cublas:9.1f} us {row['cublas_tflops']:6.1f} TF/s | "
+                      f"speed {row['ratio']:.2f}x | err {err:.1e} | regs {row.get('regs')}",
+                      flush=True)
     return rows
 
 
@@ -104,13 +115,13 @@ def quant_rows(reps, rounds):
                 m, k, n = size
                 a = torch.randint(-127, 127, (m, k), device="cuda", dtype=torch.int8)
                 b = torch.randint(-127, 127, (k, n), device="cuda", dtype=torch.int8)
-                tt = _time(lambda: torch._int_mm(a, b), reps, rounds)
+                tt = _time(lambda a=a, b=b: torch._int_mm(a, b), reps, rounds)
                 row.update(torch_us=tt, ratio=tt / t, torch_op="torch._int_mm")
             if name.endswith("w4a16"):
                 m, k, n, _ = size
                 x = torch.randn((m, k), device="cuda", dtype=torch.float16)
                 w = torch.randn((k, n), device="cuda", dtype=torch.float16)
-                tt = _time(lambda: torch.matmul(x, w), reps, rounds)
+                tt = _time(lambda x=x, w=w: torch.matmul(x, w), reps, rounds)
                 row.update(torch_us=tt, ratio=tt / t, torch_op="cuBLAS f16 on dequantized weights")
             rows.append(row)
             print(f"{row['case']:<48} kaio {t:9.1f} us"

@@ -47,8 +47,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from . import backends
+from .backends.runtime import capturing
 from .cache import CompileCache, compiler_fingerprint, default_dir
 from .config import settings
+from .device import Event, to_device
+from .device import synchronize as device_synchronize
 from .version import __version__
 
 #: cache entries are JSON records starting with this tag (anything else is a miss)
@@ -152,7 +156,6 @@ def device_id(backend=None) -> str:
     """What a winner is valid for: the backend, its device's name and arch, and on CUDA the code
     generator (kaio's PTX or the LLVM path)."""
     if backend is None:
-        from . import backends
         backend = backends.get_backend()
     name = getattr(backend, "name", "?")
     if name == "reference":
@@ -170,10 +173,7 @@ def event_timer(run: Callable, config=None, *, warmup: int = 2, reps: int = 10, 
     timing events around ``reps`` back-to-back calls (so host-side launch overhead overlaps the
     previous kernel). ``event()`` makes an event and ``synchronize()`` waits for the device:
     kaio's unless given (benchmarks/bench_gpu.py passes torch's)."""
-    if event is None:
-        from .device import Event as event
-    if synchronize is None:
-        from .device import synchronize
+    event, synchronize = event or Event, synchronize or device_synchronize
     for _ in range(warmup):
         run()
     synchronize()
@@ -235,6 +235,12 @@ class Autotuner:
             raise ValueError(f"autotuner {self.name!r}: configuration names repeat: {names}")
         return cs
 
+    def remembered(self, key) -> Config | None:
+        """The configuration already chosen for ``key`` on the current device in this process,
+        or None; never tunes (for calls that cannot run trials, e.g. ones updating in place)."""
+        hit = self._chosen.get((json.dumps(_plain(key)), device_id()))
+        return hit.config if hit is not None else None
+
     def forget(self) -> None:
         """Drop this tuner's in-memory choices (the disk records stay)."""
         with self._lock:
@@ -260,7 +266,6 @@ class Autotuner:
         return choice
 
     def _decide(self, key, device: str, args, trial) -> Choice:
-        from .backends.runtime import capturing
         configs = self.configs(key)
         default = configs[0]
         timer = self.timer or (_timer_override[-1] if _timer_override else None)
@@ -312,7 +317,7 @@ class Autotuner:
             try:
                 run = trial(config)
                 run(*staged)  # compiles; a candidate that cannot build or launch is skipped
-                _synchronize()
+                device_synchronize()
                 got = _host_outputs(self.outputs(*staged)) if self.outputs else None
             except Exception as e:
                 entry["error"] = f"{type(e).__name__}: {str(e)[:300]}"
@@ -417,13 +422,7 @@ def _parse(payload) -> dict | None:
 
 def _stage(args) -> list:
     """``args`` with numpy arrays copied to the device once (scalars and device arrays as given)."""
-    from .device import to_device
     return [to_device(a) if isinstance(a, np.ndarray) else a for a in args]
-
-
-def _synchronize() -> None:
-    from .device import synchronize
-    synchronize()
 
 
 def _host_outputs(outs) -> list | None:

@@ -62,6 +62,15 @@ def test_gemm_matches_the_float64_product(backend, shape, dt, out):
     assert (err <= bound).all(), f"max error {err.max()} (bound there {bound.flat[err.argmax()]})"
 
 
+@pytest.mark.parametrize("tile", list(G.TILES))
+def test_every_declared_tiling_computes_the_product(backend, tile):
+    """Each configuration the autotuner may pick, with edge tiles and both transposes."""
+    a, b, c0 = _operands(150, 70, 40, True, True, "f16", "f32", seed=7, ints=True)
+    c = c0.copy()
+    G.gemm_kernel("f16", "f32", True, True, tile)[G.launch_config(150, 70, tile)](a, b, c, 1.0, 1.0)
+    np.testing.assert_array_equal(c, c0 + a.T.astype(np.float32) @ b.T.astype(np.float32))
+
+
 def test_gemm_new_output_and_beta_zero_never_reads_c(backend):
     a, b, _ = _operands(40, 24, 32, False, False, "f16", "f32", seed=3, ints=True)
     c = np.full((40, 24), np.nan, np.float32)         # beta = 0: the NaNs must not leak
@@ -184,3 +193,17 @@ def test_fragment_sizes_must_chain_and_be_whole_tiles():
             acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0, m=16), kaio.mma.load_b(B, 0, 0, n=16), acc)
             kaio.mma.store(C, 0, 0, acc)
         unchained.ir()
+
+
+def test_torch_style_bf16_cuda_array_interface_is_read_as_bf16():
+    """torch exports bfloat16 through __cuda_array_interface__ as the opaque '|V2'; the
+    exporter's own dtype says what it is."""
+    from kaio.backends.launch_checks import check_cuda_array_interface
+
+    class Tensor:
+        dtype = "torch.bfloat16"
+    cai = {"shape": (4, 8), "typestr": "|V2", "data": (0, False), "version": 3}
+    dtype, shape = check_cuda_array_interface(cai, "x", Tensor())
+    assert dtype == kaio.bf16.storage_np and shape == (4, 8)
+    dtype, _ = check_cuda_array_interface(cai, "x")     # no exporter: stays opaque (refused later)
+    assert dtype.kind == "V"

@@ -2,12 +2,14 @@
 
 f16 or bf16 inputs, f32 accumulation, f32/f16/bf16 output, either operand transposed, any M, N
 and K (edge tiles are zero-filled on the way in and masked on the way out). One block computes
-a ``BM x BN`` tile of C with eight warps, each a ``64 x 32`` warp tile (a 4 x 4 grid of
-m16n8k16 instruction tiles: 64 f32 accumulators per lane). The K loop is double-buffered:
-while the warps multiply the tiles in one pair of shared arrays, ``kaio.mma.copy_tile`` fills
-the other (``cp.async`` on NVIDIA), and one barrier per half-step hands them over. Rows of the
-shared tiles are padded by 8 elements so the eight 16-byte rows each ``ldmatrix`` reads fall
-in distinct banks.
+a ``BM x BN`` tile of C with ``(BM / WM) x (BN / WN)`` warps, each a ``WM x WN`` warp tile (the
+default 128 x 128 block with eight 64 x 32 warp tiles: a 4 x 4 grid of m16n8k16 instruction
+tiles, 64 f32 accumulators per lane). :data:`TILES` lists the block/warp tilings the library
+declares; :mod:`kaio.autotune` picks one per shape on a GPU (the first is the default).
+The K loop is double-buffered: while the warps multiply the tiles in one pair of shared
+arrays, ``kaio.mma.copy_tile`` fills the other (``cp.async`` on NVIDIA), and one barrier per
+half-step hands them over. Rows of the shared tiles are padded by 8 elements so the eight
+16-byte rows each ``ldmatrix`` reads fall in distinct banks.
 
 The kernel assumes 32-lane warps (NVIDIA): on a 64-lane target it is refused at launch.
 """
@@ -17,22 +19,33 @@ import numpy as np
 
 import kaio
 from kaio import f32
+from kaio.autotune import Autotuner, Config
 
 from .elementwise import _name
 
-BM, BN, BK = 128, 128, 32       # block tile (M, N) and K step
-WM, WN = 64, 32                 # warp tile: 2 x 4 warps cover the block tile
-THREADS = 256
+BK = 32                         # K step (two k16 instruction steps)
 PAD = 8                         # elements of row padding in shared memory (16 bytes)
+#: block tile (BM, BN) and warp tile (WM, WN) of each configuration; the first is the default.
+#: Two stages of 2 * (BM + BN) * (BK + PAD)-ish halves must fit the 48 KiB of static shared memory.
+TILES = {
+    "128x128_w64x32": (128, 128, 64, 32),
+    "128x64_w64x32": (128, 64, 64, 32),
+    "64x128_w32x64": (64, 128, 32, 64),
+    "128x128_w64x64": (128, 128, 64, 64),
+}
+DEFAULT_TILE = "128x128_w64x32"
+BM, BN, WM, WN = TILES[DEFAULT_TILE]
+THREADS = (BM // WM) * (BN // WN) * 32
 
 _DTYPES = {"f16": kaio.f16, "bf16": kaio.bf16, "f32": kaio.f32}
 _NP = [t.storage_np for t in _DTYPES.values()]
 
 
 @functools.lru_cache(maxsize=None)
-def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool):
-    """The kaio kernel for one (input dtype, output dtype, transposes)."""
+def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = DEFAULT_TILE):
+    """The kaio kernel for one (input dtype, output dtype, transposes, tiling of :data:`TILES`)."""
     dt, ot = _DTYPES[dtype], _DTYPES[out]
+    BM, BN, WM, WN = TILES[tile]
     a_tile = (BK, BM + PAD) if trans_a else (BM, BK + PAD)
     b_tile = (BN, BK + PAD) if trans_b else (BK, BN + PAD)
 
@@ -90,9 +103,25 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool):
     return gemm
 
 
-def launch_config(m: int, n: int) -> tuple:
+def launch_config(m: int, n: int, tile: str = DEFAULT_TILE) -> tuple:
     """(grid, block) of the GEMM kernel for an m x n output."""
-    return ((-(-n // BN), -(-m // BM)), (THREADS,))
+    bm, bn, wm, wn = TILES[tile]
+    return ((-(-n // bn), -(-m // bm)), ((bm // wm) * (bn // wn) * 32,))
+
+
+def _run(a, b, c, alpha, beta, trans_a, trans_b, *, config):
+    kern = gemm_kernel(_name(a), _name(c), trans_a, trans_b, config.name)
+    kern[launch_config(c.shape[0], c.shape[1], config.name)](a, b, c, alpha, beta)
+
+
+#: the tiling per (m, n, k, dtypes, transposes), timed on a GPU where c is not read (beta 0:
+#: the trials overwrite c); calls with beta != 0 use what a beta-0 call of that shape chose
+_tuner = Autotuner(_run, name="kaio.kernels.ml.gemm", configs=[Config(t) for t in TILES],
+                   key=lambda a, b, c, alpha, beta, ta, tb: (
+                       [int(x) for x in c.shape], int(a.shape[0] if ta else a.shape[1]),
+                       _name(a), _name(c), bool(ta), bool(tb)),
+                   outputs=lambda a, b, c, *rest: [c], check=lambda key: (1e-2, 1e-2),
+                   tune_when=lambda key: key[0][0] * key[0][1] * key[1] >= 2**24)
 
 
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
@@ -125,8 +154,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     elif tuple(c.shape) != (m, n):
         raise kaio.errors.ArgumentValueError(
             f"kaio.kernels.ml.gemm: c is {tuple(c.shape)}, expected ({m}, {n})")
-    kern = gemm_kernel(name, _name(c), bool(trans_a), bool(trans_b))
-    kern[launch_config(m, n)](a, b, c, float(alpha), float(beta))
+    args = (a, b, c, float(alpha), float(beta), bool(trans_a), bool(trans_b))
+    if beta == 0:
+        _tuner(*args)
+    else:       # in place: never a trial run; the shape's remembered choice or the default
+        _run(*args, config=_tuner.remembered(_tuner.key(*args)) or Config(DEFAULT_TILE))
     return c
 
 
