@@ -11,7 +11,9 @@ comparisons:
 
 ``width_dependent`` marks kernels whose correct result depends on the warp width (shuffles,
 votes, ballots): those are compared only against the interpreter at the same width, and their
-numpy reference takes the width. :mod:`kaio.conformance.cases` collects every case.
+numpy reference takes the width. ``order_dependent`` names the reason a case's result depends
+on an order the hardware chooses (the named exceptions of portable mode).
+:mod:`kaio.conformance.cases` collects every case.
 """
 from __future__ import annotations
 
@@ -33,5 +35,7 @@ class ConformanceCase:
     native_math_rule: Rule | None = None          # derived rule while math is backend-native
     width_dependent: bool = False
     fixed_size: bool = False                      # same problem at every size (features)
+    order_dependent: str = ""                     # why no bitwise rule holds even in portable
+                                                  # mode (float atomics, matrix-unit order)
     description: str = ""
     tags: tuple = field(default_factory=tuple)

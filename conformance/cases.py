@@ -7,6 +7,7 @@ from kaio import kernels
 
 from . import features
 from .case import ConformanceCase
+from .features import fuzzed
 
 
 def from_library(kc) -> ConformanceCase:
@@ -28,8 +29,13 @@ def feature_cases() -> list[ConformanceCase]:
     return features.cases()
 
 
+def fuzz_cases() -> list[ConformanceCase]:
+    """A fixed group of race-checker fuzzer kernels (conformance/features/fuzzed.py)."""
+    return fuzzed.cases()
+
+
 def all_cases() -> list[ConformanceCase]:
-    return library_cases() + feature_cases()
+    return library_cases() + feature_cases() + fuzz_cases()
 
 
 def select(cases: list[ConformanceCase], names: list[str] | None) -> list[ConformanceCase]:

@@ -2,7 +2,7 @@
 
     kaio conformance [--target reference,cuda,cuda-llvm,hip,sm_80,sm_80-llvm,sm_86,sm_86-llvm,
                                sm_89,sm_89-llvm,gfx90a,gfx942] [--kernel NAME ...]
-                     [--size small|default] [--out DIR] [--jobs N] [--sanitize]
+                     [--size small|default] [--out DIR] [--jobs N] [--sanitize] [--portable]
     python -m kaio.conformance ...
 
 Writes ``DIR/conformance.json``, ``DIR/conformance.md`` and ``DIR/conformance.html`` (default
@@ -10,7 +10,8 @@ DIR: ./conformance-report); the JSON is rewritten after every kernel, and all th
 when the run is interrupted (Ctrl-C, SIGTERM from a timeout), so a cut-short run leaves a
 report. Targets that cannot run here are reported as not run, with the reason (the compile-only
 sm_XX columns without ptxas: "ptxas not available"). Exit status: 0
-when no cell is failing, 1 when any is, 2 on a usage error, 130/143 when interrupted.
+when no cell is failing, 1 when any is (or a kernel's result depends on the warp width without
+its declaring so), 2 on a usage error, 130/143 when interrupted.
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sanitize", action="store_true",
                    help="run the reference interpreter with its race sanitizer (slower; off by "
                         "default: conformance compares results)")
+    p.add_argument("--portable", action="store_true",
+                   help="compile every kernel in portable mode (KAIO_PORTABLE=1: correctly rounded "
+                        "operations and kaio's portable math library only); the report says "
+                        "whether every executed cell is bit-identical to the interpreter")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p
 
@@ -76,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     with progress("conformance", total=len(cases)) as bar:
         report = run_suite(Options(targets, None, args.size, args.jobs, cases=cases,
                                    command="kaio conformance " + shlex.join(argv),
-                                   sanitize=args.sanitize, on_row=on_row))
+                                   sanitize=args.sanitize, on_row=on_row,
+                                   portable=args.portable))
     paths = write(report, args.out)
     counts = report.counts()
     for t in report.targets:
@@ -86,11 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     if report.header.get("interrupted"):
         print(f"incomplete: {report.header['interrupted']}", file=sys.stderr)
         return 130 if "KeyboardInterrupt" in report.header["interrupted"] else 143
+    status = 0
     if report.failing:
         print(f"{len(report.failing)} failing cell(s): " + ", ".join(
             f"{k}@{t}" for k, t in report.failing[:20]), file=sys.stderr)
-        return 1
-    return 0
+        status = 1
+    if report.width_flagged:
+        print(f"{len(report.width_flagged)} kernel(s) depend on the warp width without declaring "
+              f"it: {', '.join(report.width_flagged[:20])}", file=sys.stderr)
+        status = 1
+    return status
 
 
 def write_json(report, out_dir: str) -> str:

@@ -29,8 +29,9 @@ def features(ir_kernels) -> dict:
     {'fast': [...], 'native_math': [...], 'float_atomics': [...]} (function / op names)."""
     found = {"fast": set(), "native_math": set(), "float_atomics": set()}
     for kernel, options in ir_kernels:
-        fast_kernel = bool(options and options.fast_math)
-        for op in lower(kernel, get_target("reference-w32").options()).walk():
+        copts = get_target("reference-w32").options(options)   # portable mode resolved
+        fast_kernel = copts.fast_math
+        for op in lower(kernel, copts).walk():
             if op.opcode == "math":
                 fn = op.attrs.get("fn")
                 if op.attrs.get("fast") or (fast_kernel and fn not in EXACT_MATH):
@@ -46,11 +47,12 @@ def features(ir_kernels) -> dict:
     return {k: sorted(v) for k, v in found.items()}
 
 
-def derive_rule(case, ir_kernels) -> Rule:
-    """The rule for ``case``: its stated one, else derived from the IR it launched."""
+def derive_rule(case, ir_kernels, found: dict | None = None) -> Rule:
+    """The rule for ``case``: its stated one, else derived from the IR it launched (``found``:
+    :func:`features` of it, when already computed)."""
     if case.rule is not None:
         return case.rule
-    f = features(ir_kernels)
+    f = found if found is not None else features(ir_kernels)
     reasons = []
     if f["fast"]:
         reasons.append(f"fast-math hardware approximations ({', '.join(f['fast'])})")
@@ -71,6 +73,16 @@ def derive_rule(case, ir_kernels) -> Rule:
     if not rtol and not atol:
         rtol = 1e-6
     return rel(rtol, f"{why}; held to the kernel's stated numpy bound", atol=atol)
+
+
+def order_reason(case, found: dict) -> str:
+    """Why ``case``'s result depends on an order the hardware chooses ('' when it does not):
+    its stated reason, or float atomic adds found in its IR."""
+    if case.order_dependent:
+        return case.order_dependent
+    if found.get("float_atomics"):
+        return f"float atomics order ({', '.join(found['float_atomics'])} atomic add)"
+    return ""
 
 
 def portable_math_active() -> bool:

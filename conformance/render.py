@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 
+from .portability import portable_summary, width_counts, width_flags
+
 SYMBOL = {"identical": "✅ identical", "within-bound": "🟡 within bound",
           "compiled": "🔧 compiled and validated", "not-available": "⛔ not available on this target",
           "failing": "❌ FAILING", "not-run": "⚪ not run"}
@@ -47,6 +49,24 @@ def _cell_text(c: dict) -> str:
     return "not run"
 
 
+def summary_lines(d: dict) -> list:
+    """(label, line) pairs for the header: the warp-width check, and portable mode's verdict."""
+    out = []
+    wc = width_counts(d)
+    if wc:
+        parts = [f"{wc.get('independent', 0)} independent of the warp width (32 vs 64, bitwise)",
+                 f"{wc.get('declared', 0)} width-dependent as declared"]
+        if wc.get("FLAGGED"):
+            parts.append(f"{wc['FLAGGED']} FLAGGED (depend on the width without declaring it)")
+        if wc.get("not-run"):
+            parts.append(f"{wc['not-run']} not checked")
+        out.append(("warp width", ", ".join(parts)))
+    port = portable_summary(d)
+    if port:
+        out.append(("portable mode", port["line"]))
+    return out
+
+
 def _num(x) -> str:
     if isinstance(x, (int, float)):
         return f"{x:.3g}"
@@ -65,6 +85,7 @@ def markdown(d: dict) -> str:
            f"- command: `{h.get('command') or 'kaio conformance'}`",
            f"- portable IR math library active: {'yes' if h.get('portable_math') else 'no'}"]
     out += [f"- **{v}**: {_md_escape(line)}" for v, line in h.get("vendors", {}).items()]
+    out += [f"- **{k}**: {_md_escape(line)}" for k, line in summary_lines(d)]
     if h.get("interrupted"):
         out.append(f"- **INCOMPLETE**: the run was interrupted ({_md_escape(h['interrupted'])})")
     out += ["",
@@ -120,6 +141,17 @@ def markdown(d: dict) -> str:
         out += ["", "## Not available on the target", ""]
         out += [f"- **{r['kernel']}** on {t}: {_md_escape(r['cells'][t].get('detail', ''))}"
                 for r, t in refused]
+    flagged = width_flags(d)
+    if flagged:
+        out += ["", "## Warp width: flagged kernels", ""]
+        out += [f"- **{k}**: {_md_escape(why)}" for k, why in flagged]
+    port = portable_summary(d)
+    if port and port["exceptions"]:
+        out += ["", "## Portable mode: order-dependent cases", ""]
+        out += [f"- **{k}** ({rule}): {_md_escape(why)}" for k, why, rule in port["exceptions"]]
+    if port and port["differing"]:
+        out += ["", "## Portable mode: cells not bit-identical", ""]
+        out += [f"- **{k}** on {t}" for k, t in port["differing"]]
     fails = [(r, t) for r in d["rows"] for t in targets
              if r["cells"].get(t, {}).get("status") == "failing"]
     if fails:
@@ -155,6 +187,7 @@ def html_page(d: dict) -> str:
              f"<code>{e(h.get('command') or 'kaio conformance')}</code><br>portable IR math "
              f"library active: {'yes' if h.get('portable_math') else 'no'}"
              + "".join(f"<br><b>{e(v)}</b>: {e(line)}" for v, line in h.get("vendors", {}).items())
+             + "".join(f"<br><b>{e(k)}</b>: {e(line)}" for k, line in summary_lines(d))
              + (f"<br><b>INCOMPLETE: the run was interrupted ({e(h['interrupted'])})</b>"
                 if h.get("interrupted") else "") + "</p>",
              "<table><tr><th>target</th><th>kind</th><th>executed</th><th>device</th>"

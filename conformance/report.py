@@ -54,6 +54,8 @@ class Row:
     description: str = ""
     kernels: list = field(default_factory=list)   # IR kernel names it launched
     cells: dict = field(default_factory=dict)     # target -> Cell
+    width: dict = field(default_factory=dict)     # kaio.conformance.portability.width_check
+    order: str = ""                               # why the result is order-dependent, if it is
 
     @property
     def failing(self) -> bool:
@@ -72,6 +74,11 @@ class Report:
             for t, c in r.cells.items():
                 out[t][c.status] += 1
         return out
+
+    @property
+    def width_flagged(self) -> list[str]:
+        """Kernels whose result depends on the warp width without declaring it."""
+        return [r.kernel for r in self.rows if r.width.get("status") == "FLAGGED"]
 
     @property
     def failing(self) -> list[tuple[str, str]]:

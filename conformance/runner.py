@@ -24,7 +24,8 @@ from kaio.ir import print_kernel
 
 from . import amd, rules
 from .cases import ConformanceCase, all_cases, select
-from .derive import derive_rule, portable_math_active
+from .derive import derive_rule, features, order_reason, portable_math_active
+from .portability import portable_env, width_check
 from .report import Cell, Report, Row, finite
 from .targets import (
     BASELINE,
@@ -50,12 +51,20 @@ class Options:
     log: object = field(default=None, repr=False)
     sanitize: bool = False                   # the reference interpreter's race sanitizer
     on_row: object = field(default=None, repr=False)   # called with the partial Report
+    portable: bool = False                   # compile every kernel in portable mode
 
 
 def run_suite(opts: Options) -> Report:
     """Run the cases; returns the report. ``opts.on_row(report)`` (if set) gets the partial
     report after every case. On KeyboardInterrupt or SIGTERM the run stops and the report of
-    what is done is returned, with ``header['interrupted']`` saying why."""
+    what is done is returned, with ``header['interrupted']`` saying why. With ``opts.portable``
+    every kernel is compiled in portable mode (``KAIO_PORTABLE=1`` for the run, build workers
+    included)."""
+    with portable_env(opts.portable):
+        return _run_suite(opts)
+
+
+def _run_suite(opts: Options) -> Report:
     log = opts.log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     cases = select(opts.cases if opts.cases is not None else all_cases(), opts.kernels)
     infos = {t: probe(t) for t in _needed(opts.targets)}
@@ -73,7 +82,8 @@ def run_suite(opts: Options) -> Report:
         out = []
         for row in rows:
             r = Row(row.kernel, row.group, row.rule, row.why, row.description, row.kernels,
-                    {t: row.cells[t] for t in opts.targets if t in row.cells})
+                    {t: row.cells[t] for t in opts.targets if t in row.cells}, row.width,
+                    row.order)
             out.append(r)
         header = _header(opts, infos, hidden, time.perf_counter() - t0)
         if interrupted:
@@ -160,8 +170,9 @@ def _progress_line(i: int, n: int, row: Row) -> str:
 
 # --- targets -------------------------------------------------------------------------------
 def _needed(selected: list[str]) -> list[str]:
-    """Selected targets plus the interpreter baselines executed GPU targets compare against."""
-    need = list(selected)
+    """Selected targets plus the interpreter at both warp widths (every case runs at 32 and
+    64, for the width check; GPU targets compare against them)."""
+    need = list(selected) + [t for t in ("reference", "reference-w64") if t not in selected]
     for t in selected:
         if t in ("cuda", "cuda-llvm") and "reference" not in need:
             need.append("reference")
@@ -230,7 +241,7 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
         rec = backends[t]
         crash = _preflight(t, rec, logs, results, pool)
         if crash:
-            errors[t] = ("failing", crash)
+            errors[t] = crash
             continue
         rec.log = []
         start = time.perf_counter()
@@ -248,8 +259,11 @@ def _run_case(case: ConformanceCase, opts: Options, infos, backends, pool):
             pool.submit(_llvm_jobs(logs[t], infos, backends, opts.targets))
     launched = next((logs[t] for t in logs if t in results and logs[t]), [])
     row.kernels = list(dict.fromkeys(k.name for k, _ in launched))
+    row.width = width_check(case, results)
     try:
-        rule = derive_rule(case, launched)
+        found = features(launched)
+        rule = derive_rule(case, launched, found)
+        row.order = order_reason(case, found) if rule.kind != "bitwise" else ""
     except Exception as e:
         rule = rules.BITWISE
         row.why = f"rule derivation failed ({type(e).__name__}: {e}); bitwise applied"
@@ -302,19 +316,25 @@ def _preflight_target(t: str, rec) -> str:
     return ""
 
 
-def _preflight(t: str, rec, logs: dict, results: dict, pool) -> str:
+def _preflight(t: str, rec, logs: dict, results: dict, pool) -> tuple | None:
     """For the targets that run LLVM in-process (cuda-llvm, hip): build the kernels (as an
     earlier target launched them) in a worker first, so a fatal LLVM error is reported on this
-    cell instead of ending the suite. Returns the failure message, or '' to go ahead."""
+    cell instead of ending the suite. Returns (status, message) for the cell ('not-available'
+    when the target refused a feature it lacks, such as fragments without a lowering; else
+    'failing'), or None to go ahead."""
     target = _preflight_target(t, rec)
     if not target:
-        return ""
+        return None
     launched = next((logs[o] for o in logs if o in results and logs[o]), [])
     jobs = [(_ir_text(k), target, o) for k, o in _unique(launched)]
     bad = [r for r in pool.run(jobs).values() if not r.ok]
-    if bad:
-        return f"LLVM build of {bad[0].kernel} for {target} failed: " + "; ".join(bad[0].errors)[:400]
-    return ""
+    if not bad:
+        return None
+    if all(b.unavailable for b in bad):
+        return ("not-available", f"not available on this target: {bad[0].kernel}: "
+                + "; ".join(bad[0].errors)[:400])
+    return ("failing", f"LLVM build of {bad[0].kernel} for {target} failed: "
+            + "; ".join(bad[0].errors)[:400])
 
 
 def _short(e: Exception, limit: int = 300) -> str:
@@ -529,6 +549,7 @@ def _header(opts: Options, infos, hidden, seconds: float) -> dict:
         "hidden_baselines": hidden,
         "not_executed": not_run,
         "portable_math": portable,
+        "portable_mode": bool(opts.portable),
         "vendors": vendor_summary(opts.targets, infos),
         "seconds": round(seconds, 1),
     }

@@ -21,6 +21,7 @@ build exactly the kernels the executed targets ran, with the same constants.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ from kaio.backends.cuda import CudaBackend
 from kaio.backends.hip import HipBackend, hip_api
 from kaio.backends.llvm_compile import find_linker
 from kaio.backends.reference import ReferenceBackend
+from kaio.config import settings
 from kaio.options import KernelOptions
 
 from . import nvidia
@@ -179,11 +181,16 @@ class Recorder:
 
     def compile(self, kernel, options=None):
         c = self.inner.compile(kernel, options)
-        self._options[id(c)] = options or KernelOptions()
+        # the IR as given (a checked kernel's compiled form already has its fault record), and
+        # portable mode resolved, so a build worker compiles what ran whatever its environment
+        o = options or KernelOptions()
+        if o.portable is None:
+            o = dataclasses.replace(o, portable=settings().portable)
+        self._options[id(c)] = (kernel, o)
         return c
 
     def launch(self, compiled, grid, block, args, shared_bytes=0, stream=None):
-        self.log.append((compiled.kernel, self._options.get(id(compiled), KernelOptions())))
+        self.log.append(self._options.get(id(compiled), (compiled.kernel, KernelOptions())))
         return self.inner.launch(compiled, grid, block, args, shared_bytes, stream)
 
     def __getattr__(self, attr):

@@ -7,6 +7,9 @@
 #   suite-llvm  the whole test suite with KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm
 #   showcase  kaio showcase --all at default sizes on CUDA
 #   conformance  the conformance report: reference (w32, w64), cuda, cuda-llvm executed; sm_80/86/89 (both paths), gfx90a, gfx942 compiled
+#   conformance-portable  the same report with --portable (KAIO_PORTABLE=1): every executed cell must be
+#             bit-identical to the interpreter apart from the named order-dependent cases; under conformance_portable/
+#   portable-cost  benchmarks/portable_cost.py: each library kernel, default vs portable mode (portable_cost.md)
 #   bench     benchmarks/bench_gpu.py (kaio vs CUDA C++ vs Triton vs torch/cuBLAS)
 #   ml        kaio bench --ml: the library's ML ops vs Triton vs torch, GB/s against the copy
 #   before    the conformance report of the tree in .baseline/ (an exported earlier commit:
@@ -75,6 +78,8 @@ for step in "$@"; do
     cuda-core) run cuda_core 200 python3 scripts/bench_cuda_core.py "$OUT" ;;
     fuzz) run fuzz 570 python3 -m kaio.conformance.fuzz --count 24000 --seed 1 --backends reference,cuda,cuda-llvm --out "$OUT/fuzz" --time-limit 540 ;;
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
+    conformance-portable) run conformance_portable 280 python3 -m kaio.conformance --portable --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance_portable" ;;
+    portable-cost) run portable_cost 280 python3 benchmarks/portable_cost.py --out "$OUT" ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise

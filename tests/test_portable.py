@@ -107,3 +107,24 @@ def test_options_fields():
         KernelOptions(fast_math=True, portable=True))
     assert on.portable and not on.fast_math
     assert CompileOptions("sm_90", 32, "ptx", portable=False).key() != o.key()
+
+
+def test_portable_cost_script_on_the_reference(tmp_path, monkeypatch):
+    """benchmarks/portable_cost.py (device step portable-cost) on the CPU: a fast-math kernel
+    is found changed and timed both ways, a plain one has the same code."""
+    import json
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import portable_cost
+
+    from kaio import backends
+    monkeypatch.setattr(backends, "_current", backends._current)   # the script selects one
+    rc = portable_cost.main(["--backend", "reference", "--quick", "--out", str(tmp_path),
+                             "--kernel", "silu_gate", "DAXPY"])
+    rows = {r["case"]: r for r in json.loads((tmp_path / "portable_cost.json").read_text())["rows"]}
+    assert rc == 0
+    assert rows["rajaperf/DAXPY"]["changed"] == []
+    assert rows["ml/silu_gate"]["changed"] == ["silu_gate"]
+    assert rows["ml/silu_gate"]["portable_ms"] > 0 and rows["ml/silu_gate"]["max_rel_diff"] < 1e-5
+    assert "same code" in (tmp_path / "portable_cost.md").read_text()

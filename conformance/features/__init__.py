@@ -1,5 +1,6 @@
 """Language-feature kernels: each dtype and op, casts, control flow, shared memory, atomics,
-warp ops, block reductions and math over special values.
+warp ops, block reductions, math over special values, matrix fragments, checked mode and the
+per-block partition.
 
 Each module exposes ``cases() -> list[ConformanceCase]``; their inputs are fixed (the same at
 every ``--size``), chosen to hit the edges: integer wrap, division truncation, shifts past the
@@ -8,9 +9,9 @@ Integer division by zero and MIN // -1 are left out: the IR leaves them unspecif
 """
 from __future__ import annotations
 
-from . import arith, atomics, casts, control, mathfns, memory, warp
+from . import arith, atomics, casts, control, fragments, mathfns, memory, modes, warp
 
-MODULES = (arith, casts, control, memory, atomics, warp, mathfns)
+MODULES = (arith, casts, control, memory, atomics, warp, mathfns, fragments, modes)
 
 
 def cases():

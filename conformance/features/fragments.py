@@ -1,0 +1,149 @@
+"""Matrix fragments (kaio.mma): tiled GEMMs on the matrix units, f16 and bf16, a warp tile of
+several instruction tiles (``m=32, n=16``) fed from shared memory by ``kaio.mma.copy_tile``
+(zero fill outside the source, the store skipping elements outside C), and integer data.
+
+Rules: products of two f16/bf16 values are exact in f32, but a matrix unit may add them in
+another order and internal precision than the interpreter's documented one (ascending k, f32,
+one rounding per addition). docs/language.md bounds both: the interpreter within
+``K * 2**-24 * S`` of the exact product and a GPU within twice that, where ``S = |c| + sum_k
+|a b|`` and K counts the additions. So the cases on random data are held to
+``3 * K * 2**-24 * max S`` against the interpreter and against numpy's model of the documented
+order (``kaio.semantics.mma``); S is taken from the fixed inputs. On small-integer data every partial
+sum is exact in f32, so the integer case is ``bitwise``.
+"""
+import numpy as np
+
+import kaio
+from kaio import bf16, f16, f32
+
+from ..rules import BITWISE, rel
+from ._util import feature
+
+M = N = K = 64
+THREADS = 128
+ORDER = "matrix-unit accumulation order"
+
+
+def _gemm(dtype):
+    @kaio.kernel
+    def fragment_gemm(A: kaio.In[dtype, 2], B: kaio.In[dtype, 2], C: kaio.Raw[f32, 2]):
+        """Block x: a 16-row strip of C; each warp one 16 x 8 tile per step (any warp width)."""
+        nw = kaio.block_dim.x // kaio.warp_size
+        warp = kaio.thread_idx.x // kaio.warp_size
+        row0 = kaio.block_idx.x * 16
+        for cb in range(0, C.shape[1], 8 * nw):
+            col0 = cb + warp * 8
+            acc = kaio.mma.fill(f32, 0.0)
+            for k0 in range(0, A.shape[1], 16):
+                acc = kaio.mma.mma(kaio.mma.load_a(A, row0, k0), kaio.mma.load_b(B, k0, col0), acc)
+            kaio.mma.store(C, row0, col0, acc)
+    return fragment_gemm
+
+
+GEMM = {"f16": _gemm(f16), "bf16": _gemm(bf16)}
+TM, TN, TK = 64, 32, 32          # the warp-tile kernel's block tile: four 32 x 16 warp tiles
+
+
+@kaio.kernel(block=THREADS)
+def fragment_warp_tile(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 2]):
+    """One block: A and B staged whole in shared memory by copy_tile (zeros past their edges),
+    then 32 x 16 warp tiles (2 x 2 instruction tiles each), spread over the warps."""
+    As = kaio.shared_array(f16, (TM, TK))
+    Bs = kaio.shared_array(f16, (TK, TN))
+    kaio.mma.copy_tile(As, A, 0, 0)
+    kaio.mma.copy_tile(Bs, B, 0, 0)
+    kaio.sync()
+    nw = kaio.block_dim.x // kaio.warp_size
+    warp = kaio.thread_idx.x // kaio.warp_size
+    for base in range(0, (TM // 32) * (TN // 16), nw):   # block-uniform trip count
+        t = base + warp                                   # 4 tiles: 4 or 2 warps divide them
+        r0 = (t // (TN // 16)) * 32
+        c0 = (t % (TN // 16)) * 16
+        acc = kaio.mma.fill(f32, 0.0, m=32, n=16)
+        for k0 in range(0, TK, 16):
+            a = kaio.mma.load_a(As, r0, k0, m=32, k=16)
+            b = kaio.mma.load_b(Bs, k0, c0, k=16, n=16)
+            acc = kaio.mma.mma(a, b, acc)
+        kaio.mma.store(C, r0, c0, acc)
+
+
+def _random(npdt, shape_a, shape_b, seed):
+    g = np.random.default_rng(seed)
+    a = g.standard_normal(shape_a).astype(np.float32).astype(npdt)
+    b = g.standard_normal(shape_b).astype(np.float32).astype(npdt)
+    return a, b
+
+
+def _documented(a, b) -> np.ndarray:
+    """The product in the documented order (kaio.semantics.mma: ascending k, f32, one rounding
+    per addition); zero padding up to the tile adds exact zeros, so it needs none."""
+    return kaio.semantics.mma(a, b, np.zeros((a.shape[0], b.shape[1]), np.float32))
+
+
+def _scale(a, b) -> float:
+    """max over C of sum_k |a b| (c starts at 0)."""
+    return float((np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))).max())
+
+
+def _bounds(a, b, k: int, what: str):
+    """The rule for these inputs (against the interpreter and the documented-order model)."""
+    s = _scale(a, b)
+    why = (f"{ORDER}: matrix units may add the {k} products per element in another order and "
+           f"precision; interpreter within {k}*2^-24*S of exact, GPU within 2*{k}*2^-24*S "
+           f"(S = max sum|a b| = {s:.4g}; {what})")
+    return rel(0.0, why, atol=3 * k * 2.0**-24 * s)
+
+
+def _gemm_case(name):
+    npdt = kaio.dtypes.from_name(name).storage_np
+    a, b = _random(npdt, (M, K), (K, N), seed=7 if name == "f16" else 8)
+    rule = _bounds(a, b, K, "fixed inputs")
+
+    def run(inp):
+        c = np.zeros((M, N), np.float32)
+        GEMM[name][M // 16, THREADS](inp["a"], inp["b"], c)
+        return {"c": c}
+
+    return feature(f"fragment_gemm_{name}", lambda: {"a": a, "b": b}, run,
+                   lambda inp: {"c": _documented(inp["a"], inp["b"])}, vs_numpy=rule, rule=rule,
+                   description=f"tiled {M}x{N}x{K} GEMM on m16n8k16 fragments, {name} -> f32")
+
+
+def _run_tile(inp):
+    c = np.full((inp["a"].shape[0], inp["b"].shape[1]), -1.0, np.float32)
+    fragment_warp_tile[1, THREADS](inp["a"], inp["b"], c)
+    return {"c": c}
+
+
+def _tile_inputs(seed, integer=False):
+    shape_a, shape_b = (TM - 4, TK - 2), (TK - 2, TN - 2)   # ragged: copy_tile zero-fills
+    if integer:
+        g = np.random.default_rng(seed)
+        return {"a": g.integers(-8, 9, shape_a).astype(np.float16),
+                "b": g.integers(-8, 9, shape_b).astype(np.float16)}
+    a, b = _random(np.float16, shape_a, shape_b, seed)
+    return {"a": a, "b": b}
+
+
+def _tile_case():
+    inp = _tile_inputs(9)
+    rule = _bounds(inp["a"], inp["b"], TK, "ragged 60x30 @ 30x30 through copy_tile")
+    return feature("fragment_warp_tile", lambda: inp, _run_tile,
+                   lambda i: {"c": _documented(i["a"], i["b"])}, vs_numpy=rule, rule=rule,
+                   description="m=32,n=16 warp tiles from shared memory filled by "
+                               "kaio.mma.copy_tile; ragged edges zero-filled and masked")
+
+
+def _exact_case():
+    inp = _tile_inputs(10, integer=True)
+    return feature("fragment_integer_data", lambda: inp, _run_tile,
+                   lambda i: {"c": _documented(i["a"], i["b"])}, vs_numpy=BITWISE, rule=BITWISE,
+                   description="the warp-tile kernel on small integers: every partial sum "
+                               "exact in f32, so bitwise on every target")
+
+
+def cases():
+    out = [_gemm_case("f16"), _gemm_case("bf16"), _tile_case(), _exact_case()]
+    for c in out[:3]:
+        c.order_dependent = ORDER
+    return out
