@@ -20,6 +20,8 @@
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 #   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
 #   rowsweep  benchmarks/row_ops_sweep.py: the resident row ops' launch shapes and register caps
+#   rajaperf  kaio rajaperf, variants kaio,kaio_graph,cuda (the suite's Base_CUDA forms, nvcc):
+#             default size, then --sizefact 64 (reps x0.2); files under rajaperf/, geomeans in the summary
 #   autotune  python3 -m kaio.kernels.ml.row_tuning: the autotuner tunes the row ops at kaio bench --ml's
 #             shapes and prints what each candidate took (autotune_rows.md); warms the compile cache for ml
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
@@ -80,6 +82,11 @@ for step in "$@"; do
     checked) run bench_checked 200 python3 benchmarks/bench_checked.py --out "$OUT" ;;
     conformance-portable) run conformance_portable 280 python3 -m kaio.conformance --portable --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance_portable" ;;
     portable-cost) run portable_cost 280 python3 benchmarks/portable_cost.py --out "$OUT" ;;
+    rajaperf) RP="python3 -m kaio.cli rajaperf --backend cuda --variants kaio,kaio_graph,cuda --outdir $OUT/rajaperf"
+              run rajaperf_default 75 env COLUMNS=200 $RP --outfile default --time-limit 50
+              run rajaperf_x64 175 env COLUMNS=200 $RP --outfile x64 --sizefact 64 --repfact 0.2 --time-limit 120
+              grep "geomean" "$OUT/rajaperf_default.log" "$OUT/rajaperf_x64.log" 2>/dev/null \
+                  | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise

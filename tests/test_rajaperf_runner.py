@@ -2,6 +2,7 @@
 variants numpy and kaio (plus kaio_graph on a few), output files shaped like the suite's."""
 import re
 
+import numpy as np
 import pytest
 
 import kaio.kernels as K
@@ -143,3 +144,36 @@ def test_summary_ratios_and_geomean():
     assert runner.geomean(per["kaio_graph"].values()) == pytest.approx(1.0)
     table = runner.summary_table([r, s], ["kaio", "kaio_graph", "cuda"])
     assert [c.header for c in table.columns][-3:] == ["kaio/cuda", "kaio_graph/cuda", "checksums"]
+
+
+def test_glibc_rand_blocks_match_the_scalar_recurrence():
+    # the vectorised recurrence (blocks of 65536) against the one-value-at-a-time loop, across
+    # several block boundaries; values past the first call's length are not cached wrongly
+    from kaio.kernels.rajaperf import checksum as ck
+    n = 3 * ck._RAND_BLOCK + 17
+    r = [0] * 34
+    r[0] = 4793
+    for i in range(1, 31):
+        r[i] = 16807 * r[i - 1] % 2147483647
+    r[31:34] = r[0:3]
+    for k in range(34, 34 + 310 + n):
+        r.append((r[k - 31] + r[k - 3]) & 0xFFFFFFFF)
+    want = np.array(r[344:], dtype=np.int64) >> 1
+    ck._RAND.clear()
+    np.testing.assert_array_equal(ck.glibc_rand(4793, 1000), want[:1000])
+    np.testing.assert_array_equal(ck.glibc_rand(4793, n), want)
+
+
+def test_checksum_chunks_agree_with_an_exact_sum():
+    import math
+
+    from kaio.kernels.rajaperf import checksum as ck
+    data = np.linspace(-3.0, 5.0, ck._CHUNK + 12345)
+    weights = np.abs(np.sin(np.arange(1, data.size + 1, dtype=np.float64))) + 0.5
+    assert ck.checksum(data) == pytest.approx(math.fsum((weights * data).tolist()), rel=1e-15)
+
+
+def test_time_limit_stops_before_the_next_kernel(tmp_path, reference, capsys):
+    assert runner.main(["-k", "Stream", "--size", "100", "--repfact", "0.01", "--variants", "numpy",
+                        "--time-limit", "0", "--outdir", str(tmp_path)]) == 0
+    assert "5 kernels not run" in capsys.readouterr().out

@@ -2,7 +2,7 @@
 
     kaio rajaperf [--kernels K ...] [--exclude-kernels K ...] [--variants V ...]
                   [--sizefact F | --size N] [--repfact F] [--npasses P]
-                  [--outdir DIR] [--outfile PREFIX] [--backend NAME]
+                  [--outdir DIR] [--outfile PREFIX] [--backend NAME] [--time-limit S]
 
 Kernels are named as in the suite (``DAXPY``, ``Basic_DAXPY``) or by group (``Stream``,
 ``Polybench``). Variants:
@@ -33,9 +33,11 @@ from rich.console import Console
 from rich.table import Table
 
 import kaio
+from kaio.progress import progress
 
 from ..registry import REGISTRY
 from . import _case
+from . import native as native_mod
 from .checksum import relative_diff
 from .sizes import problem_size, size_for
 
@@ -295,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--outdir", "-od", default=".", help="directory for the output files")
     ap.add_argument("--outfile", "-of", default="RAJAPerf", help="prefix of the output files")
     ap.add_argument("--backend", default=None, help="kaio backend (default: the current one)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="start no kernel after this many seconds (kaio's option, not the suite's)")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     return ap
 
@@ -326,23 +330,26 @@ def main(argv=None) -> int:
         return 2
     native = None
     if "cuda" in variants:
-        from . import native as native_mod
         native = native_mod.load()
         if native is None:
             console.print(f"[yellow]cuda variant skipped:[/yellow] {native_mod.why_unavailable()}")
-    from kaio.progress import progress
-    results = []
+    results, start, files = [], time.perf_counter(), []
     with progress("rajaperf", total=len(chosen)) as bar:
         for port in chosen:
+            if args.time_limit is not None and time.perf_counter() - start > args.time_limit:
+                console.print(f"[yellow]--time-limit reached:[/yellow] {len(chosen) - len(results)} "
+                              "kernels not run")
+                break
             bar.label(port)
             results.append(run_kernel(port, variants, sizefact=args.sizefact, size=args.size,
                                       repfact=args.repfact, npasses=args.npasses, native=native))
+            files = write_files(results, variants, args.outdir, args.outfile)  # kept if killed
             bar.advance()
-    files = write_files(results, variants, args.outdir, args.outfile)
     console.print(summary_table(results, variants))
     for r in results:
         for v, why in r.errors.items():
             console.print(f"[yellow]{r.name} {v}:[/yellow] {why}")
-    console.print("wrote " + ", ".join(str(f) for f in files))
+    if files:
+        console.print("wrote " + ", ".join(str(f) for f in files))
     bad = [r.name for r in results for v in r.checksums if checksum_ok(r, v) is False]
     return 1 if bad else 0
