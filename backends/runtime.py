@@ -26,6 +26,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import LaunchError
 from . import get_backend
+from .dlpack import export as dlpack_export
 from .launch_checks import check_cuda_array_interface  # noqa: F401  (kaio.device re-exports it)
 
 
@@ -358,9 +359,8 @@ class DeviceArray:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule over this array's memory, no copy (it keeps the array alive):
         ``torch.from_dlpack``, ``cupy.from_dlpack``, ``jax.dlpack`` and, for reference-backend
-        (host) arrays, ``np.from_dlpack`` take kaio arrays this way (kaio.dlpack.export)."""
-        from ..dlpack import export  # lazy: kaio.dlpack imports this module
-        return export(self, stream, dl_device, copy)
+        (host) arrays, ``np.from_dlpack`` take kaio arrays this way (kaio.backends.dlpack.export)."""
+        return dlpack_export(self, stream, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple:
         rt = self.runtime

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import kaio
-from kaio import dlpack as D
 from kaio import f32
+from kaio.backends import dlpack as D
+from kaio.dlpack import read_capsule
 
 
 @kaio.kernel
@@ -47,7 +48,7 @@ def test_numpy_reads_a_kaio_array_without_a_copy(reference):
                                    np.int64, np.float64, np.bool_])
 def test_capsule_describes_the_array(dtype, reference):
     d = kaio.to_device(np.zeros((2, 3), dtype))
-    info = D.read_capsule(d.__dlpack__())
+    info = read_capsule(d.__dlpack__())
     assert info["device_type"] == 1 and info["device_id"] == 0
     assert info["ptr"] == d.ptr and info["shape"] == (2, 3) and info["strides"] is None
     assert info["dtype"] == np.dtype(dtype)

@@ -59,6 +59,10 @@ def _view(t: torch.Tensor) -> DeviceArray:
         where = "cuda (or hip for ROCm)" if t.is_cuda else "reference"
         raise RuntimeError(f"kaio torch ops: a {t.device} tensor needs kaio's {where} backend, the "
                            f"current one is {rt.name}; call kaio.set_backend(...)")
+    if t.is_cuda and t.device.index != getattr(rt, "device", t.device.index):
+        raise RuntimeError(f"kaio torch ops: the tensor is on {t.device}, kaio's current device is "
+                           f"{rt.device}; call kaio.set_device({t.device.index}) (or use "
+                           f"`with kaio.device({t.device.index}):`)")
     dtype = np_dtype(_DT[t.dtype])
     return DeviceArray(tuple(t.shape), dtype, runtime=rt, _ptr=t.data_ptr() if t.numel() else 0, _owner=t)
 
