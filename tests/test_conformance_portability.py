@@ -195,3 +195,35 @@ def test_cli_compile_and_reference_columns_small_set(tmp_path):
                 assert "not available" in r["cells"][t]["detail"] or "no " in r["cells"][t]["detail"]
     assert rows["feature/checked_mode"]["cells"]["gfx90a"]["status"] in ("compiled", "not-run")
     assert "warp width" in (out / "conformance.md").read_text()
+
+
+def test_executed_llvm_target_refusal_is_not_available():
+    """cuda-llvm's pre-flight build refused for a feature the path lacks (fragments before
+    their lowering) makes a 'not available on this target' cell, never failing or passing;
+    any other build error stays failing."""
+    from kaio.conformance import runner
+    from kaio.conformance.builds import BuildResult
+
+    class Rec:
+        class inner:
+            arch = "sm_90"
+
+    class Pool:
+        def __init__(self, result):
+            self.result = result
+
+        def run(self, jobs):
+            return {j: self.result for j in jobs}
+
+    from kaio.conformance.features.fragments import GEMM
+    launched = [(GEMM["f16"].specialize_ir({}), kaio.options.KernelOptions())]
+    logs, results = {"reference": launched}, {"reference": {}}
+    refused = BuildResult("fragment_gemm", "nvptx64-sm_90", False,
+                          ["kaio.mma fragments are not supported on target nvptx64-sm_90 yet"],
+                          unavailable=True)
+    status, msg = runner._preflight("cuda-llvm", Rec(), logs, results, Pool(refused))
+    assert status == "not-available" and msg.startswith("not available on this target")
+    broken = BuildResult("fragment_gemm", "nvptx64-sm_90", False, ["LLVM ERROR: boom"])
+    assert runner._preflight("cuda-llvm", Rec(), logs, results, Pool(broken))[0] == "failing"
+    ok = BuildResult("fragment_gemm", "nvptx64-sm_90", True)
+    assert runner._preflight("cuda-llvm", Rec(), logs, results, Pool(ok)) is None
