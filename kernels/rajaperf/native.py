@@ -76,7 +76,8 @@ def build(out_dir: str | os.PathLike | None = None, arch: str = "native") -> Pat
 @dataclass(frozen=True)
 class Spec:
     """How a port's entry point is called: its Resident arrays in order, the scalars (input
-    names, or a function of the inputs), the sizes (default: the first array's length), extra
+    names, or a function of the inputs), the sizes (default: the length of the first array,
+    which must then be 1-D), extra
     arrays uploaded from the inputs, and for reductions how the returned values become
     outputs."""
 
@@ -130,7 +131,7 @@ TWINS = {
                                                      "vmax": np.array(int(o[2]))}),
     "TRAP_INT": Spec((), ("x0", "xp", "y", "yp", "h"), _n, result=lambda o: {"sumx": np.array(o[0])}),
     "PI_REDUCE": Spec((), lambda i: (1.0 / i["n"],), _n, result=lambda o: {"pi": np.array(o[0])}),
-    "MAT_MAT_SHARED": Spec(("a", "b", "c")),
+    "MAT_MAT_SHARED": Spec(("a", "b", "c"), sizes=lambda i, d: (d["a"].shape[0],)),
     "DIFF_PREDICT": Spec(("cx4", "rows"), sizes=_n),
     "EOS": Spec(("y", "z", "u", "x"), ("q", "r", "t"), _n_out),
     "FIRST_DIFF": Spec(("y", "x"), sizes=_n_out),

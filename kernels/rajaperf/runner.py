@@ -62,6 +62,7 @@ class KernelResult:
     times: dict = field(default_factory=dict)
     checksums: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)   # variant -> why it does not apply
 
 
 def ports() -> list[str]:
@@ -160,7 +161,8 @@ def run_kernel(port: str, variants, *, sizefact=1.0, size=None, repfact=1.0, npa
             if v == "numpy":
                 times, ck = _run_numpy(port, inputs, psize, reps, npasses)
             elif v == "cuda" and (native is None or not native.has(port)):
-                r.errors[v] = "no CUDA C++ form" if native is not None else "nvcc/CUDA unavailable"
+                r.skipped[v] = ("no CUDA C++ form (a kaio-only variant)" if native is not None
+                                else "nvcc/CUDA unavailable")
                 continue
             else:
                 times, ck = _run_device(port, inputs, psize, reps, npasses, v, native)
@@ -208,7 +210,8 @@ def checksum_txt(results, variants) -> str:
             if v in r.checksums:
                 lines.append(f"{v:<{width}}{r.checksums[v]:<28.20g}{ref - r.checksums[v]:.20g}")
             else:
-                lines.append(f"{v:<{width}}{'Not run':<28}{r.errors.get(v, 'Not run')}")
+                why = r.errors.get(v) or r.skipped.get(v) or "Not run"
+                lines.append(f"{v:<{width}}{'Not run':<28}{why}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
