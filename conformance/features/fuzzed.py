@@ -11,7 +11,9 @@ as the fuzzer does (the frontend reads a kernel's source from its file).
 """
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 
 from kaio.backends.reference import ReferenceBackend
@@ -34,8 +36,9 @@ WRITTEN = ("region", "out", "atomic")
 @functools.lru_cache(maxsize=None)
 def _module():
     cases = [generate(SEED, i, LAUNCHES) for i in INDICES]
-    mod, _ = module.load(cases, SEED, tempfile.mkdtemp(prefix="kaio-conformance-fuzz-"),
-                         f"conformance_s{SEED}")
+    folder = tempfile.mkdtemp(prefix="kaio-conformance-fuzz-")
+    atexit.register(shutil.rmtree, folder, True)
+    mod, _ = module.load(cases, SEED, folder, f"conformance_s{SEED}")
     return {c.index: (c, getattr(mod, c.name)) for c in cases}
 
 
