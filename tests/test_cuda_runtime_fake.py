@@ -700,3 +700,20 @@ def test_dlpack_import_parses_and_frees(monkeypatch):
     del d
     gc.collect()
     assert alive() is None  # deleter called exactly when the view went away
+
+
+def test_dlpack_export_orders_the_consumer_stream_after_kaios_default_stream(fake):
+    from kaio.dlpack import read_capsule
+    log = []
+    fake.cuEventRecord = lambda e, s: (log.append(("record", e, s)), (0,))[1]
+    fake.cuStreamWaitEvent = lambda s, e, flags: (log.append(("wait", s, e)), (0,))[1]
+    fake.cuEventDestroy = lambda e: (log.append(("destroy", e)), (0,))[1]
+    d = kaio.to_device(np.arange(4, dtype=np.float32))
+    assert d.__dlpack_device__() == (2, 0)
+    info = read_capsule(d.__dlpack__(stream=0x7777))  # a consumer's own stream
+    assert log == [("record", 0x6000, 0), ("wait", 0x7777, 0x6000), ("destroy", 0x6000)]
+    assert info["device_type"] == 2 and info["ptr"] == d.ptr and info["shape"] == (4,)
+    log.clear()
+    for s in (None, 1, 2, -1):  # the default streams are ordered already; -1: no ordering asked
+        d.__dlpack__(stream=s)
+    assert log == []
