@@ -22,7 +22,7 @@
 #   rowsweep  benchmarks/row_ops_sweep.py: the resident row ops' launch shapes and register caps
 #   rajaperf  kaio rajaperf, variants kaio,kaio_graph,cuda (the suite's Base_CUDA forms, nvcc):
 #             default size, then --sizefact 64 (reps x0.2); files under rajaperf/, geomeans in the summary
-#   autotune  python3 -m kaio.kernels.ml.row_tuning: the autotuner tunes the row ops at kaio bench --ml's
+#   autotune  benchmarks/autotune_rows.py: the autotuner tunes the row ops at kaio bench --ml's
 #             shapes and prints what each candidate took (autotune_rows.md); warms the compile cache for ml
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
@@ -68,7 +68,7 @@ for step in "$@"; do
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
     rowsweep) run row_ops_sweep 240 python3 benchmarks/row_ops_sweep.py --out "$OUT" ;;
-    autotune) run autotune_rows 240 python3 -m kaio.kernels.ml.row_tuning --out "$OUT" ;;
+    autotune) run autotune_rows 240 python3 benchmarks/autotune_rows.py --out "$OUT" ;;
     variants) run softmax_variants 200 python3 benchmarks/softmax_variants.py --out "$OUT" ;;
     before) CONF="--target reference,reference-w64,cuda,cuda-llvm,gfx90a,gfx942"
             python3 -m pip install -q --no-deps --no-build-isolation -e .baseline > "$OUT/install_baseline.log" 2>&1

@@ -256,6 +256,18 @@ def test_row_ops_run_the_autotuners_winner_within_their_tolerance(reference, sto
     assert [(c.config.name, c.source) for _, _, c in got] == [(want, "memory")]
 
 
+def test_autotune_rows_script_reports_each_ops_decision(reference, store):
+    """benchmarks/autotune_rows.py (the device_run.sh step): one line per op; on the reference
+    backend the table's default, untimed."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import autotune_rows
+    assert autotune_rows.tune_shape(2, 1000, "f16") == [
+        f"{op} f16 2x1000: resident 128x8 v8 r64 (reference backend)"
+        for op in ("softmax", "rmsnorm", "layernorm")]
+
+
 def test_row_ops_untuned_on_the_reference_backend(reference, store):
     """Without a timer (the reference backend) the row ops launch the table's choice, as before
     the autotuner: the launch shape of norms.resident_plan and nothing recorded."""

@@ -20,6 +20,15 @@ from kaio import f32, regions
 
 from .._launch import acc_dtype, kdtype
 from .elementwise import _name
+from .row_tuning import (  # noqa: F401  (the measured table is part of this module's interface)
+    RESIDENT_MAX_PER,
+    RESIDENT_MAX_THREADS,
+    RESIDENT_REGS,
+    resident_plan,
+    resident_regs,
+    resident_vec,
+    tuned_launch,
+)
 
 
 def _rows(vec: int = 1):
@@ -109,25 +118,6 @@ def softmax_kernel(dt: str, out_dt: str):
 # (and the results' last bits) differ from the general kernels', which stride by one column;
 # both are checked against the float64 references. Columns past the row's end hold the
 # reductions' neutral value. Capped at 64 registers, two 512-thread blocks share an SM.
-RESIDENT_REGS = 64
-
-
-def resident_regs(per: int) -> int:
-    """The register cap for ``per`` columns per thread. Measured on the H200 (benchmarks/
-    row_ops_sweep.py, 2026-12-01 14:17 UTC, 4096x8192): at 16 columns a cap of 40 lets three
-    512-thread blocks share an SM, and softmax went 102.4 -> 86.3 us (f32) and 65.9 -> 55.3 us
-    (f16), layernorm 104.6 -> 86.4 us (f32), rmsnorm unchanged (81 us); at 32 columns (1024
-    threads) 64 stays best (40 spills: softmax f32 111.7 -> 134.3 us)."""
-    return 40 if per == 16 else RESIDENT_REGS
-
-
-def resident_vec(dt: str, out_dt: str, cols: int) -> int:
-    """Columns per chunk of the resident kernels: what one 16-byte access moves of the narrower
-    of the two dtypes (4 for f32, 8 for f16/bf16), or 1 when ``cols`` is not a multiple."""
-    v = 16 // min(kdtype(dt).itemsize, kdtype(out_dt).itemsize)
-    return v if cols % v == 0 else 1
-
-
 @kaio.func
 def _load_row(x, row, v, per, vec, fill):
     """Row ``row`` of ``x`` into the thread's ``per`` registers ``v`` as f32: chunk k holds columns
@@ -244,34 +234,24 @@ def layernorm_resident_kernel(dt: str, out_dt: str, vec: int = 1, regs: int = RE
     return layernorm_resident
 
 
-#: most columns a thread holds in registers in the resident kernels
-RESIDENT_MAX_PER = 32
-#: most threads per block the resident kernels use
-RESIDENT_MAX_THREADS = 1024
-
-
-def resident_plan(cols: int, vec: int = 1) -> tuple[int, int] | None:
-    """(threads per block, columns per thread) for the register-resident kernels with chunks of
-    ``vec`` columns, or None when the row is too wide (more than 1024 * RESIDENT_MAX_PER = 32768
-    columns): those take the general kernels. Columns per thread is a power of two and at least
-    ``vec``, so few variants are compiled; 256-thread blocks up to 2048 columns, 512 up to 16384
-    (on the H200, 512 x 16 was the fastest shape for 8192 columns), 1024 beyond; narrow rows
-    with ``vec`` > 1 use fewer threads (down to one warp) rather than idle ones."""
-    threads = 256 if cols <= 2048 else 512 if cols <= 512 * RESIDENT_MAX_PER else 1024
-    need = max(1, -(-cols // threads))
-    per = 1 << (need - 1).bit_length()
-    if per > RESIDENT_MAX_PER:
-        return None
-    if per < vec:
-        per = vec
-        chunks = -(-cols // per)
-        threads = min(threads, max(32, -(-chunks // 32) * 32))
-    return threads, per
-
-
 _GENERAL = {"softmax": softmax_kernel, "rmsnorm": rmsnorm_kernel, "layernorm": layernorm_kernel}
 _RESIDENT = {"softmax": softmax_resident_kernel, "rmsnorm": rmsnorm_resident_kernel,
              "layernorm": layernorm_resident_kernel}
+
+
+@functools.lru_cache(maxsize=None)
+def launch_for(op: str, dt: str, out_dt: str, shape: tuple, config):
+    """The launch of one row-op candidate (kernels/ml/row_tuning.py's ``Config``: the resident
+    kernel at a launch shape and register cap, or the general one): a function of the op's
+    kernel arguments."""
+    rows, _ = shape
+    p = config.params
+    if p["kind"] == "general":
+        k = _GENERAL[op](dt, out_dt)
+        return k if p["threads"] is None else k[(rows,), (p["threads"],)]
+    k = _RESIDENT[op](dt, out_dt, vec=p["vec"], regs=p["regs"])[(rows,), (p["threads"],)]
+    per = p["per"]
+    return lambda *args: k(*args, PER=per)
 
 
 def row_kernel(op: str, dt: str, out_dt: str, shape):
@@ -282,8 +262,7 @@ def row_kernel(op: str, dt: str, out_dt: str, shape):
     otherwise (and for f64, torch's gradcheck); on a GPU, :mod:`kaio.autotune` picks among the
     candidates of kernels/ml/row_tuning.py on the first call for the shape. The bench closures
     in cases.py time exactly this."""
-    from .row_tuning import tuned_launch  # it imports this module
-    return tuned_launch(op, dt, out_dt, tuple(shape))
+    return tuned_launch(op, dt, out_dt, tuple(shape), launch_for)
 
 
 # --- host entry points -------------------------------------------------------------------------

@@ -1,26 +1,71 @@
-"""Which kernel and launch shape the row ops (softmax, rmsnorm, layernorm) run, per shape: the
-candidates, and :mod:`kaio.autotune` choosing among them.
+"""Which kernel and launch shape the row ops (softmax, rmsnorm, layernorm: kernels/ml/norms.py)
+run, per shape: the measured table, the candidates, and :mod:`kaio.autotune` choosing among them.
 
 The first candidate -- the default, what runs untuned (reference backend, ``KAIO_AUTOTUNE=0``,
-fewer than :data:`TUNE_MIN_ELEMENTS` elements) -- is the measured table of kernels/ml/norms.py:
-the register-resident kernel with :func:`norms.resident_plan`'s threads and columns per thread,
-16-byte chunks where the row allows (:func:`norms.resident_vec`) and :func:`norms.resident_regs`'s
-register cap; the three-pass kernel at kaio's launch shape for rows over 32768 columns. The
-others, for rows that fit in registers: every columns-per-thread power of two from the chunk width
-to 32 whose block has 64 to 1024 threads, each under register caps of 64 and 40 (40 only up to
-16 columns: at 32 it spills), and the three-pass kernel with 256 and 1024 threads; for wider rows
-the three-pass kernel with 512 and 1024 threads; f64 rows (torch's gradcheck) the three-pass
-kernel only. Each candidate's output is compared with the
-default's before it is timed (:data:`CHECK`: two of the ops' tolerances, since both are checked
-against the same float64 reference).
+fewer than :data:`TUNE_MIN_ELEMENTS` elements) -- is the measured table: the register-resident
+kernel with :func:`resident_plan`'s threads and columns per thread, 16-byte chunks where the row
+allows (:func:`resident_vec`) and :func:`resident_regs`'s register cap; the three-pass kernel at
+kaio's launch shape for rows over 32768 columns. The others, for rows that fit in registers:
+every columns-per-thread power of two from the chunk width to 32 whose block has 64 to 1024
+threads, each under register caps of 64 and 40 (40 only up to 16 columns: at 32 it spills), and
+the three-pass kernel with 256 and 1024 threads; for wider rows the three-pass kernel with 512
+and 1024 threads; f64 rows (torch's gradcheck) the three-pass kernel only. Each candidate's
+output is compared with the default's before it is timed (:data:`CHECK`: twice the ops'
+tolerances, since both are checked against the same float64 reference). norms.launch_for builds
+a candidate's launch; this module imports no kernel.
 """
 from __future__ import annotations
 
-import functools
-
 from kaio.autotune import Autotuner, Config
 
-from . import norms
+from .._launch import kdtype
+
+# --- the measured table: the untuned choice ----------------------------------------------------
+#: the resident kernels' register cap where resident_regs has no measurement: capped at 64
+#: registers, two 512-thread blocks share an SM
+RESIDENT_REGS = 64
+
+
+def resident_regs(per: int) -> int:
+    """The register cap for ``per`` columns per thread. Measured on the H200 (benchmarks/
+    row_ops_sweep.py, 2026-12-01 14:17 UTC, 4096x8192): at 16 columns a cap of 40 lets three
+    512-thread blocks share an SM, and softmax went 102.4 -> 86.3 us (f32) and 65.9 -> 55.3 us
+    (f16), layernorm 104.6 -> 86.4 us (f32), rmsnorm unchanged (81 us); at 32 columns (1024
+    threads) 64 stays best (40 spills: softmax f32 111.7 -> 134.3 us)."""
+    return 40 if per == 16 else RESIDENT_REGS
+
+
+def resident_vec(dt: str, out_dt: str, cols: int) -> int:
+    """Columns per chunk of the resident kernels: what one 16-byte access moves of the narrower
+    of the two dtypes (4 for f32, 8 for f16/bf16), or 1 when ``cols`` is not a multiple."""
+    v = 16 // min(kdtype(dt).itemsize, kdtype(out_dt).itemsize)
+    return v if cols % v == 0 else 1
+
+
+#: most columns a thread holds in registers in the resident kernels
+RESIDENT_MAX_PER = 32
+#: most threads per block the resident kernels use
+RESIDENT_MAX_THREADS = 1024
+
+
+def resident_plan(cols: int, vec: int = 1) -> tuple[int, int] | None:
+    """(threads per block, columns per thread) for the register-resident kernels with chunks of
+    ``vec`` columns, or None when the row is too wide (more than 1024 * RESIDENT_MAX_PER = 32768
+    columns): those take the general kernels. Columns per thread is a power of two and at least
+    ``vec``, so few variants are compiled; 256-thread blocks up to 2048 columns, 512 up to 16384
+    (on the H200, 512 x 16 was the fastest shape for 8192 columns), 1024 beyond; narrow rows
+    with ``vec`` > 1 use fewer threads (down to one warp) rather than idle ones."""
+    threads = 256 if cols <= 2048 else 512 if cols <= 512 * RESIDENT_MAX_PER else 1024
+    need = max(1, -(-cols // threads))
+    per = 1 << (need - 1).bit_length()
+    if per > RESIDENT_MAX_PER:
+        return None
+    if per < vec:
+        per = vec
+        chunks = -(-cols // per)
+        threads = min(threads, max(32, -(-chunks // 32) * 32))
+    return threads, per
+
 
 #: row ops with fewer elements take the default untimed: their kernels take a few microseconds
 #: and tuning each small shape would cost more compiles than it could save
@@ -49,36 +94,23 @@ def row_configs(dt: str, out_dt: str, rows: int, cols: int) -> list[Config]:
     """The candidates for [rows, cols] rows from ``dt`` to ``out_dt``, the table's choice first."""
     if "f64" in (dt, out_dt):  # torch's gradcheck: the general kernels, untuned
         return [three_pass_config(None)]
-    if norms.resident_plan(cols) is None:
+    if resident_plan(cols) is None:
         return [three_pass_config(None), three_pass_config(512), three_pass_config(1024)]
-    vec = norms.resident_vec(dt, out_dt, cols)
-    threads, per = norms.resident_plan(cols, vec)
-    out = [resident_config(threads, per, vec, norms.resident_regs(per))]
+    vec = resident_vec(dt, out_dt, cols)
+    threads, per = resident_plan(cols, vec)
+    out = [resident_config(threads, per, vec, resident_regs(per))]
     chunks = -(-cols // vec)
     p = vec
-    while p <= norms.RESIDENT_MAX_PER:
+    while p <= RESIDENT_MAX_PER:
         t = -(-chunks // (p // vec))
         t = -(-t // 32) * 32
-        if 64 <= t <= norms.RESIDENT_MAX_THREADS:
+        if 64 <= t <= RESIDENT_MAX_THREADS:
             for cap in CAPS:
                 c = resident_config(t, p, vec, cap)
                 if (cap >= 64 or p <= 16) and c not in out:
                     out.append(c)
         p *= 2
     return out + [three_pass_config(256), three_pass_config(1024)]
-
-
-@functools.lru_cache(maxsize=None)
-def launch_for(op: str, dt: str, out_dt: str, shape: tuple, config: Config):
-    """The launch of ``config`` for row op ``op``: a function of the kernel's arguments."""
-    rows, _ = shape
-    p = config.params
-    if p["kind"] == "general":
-        k = norms._GENERAL[op](dt, out_dt)
-        return k if p["threads"] is None else k[(rows,), (p["threads"],)]
-    k = norms._RESIDENT[op](dt, out_dt, vec=p["vec"], regs=p["regs"])[(rows,), (p["threads"],)]
-    per = p["per"]
-    return lambda *args: k(*args, PER=per)
 
 
 def _tuner(op: str) -> Autotuner:
@@ -94,9 +126,10 @@ def _tuner(op: str) -> Autotuner:
 TUNERS = {op: _tuner(op) for op in OUT_INDEX}
 
 
-def tuned_launch(op: str, dt: str, out_dt: str, shape):
+def tuned_launch(op: str, dt: str, out_dt: str, shape, launch_for):
     """A function of the op's kernel arguments that launches the configuration the autotuner
-    picks for this shape (deciding, and tuning if need be, on its first call)."""
+    picks for this shape (deciding, and tuning if need be, on its first call);
+    ``launch_for(op, dt, out_dt, shape, config)`` builds a candidate's launch (norms.launch_for)."""
     rows, cols = shape
     key, shape, tuner = (dt, out_dt, rows, cols), (rows, cols), TUNERS[op]
     chosen = None
@@ -112,53 +145,3 @@ def tuned_launch(op: str, dt: str, out_dt: str, shape):
         return run(*args)
 
     return launch
-
-
-# --- python3 -m kaio.kernels.ml.row_tuning: tune the benchmark's shapes, print what was tried ---
-SHAPES = ((4096, 1024), (4096, 8192), (1024, 32768))
-
-
-def main(argv=None) -> int:
-    """Tune softmax, rmsnorm and layernorm at :data:`SHAPES` in f32, f16 and bf16 (again, over any
-    cached winner) on device arrays, and print each record (``--out DIR``: also autotune_rows.md)."""
-    import argparse
-    import os
-
-    import numpy as np
-
-    import kaio
-    from kaio import autotune
-    from kaio.kernels._launch import np_dtype
-
-    ap = argparse.ArgumentParser(prog="python3 -m kaio.kernels.ml.row_tuning", description=main.__doc__)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--quick", action="store_true", help="4096x8192 in f32 and f16 only")
-    args = ap.parse_args(argv)
-    shapes = ((4096, 8192),) if args.quick else SHAPES
-    lines = [f"device: {autotune.device_id()}"]
-    for rows, cols in shapes:
-        for dt in ("f32", "f16") if args.quick else ("f32", "f16", "bf16"):
-            g = np.random.default_rng(0)
-            x = kaio.to_device(g.normal(0.0, 2.0, (rows, cols)).astype(np_dtype(dt)))
-            w = kaio.to_device(g.uniform(0.5, 1.5, cols).astype(np_dtype(dt)))
-            b = kaio.to_device(g.uniform(-0.5, 0.5, cols).astype(np_dtype(dt)))
-            y = kaio.device_array((rows, cols), np_dtype(dt))
-            calls = {"softmax": (x, y), "rmsnorm": (x, w, y, 1e-6), "layernorm": (x, w, b, y, 1e-5)}
-            for op, call in calls.items():
-                with autotune.fresh(), autotune.choices() as got:
-                    norms.row_kernel(op, dt, dt, (rows, cols))(*call)
-                kaio.synchronize()
-                for _, _, choice in got:
-                    text = (autotune.format_record(choice.record) if choice.record else
-                            f"{op} {dt} {rows}x{cols}: {choice.config.name} ({choice.source})")
-                    print(text, flush=True)
-                    lines.append(text)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "autotune_rows.md"), "w") as f:
-            f.write("```\n" + "\n".join(lines) + "\n```\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
