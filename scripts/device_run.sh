@@ -27,6 +27,8 @@
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
 #   examples  examples/*.py at their default sizes on CUDA (tests/test_examples.py -m gpu, output shown)
+#   interop   torch custom ops (fwd/bwd vs torch, gradcheck f64, streams, inductor), DLPack round trips
+#             with torch and CuPy, torch/CuPy streams (also in `gpu`; this step runs only them)
 #   mpi       tests/test_mpi.py + tests/test_devices.py, then examples/jacobi_mpi.py under mpiexec: 2 ranks
 #             sharing GPU 0 (4096^2, checked bit for bit against one process, halos by CUDA IPC and
 #             through the host), and 1 and 2 ranks of 16384^2 per rank (time per step, both ways);
@@ -89,6 +91,7 @@ for step in "$@"; do
                   | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
+    interop) run interop 280 python3 -m pytest -q -rf -p no:cacheprovider -m "gpu or cuda" tests/test_torch_ops.py tests/test_interop.py ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise
          run mpi_tests 120 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py
          if python3 -c "import mpi4py" 2>/dev/null && command -v mpiexec >/dev/null; then
