@@ -23,16 +23,20 @@ numpy lane numbers (:class:`NumpyLanes`), so the mapping the addresses use is th
 tests check against a model of each instruction (tests/test_mma_llvm.py). The multiply order
 is :func:`mma_plan` (kk outer), shared the same way.
 
-Loads and stores go element by element (stores skip padding and elements outside the buffer
-and apply the BLAS epilogue exactly as the reference does: ``alpha * acc`` then ``+ beta * old``,
-two roundings, old read only where beta != 0). ``copy_tile`` is a block-strided element copy
-with zero fill. No ``ldmatrix`` or ``cp.async`` here (kaio's PTX path has them).
+On nvptx64, A/B loads from 2-d shared arrays with 16-byte rows at a column origin that is
+provably a multiple of 8 use ``ldmatrix``; other loads and all stores go element by element
+(stores skip padding and elements outside the buffer and apply the BLAS epilogue exactly as
+the reference does: ``alpha * acc`` then ``+ beta * old``, two roundings, old read only where
+beta != 0). ``copy_tile`` is a block-strided element copy with zero fill (no ``cp.async`` here;
+kaio's PTX path has it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from .vector_access import _multiple_of
 
 _ELEM_TY = {"f16": "half", "bf16": "bfloat", "f32": "float"}
 
@@ -223,6 +227,17 @@ def _mfma16(em, dtype: str, a, b, c: list[str]) -> list[str]:
 _INSTR = {"nvvm": _nvvm_mma, "mfma16": _mfma16}
 
 
+def _ldmatrix_ok(op, t) -> bool:
+    """``ldmatrix`` applies to an A or B load from a 2-d shared array of static shape whose
+    rows are whole 16-byte units, at a column origin provably a multiple of 8 (so every row
+    address is 16-byte aligned: shared arrays are)."""
+    bt = op.operands[0].type
+    shape = bt.static_shape
+    if bt.space != "shared" or bt.ndim != 2 or shape is None or t.role == "acc":
+        return False
+    return (shape[1] * t.dtype.itemsize) % 16 == 0 and _multiple_of(op.operands[2], 8)
+
+
 # --- the emitter's fragment ops (mixed into kaio.backends.llvm.FunctionEmitter) ---------------
 class MmaEmitter:
     """``op_mma_*`` handlers of the LLVM emitter. Uses the emitter's helpers (``ins``, ``call``,
@@ -309,6 +324,8 @@ class MmaEmitter:
     def op_mma_load(self, op):
         from .llvm import float_literal
         t = op.result.type
+        if self._scheme(op) == "nvvm" and _ldmatrix_ok(op, t):
+            return self.bind(op, self._ldmatrix(op, t, bool(op.attrs.get("trans"))))
         vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
         vec = "poison"
         for e, (ptr, pty, _, valid) in enumerate(self._elements(op, t, bool(op.attrs.get("trans")))):
@@ -317,6 +334,61 @@ class MmaEmitter:
                 x = self.ins(f"select i1 {valid}, {ety} {x}, {ety} {float_literal(0.0, t.dtype)}")
             vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
         self.bind(op, vec)
+
+    def _ldmatrix(self, op, t, trans: bool) -> str:
+        """A or B from shared memory by ``ldmatrix.m8n8`` (x4: one A tile or two adjacent B
+        tiles, x2: a lone B tile), ``.trans`` where the memory holds the other orientation.
+
+        Which lane addresses which row of the 8x8 matrices: pattern 1 (A as is; B held k x n,
+        loaded .trans) orders the matrices (rows 0-7, col 0), (8-15, 0), (0-7, 8), (8-15, 8), so
+        lane l gives row ``l % 16``, column ``8 (l / 16)``; pattern 2 (A held transposed; B held
+        n x k) orders them (0-7, 0), (0-7, 8), (8-15, 0), (8-15, 8): row ``l % 8 + 8 (l / 16)``,
+        column ``8 (l / 8 % 2)``. Result register k holds mma.sync's register k of the tile."""
+        buf = op.operands[0]
+        row0, col0 = (self.index_value(v, "i32") for v in op.operands[1:3])
+        lane = self._lane()
+        if not trans:                      # pattern 1
+            lr = self.ins(f"and i32 {lane}, 15")
+            lc = self.ins(f"shl i32 {self.ins(f'lshr i32 {lane}, 4')}, 3")
+        else:                              # pattern 2
+            hi = self.ins(f"shl i32 {self.ins(f'lshr i32 {lane}, 4')}, 3")
+            lr = self.ins(f"add i32 {self.ins(f'and i32 {lane}, 7')}, {hi}")
+            lc = self.ins(f"and i32 {lane}, 8")
+        r, c = self.ins(f"add i32 {row0}, {lr}"), self.ins(f"add i32 {col0}, {lc}")
+        suffix = ".trans" if (t.role == "a") == trans else ""
+
+        def ld(n, ro, co) -> list[str]:
+            if trans:
+                ro, co = co, ro
+            ptr, pty, _ = self._tile_addr(buf, self.ins(f"add i32 {r}, {ro}") if ro else r,
+                                          self.ins(f"add i32 {c}, {co}") if co else c, None)
+            st = "{" + ", ".join(["i32"] * n) + "}"
+            res = self.call(st, f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}{suffix}.b16", (pty, ptr))
+            return [self.ins(f"extractvalue {st} {res}, {i}") for i in range(n)]
+
+        ps = pieces("nvvm", t)
+        regs: list = [None] * len(ps)
+        if t.role == "a":
+            for k, p in enumerate(ps):
+                regs[k] = ld(4, p.r0, p.c0)
+        else:                              # B: two adjacent n-tiles per x4, a lone one x2
+            tn = t.tiles[1]
+            for k, p in enumerate(ps):
+                j = k % tn
+                if j % 2 == 0:
+                    got = ld(4 if j + 1 < tn else 2, p.r0, p.c0)
+                    regs[k] = got[:2]
+                    if len(got) == 4:
+                        regs[k + 1] = got[2:]
+        vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
+        vec, e = "poison", 0
+        for word in (w for tile in regs for w in tile):
+            pair = self.ins(f"bitcast i32 {word} to <2 x {ety}>")
+            for h in range(2):
+                x = self.ins(f"extractelement <2 x {ety}> {pair}, i32 {h}")
+                vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
+                e += 1
+        return vec
 
     def op_mma(self, op):
         scheme = self._scheme(op)

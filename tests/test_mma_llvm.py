@@ -73,6 +73,20 @@ def staged_edge(A: kaio.In[f16, 2], BT: kaio.In[f16, 2], C: kaio.Raw[f16, 2], al
     kaio.mma.store(C, row0, col0, acc, alpha=alpha, beta=beta)
 
 
+@kaio.kernel
+def staged_other(AT: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 2]):
+    """C = AT.T @ B from shared memory: A read transposed (AT is K x M), B as it is, with three
+    n-tiles (on NVIDIA: ldmatrix .trans for A, x4 + x2 for B)."""
+    As = kaio.shared_array(f16, (32, 32))
+    Bs = kaio.shared_array(f16, (32, 24))
+    kaio.mma.copy_tile(As, AT, 0, 0)
+    kaio.mma.copy_tile(Bs, B, 0, 0)
+    kaio.sync()
+    a = kaio.mma.load_a(As, 0, 0, trans=True, m=32, k=32)
+    b = kaio.mma.load_b(Bs, 0, 0, k=32, n=24)
+    kaio.mma.store(C, 0, 0, kaio.mma.mma(a, b, kaio.mma.fill(f32, 0.0, m=32, n=24)))
+
+
 def _ints(shape, npdt, g, lo=-3, hi=4):
     return g.integers(lo, hi, shape).astype(np.float32).astype(npdt)
 
@@ -241,7 +255,8 @@ def test_copy_tile_and_scaled_store_ir():
 
 @pytest.mark.parametrize("arch", NV)
 @pytest.mark.parametrize("kernel", ["gemm_bf16_f16", "warp_tile_f16_24", "warp_tile_bf16_16",
-                                    "gemm_bt_accumulate", "shared_tiles", "staged_edge"])
+                                    "gemm_bt_accumulate", "shared_tiles", "staged_edge",
+                                    "staged_other"])
 def test_nvvm_ptx_assembles(arch, kernel):
     k = _KERNELS[kernel]
     ptx = k.emit("ptx", f"nvptx64-{arch}")
@@ -251,7 +266,7 @@ def test_nvvm_ptx_assembles(arch, kernel):
 
 _KERNELS = {"gemm_bf16_f16": GEMM["bf16", f16], "warp_tile_f16_24": WARP_TILE["f16", 24],
             "warp_tile_bf16_16": WARP_TILE["bf16", 16], "gemm_bt_accumulate": gemm_bt_accumulate,
-            "shared_tiles": shared_tiles, "staged_edge": staged_edge}
+            "shared_tiles": shared_tiles, "staged_edge": staged_edge, "staged_other": staged_other}
 
 
 @pytest.mark.parametrize("target", AMD)
@@ -327,6 +342,28 @@ def test_nvvm_transposed_accumulated_shared_and_branch_tiles_run_exactly():
         _sim_llvm(branch_result, [a[:, :16].copy(), b, c2, scale_k], (1, 1, 1), (32, 1, 1),
                   "sm_90", twice=True)
         np.testing.assert_array_equal(c2, want)
+
+
+def test_ldmatrix_where_shared_tiles_allow_it():
+    """2-d shared arrays with 16-byte rows and column origins that are multiples of 8 load by
+    ldmatrix (each pattern: A as is and transposed, B as is and transposed, x4 and x2); 1-d
+    shared memory and global buffers element by element."""
+    def calls(ir):
+        return sorted(re.findall(r"call \{[^}]*\} @llvm\.nvvm\.ldmatrix\.sync\.aligned\.m8n8\.(\S+)\(", ir))
+    # A^T (2 x 2 tiles): 4 x4.trans; B (k x n, 2 k-tiles of 3 n-tiles): a x4.trans and a x2.trans each
+    assert calls(_llvm(staged_other, "nvptx64-sm_80")) == ["x2.trans.b16"] * 2 + ["x4.trans.b16"] * 6
+    # A (2 x 2 tiles) and B held n x k (2 k-tiles of 2 n-tiles): untransposed x4 only
+    assert calls(_llvm(staged_edge, "nvptx64-sm_80")) == ["x4.b16"] * 6
+    for k in (shared_tiles, GEMM["f16", f32]):
+        assert "ldmatrix" not in _llvm(k, "nvptx64-sm_80")
+
+
+def test_nvvm_ldmatrix_patterns_run_exactly():
+    g = np.random.default_rng(24)
+    at, b = _ints((32, 32), np.float16, g), _ints((32, 24), np.float16, g)
+    c = np.zeros((32, 24), np.float32)
+    _sim_llvm(staged_other, [at, b, c], (1, 1, 1), (32, 1, 1))
+    np.testing.assert_array_equal(c, at.T.astype(np.float32) @ b.astype(np.float32))
 
 
 def test_nvvm_copy_tile_and_scaled_edge_store_run_exactly():
