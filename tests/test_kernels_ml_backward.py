@@ -91,21 +91,24 @@ def _numeric_grad(f, x, g, h=1e-6):
 def test_references_are_the_gradients_of_the_forward_references():
     r = np.random.default_rng(1)
     x, w, b, g = r.normal(size=(3, 6)), r.uniform(0.5, 1.5, 6), r.normal(size=6), r.normal(size=(3, 6))
-    rx, rw = B.rmsnorm_backward_ref(x, w, g, 1e-6)
-    np.testing.assert_allclose(rx, _numeric_grad(lambda v: norms.rmsnorm_ref(v, w, 1e-6), x, g), atol=1e-6)
-    np.testing.assert_allclose(rw, _numeric_grad(lambda v: norms.rmsnorm_ref(x, v, 1e-6), w, g), atol=1e-6)
-    lx, lw, lb = B.layernorm_backward_ref(x, w, g, 1e-5)
-    np.testing.assert_allclose(lx, _numeric_grad(lambda v: norms.layernorm_ref(v, w, b, 1e-5), x, g), atol=1e-6)
-    np.testing.assert_allclose(lw, _numeric_grad(lambda v: norms.layernorm_ref(x, v, b, 1e-5), w, g), atol=1e-6)
-    np.testing.assert_allclose(lb, _numeric_grad(lambda v: norms.layernorm_ref(x, w, v, 1e-5), b, g), atol=1e-6)
-    y = norms.softmax_ref(x)
-    np.testing.assert_allclose(B.softmax_backward_ref(y, g), _numeric_grad(norms.softmax_ref, x, g), atol=1e-6)
     gate = r.normal(size=(3, 6))
+
+    def same(got, f, at):
+        np.testing.assert_allclose(got, _numeric_grad(f, at, g), atol=1e-6)
+
+    rx, rw = B.rmsnorm_backward_ref(x, w, g, 1e-6)
+    same(rx, lambda v: norms.rmsnorm_ref(v, w, 1e-6), x)
+    same(rw, lambda v: norms.rmsnorm_ref(x, v, 1e-6), w)
+    lx, lw, lb = B.layernorm_backward_ref(x, w, g, 1e-5)
+    same(lx, lambda v: norms.layernorm_ref(v, w, b, 1e-5), x)
+    same(lw, lambda v: norms.layernorm_ref(x, v, b, 1e-5), w)
+    same(lb, lambda v: norms.layernorm_ref(x, w, v, 1e-5), b)
+    same(B.softmax_backward_ref(norms.softmax_ref(x), g), norms.softmax_ref, x)
     sx, sg = B.silu_gate_backward_ref(x, gate, g)
-    np.testing.assert_allclose(sx, _numeric_grad(lambda v: E.silu_gate_ref(v, gate), x, g), atol=1e-6)
-    np.testing.assert_allclose(sg, _numeric_grad(lambda v: E.silu_gate_ref(x, v), gate, g), atol=1e-6)
-    np.testing.assert_allclose(B.gelu_exact_backward_ref(x, g), _numeric_grad(E.gelu_exact_ref, x, g), atol=1e-6)
-    np.testing.assert_allclose(B.gelu_tanh_backward_ref(x, g), _numeric_grad(E.gelu_tanh_ref, x, g), atol=1e-6)
+    same(sx, lambda v: E.silu_gate_ref(v, gate), x)
+    same(sg, lambda v: E.silu_gate_ref(x, v), gate)
+    same(B.gelu_exact_backward_ref(x, g), E.gelu_exact_ref, x)
+    same(B.gelu_tanh_backward_ref(x, g), E.gelu_tanh_ref, x)
 
 
 @pytest.mark.parametrize("op", ["softmax", "rmsnorm", "layernorm"])
@@ -126,3 +129,34 @@ def test_forward_elementwise_take_f64(reference):
     np.testing.assert_allclose(E.silu_gate(x, gate), E.silu_gate_ref(x, gate), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(E.gelu(x), E.gelu_exact_ref(x), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(E.gelu(x, "tanh"), E.gelu_tanh_ref(x), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f64"])
+def test_backward_kernels_on_the_gpu(dt):
+    import kaio
+    from kaio import backends as be
+    previous = be._current
+    kaio.set_backend("cuda" if be.availability("cuda")[0] else "hip")
+    try:
+        x, w, g = _rows(dt, (300, 4099), seed=4)  # two chunk rows' worth and an odd width
+        dx, dw = B.rmsnorm_backward(x, w, g, 1e-6)
+        rx, rw = B.rmsnorm_backward_ref(x, w, g, 1e-6)
+        _close(dx, rx, dt)
+        _close(dw, rw, dt, scale=300)
+        dx, dw, db = B.layernorm_backward(x, w, g, 1e-5)
+        rx, rw, rb = B.layernorm_backward_ref(x, w, g, 1e-5)
+        _close(dx, rx, dt)
+        _close(dw, rw, dt, scale=300)
+        _close(db, rb, dt, scale=300)
+        y = norms.softmax_ref(x).astype(_np(dt))
+        _close(B.softmax_backward(y, g), B.softmax_backward_ref(y, g), dt)
+        gate = np.random.default_rng(5).uniform(-6, 6, x.shape).astype(_np(dt))
+        sx, sg = B.silu_gate_backward(x, gate, g)
+        rsx, rsg = B.silu_gate_backward_ref(x, gate, g)
+        _close(sx, rsx, dt, scale=10)
+        _close(sg, rsg, dt, scale=10)
+        _close(B.gelu_backward(x, g), B.gelu_exact_backward_ref(x, g), dt, scale=10)
+        _close(B.gelu_backward(x, g, "tanh"), B.gelu_tanh_backward_ref(x, g), dt, scale=10)
+    finally:
+        be._current = previous
