@@ -341,3 +341,26 @@ def test_graph_capture_takes_the_default_without_remembering_it(reference, store
             tuner(x, y)
         tuner(x, y)
     assert [(c.config.name, c.source) for _, _, c in got] == [("a", "capturing"), ("b", "tuned")]
+
+
+@pytest.mark.parametrize("op", ["softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dt,shape", [("f32", (2, 300)), ("f16", (2, 1000)), ("bf16", (1, 4096)),
+                                      ("f32", (2, 257)), ("f32", (1, 40000))])
+def test_every_row_op_candidate_is_within_the_ops_tolerance(reference, op, dt, shape):
+    """Whatever the autotuner picks is correct: every candidate of row_configs (resident shapes
+    and caps, three-pass block sizes, vec 1 rows, rows too wide for registers) launched through
+    norms.launch_for meets the op's registered tolerance against the float64 reference."""
+    from kaio.kernels import REGISTRY
+    from kaio.kernels.ml import norms, row_tuning
+    case = REGISTRY.get(f"ml/{op}" + ("" if dt == "f32" else f"_{dt}"))
+    inputs = case.make_inputs(shape, seed=5)
+    args = [inputs[k] for k in {"softmax": "x", "rmsnorm": "xw", "layernorm": "xwb"}[op]]
+    extra = {"softmax": (), "rmsnorm": (1e-6,), "layernorm": (1e-5,)}[op]
+    ref = case.reference(inputs)
+    configs = row_tuning.row_configs(dt, dt, *shape)
+    assert len(configs) >= 3
+    for config in configs:
+        y = np.zeros(shape, inputs["x"].dtype)
+        norms.launch_for(op, dt, dt, shape, config)(*args, y, *extra)
+        ok, ratio = case.check({"y": y}, ref)
+        assert ok, (config, ratio)
