@@ -426,15 +426,18 @@ def _stage(args) -> list:
 
 
 def _host_outputs(outs) -> list | None:
-    """Host copies of a call's outputs as f64 arrays; None when one cannot be read back here."""
+    """Host copies of a call's outputs, as f32 (16-bit floats: exact) or f64 (f64 and integers);
+    None when one cannot be read back here."""
     got = []
     for o in outs:
         if isinstance(o, np.ndarray):
-            got.append(np.array(o, dtype=np.float64))
+            a = np.array(o)
         elif hasattr(o, "to_host"):
-            got.append(np.asarray(o.to_host()).astype(np.float64))
+            a = np.asarray(o.to_host())
         else:
             return None
+        wide = a.dtype == np.float64 or a.dtype.kind in "iub"
+        got.append(a.astype(np.float64 if wide else np.float32, copy=False))
     return got
 
 
