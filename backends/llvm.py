@@ -630,6 +630,7 @@ class FunctionEmitter(MmaEmitter):
         self.vals[op.result.id] = name
 
     def op_barrier(self, op):
+        self.before_barrier()
         self.snippet(self.t.barrier)
 
     # --- warp -------------------------------------------------------------------------------

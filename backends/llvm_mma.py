@@ -27,8 +27,7 @@ On nvptx64, A/B loads from 2-d shared arrays with 16-byte rows at a column origi
 provably a multiple of 8 use ``ldmatrix``; other loads and all stores go element by element
 (stores skip padding and elements outside the buffer and apply the BLAS epilogue exactly as
 the reference does: ``alpha * acc`` then ``+ beta * old``, two roundings, old read only where
-beta != 0). ``copy_tile`` is a block-strided element copy with zero fill (no ``cp.async`` here;
-kaio's PTX path has it).
+beta != 0). ``copy_tile`` is :mod:`kaio.backends.llvm_copy`'s (``cp.async`` on nvptx64).
 """
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .llvm_copy import CopyEmitter
 from .vector_access import _multiple_of
 
 _ELEM_TY = {"f16": "half", "bf16": "bfloat", "f32": "float"}
@@ -239,9 +239,10 @@ def _ldmatrix_ok(op, t) -> bool:
 
 
 # --- the emitter's fragment ops (mixed into kaio.backends.llvm.FunctionEmitter) ---------------
-class MmaEmitter:
-    """``op_mma_*`` handlers of the LLVM emitter. Uses the emitter's helpers (``ins``, ``call``,
-    ``v``, ``bufs``, ``snippet``...); the scheme comes from the target (:func:`scheme_of`)."""
+class MmaEmitter(CopyEmitter):
+    """``op_mma_*`` handlers of the LLVM emitter (``copy_tile``: :mod:`.llvm_copy`). Uses the
+    emitter's helpers (``ins``, ``call``, ``v``, ``bufs``, ``snippet``...); the scheme comes
+    from the target (:func:`scheme_of`)."""
 
     def vty(self, t) -> str:
         """LLVM type of an IR value: a fragment's lane vector, or the scalar type."""
@@ -446,38 +447,3 @@ class MmaEmitter:
             self.emit(f"store {ty} {x}, {pty} {ptr}, align {bt.itemsize}")
             self.emit(f"br label %{nxt}")
             self.start(nxt)
-
-    def op_mma_copy(self, op):
-        """Block-collective ``dst[0:rows, 0:cols] = src[row0.., col0..]``, zeros outside src:
-        thread t copies elements t, t + T, t + 2T ... (T threads per block)."""
-        from .llvm import literal, memty
-        dst, src, r0, c0 = op.operands
-        rows, cols = op.attrs["rows"], op.attrs["cols"]
-        t = dst.type.dtype
-        ty = memty(t)
-        zero = "0" if ty.startswith("i") else literal(0.0, t)
-        row0, col0 = (self.index_value(v, "i32") for v in (r0, c0))
-        tid, nt = self.block_thread()
-        pre = self.label
-        top, body, load_l, join, done = (self.new_label(h) for h in
-                                         ("mcopy", "mcbody", "mcload", "mcjoin", "mcdone"))
-        self.emit(f"br label %{top}")
-        self.start(top)
-        nxt = self.tmp("u")
-        u = self.ins(f"phi i32 [ {tid}, %{pre} ], [ {nxt}, %{join} ]")
-        self.emit(f"br i1 {self.ins(f'icmp ult i32 {u}, {rows * cols}')}, label %{body}, label %{done}")
-        self.start(body)
-        r, c = self.ins(f"udiv i32 {u}, {cols}"), self.ins(f"urem i32 {u}, {cols}")
-        gr, gc = self.ins(f"add i32 {row0}, {r}"), self.ins(f"add i32 {col0}, {c}")
-        sptr, spty, sidx = self._tile_addr(src, gr, gc, None)
-        self.emit(f"br i1 {self._inside(src, sidx)}, label %{load_l}, label %{join}")
-        self.start(load_l)
-        x = self.ins(f"load {ty}, {spty} {sptr}, align {t.itemsize}")
-        self.emit(f"br label %{join}")
-        self.start(join)
-        x = self.ins(f"phi {ty} [ {zero}, %{body} ], [ {x}, %{load_l} ]")
-        dptr, dpty, _ = self._tile_addr(dst, r, c, None)
-        self.emit(f"store {ty} {x}, {dpty} {dptr}, align {t.itemsize}")
-        self.emit(f"{nxt} = add i32 {u}, {nt}")
-        self.emit(f"br label %{top}")
-        self.start(done)

@@ -251,6 +251,12 @@ def test_copy_tile_and_scaled_store_ir():
     assert "phi half [ 0xH0000" in ir                     # zero fill outside the source
     assert "fcmp une float" in ir                         # beta != 0 decides the read
     assert "fptrunc float" in ir
+    # cp.async where the run-time test allows, and every barrier waits for the copies
+    assert ir.count("call void @llvm.nvvm.cp.async.cg.shared.global.16.s(") == 2
+    ptx = staged_edge.emit("ptx", "nvptx64-sm_90")
+    assert ptx.count("cp.async.wait_all") == ptx.count("bar.sync") == 2
+    amd = _llvm(staged_edge, "gfx942")                    # AMD: element copies only
+    assert "cp.async" not in amd and "udiv i32" in amd
 
 
 @pytest.mark.parametrize("arch", NV)
@@ -366,9 +372,11 @@ def test_nvvm_ldmatrix_patterns_run_exactly():
     np.testing.assert_array_equal(c, at.T.astype(np.float32) @ b.astype(np.float32))
 
 
-def test_nvvm_copy_tile_and_scaled_edge_store_run_exactly():
-    """M, N, K not multiples of the tile: copy_tile's zero fill and the store's mask."""
-    a, bt, c0, want, grid = _staged_case()
+@pytest.mark.parametrize("k", [40, 36])
+def test_nvvm_copy_tile_and_scaled_edge_store_run_exactly(k):
+    """M, N, K not multiples of the tile: copy_tile's zero fill and the store's mask; K = 40
+    takes cp.async (rows of whole 16-byte chunks), K = 36 the element copy."""
+    a, bt, c0, want, grid = _staged_case(k=k)
     c = c0.copy()
     _sim_llvm(staged_edge, [a, bt, c, 0.5, -2.0], grid, (32, 1, 1))
     np.testing.assert_array_equal(c, want)
