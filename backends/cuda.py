@@ -100,6 +100,14 @@ def load_module(ptx: str, kernel_name: str | None = None):
     return r[1]
 
 
+def _own_shared(ptx: str) -> int:
+    from .ptx import DYN_SHARED_MARK
+    at = ptx.find(DYN_SHARED_MARK, 0, 4096)     # in the header
+    if at < 0:
+        return 0
+    return int(ptx[at + len(DYN_SHARED_MARK):].split(None, 1)[0])
+
+
 class LoadedKernel:
     """A loaded module, its entry function, the ABI and the launch plan."""
 
@@ -110,6 +118,9 @@ class LoadedKernel:
         self.packer = ArgPacker(abi)
         self._cuLaunchKernel = drv.driver().cuLaunchKernel  # bound once: the hot path
         self.dyn_shared_optin = _DEFAULT_DYN_SHARED
+        # bytes of dynamic shared memory the kernel's own shared arrays take (kaio's PTX puts
+        # them there when they pass 48 KiB); every launch adds them to the caller's bytes
+        self.own_shared = _own_shared(ptx)
 
     def allow_dynamic_shared(self, nbytes: int, props) -> None:
         """Opt the function in to ``nbytes`` of dynamic shared memory when above 48 KiB."""
@@ -229,7 +240,8 @@ class CudaBackend(Backend):
         fast = plan.data
         if fast is None:
             fast = plan.data = self._flat_template(compiled, args)
-        if (not fast or shared_bytes > _DEFAULT_DYN_SHARED or self.sync_every_launch
+        if (not fast or shared_bytes + compiled.handle.own_shared > _DEFAULT_DYN_SHARED
+                or self.sync_every_launch
                 or capturing() is not None):  # a capture counts its launches: the full path
             return self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
         values, slots = fast
@@ -280,9 +292,10 @@ class CudaBackend(Backend):
                     ptr, shape = self._buffer(a, t[0], compiled.kernel, i, xfer)
                     values.append(ptr)
                     values.extend(shape)
+            shared_bytes = int(shared_bytes) + lk.own_shared
             if shared_bytes > _DEFAULT_DYN_SHARED:
                 lk.allow_dynamic_shared(shared_bytes, self.props)
-            lk.launch(grid, block, int(shared_bytes), hstream, values)
+            lk.launch(grid, block, shared_bytes, hstream, values)
             if (xfer is not None and xfer.temps) or (self.sync_every_launch and graph is None):
                 # wait here so a fault is reported against this kernel, then copy back
                 (xfer or Transfers(rt, hstream)).finish(compiled.kernel.name)

@@ -12,6 +12,7 @@ branches; region results and loop-carried values are registers written at ``yiel
 from __future__ import annotations
 
 from .. import dtypes as dt
+from ..frontend.limits import MAX_STATIC_SHARED, SHARED_LIMIT, check_static_shared, shared_layout
 from ..ir.ops import handler_table
 from ..ir.types import BufType, FragType
 from ..passes.expand_math import library_code
@@ -52,6 +53,8 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
             f".version {version}", f".target {arch}", ".address_size 64", ""]
     head += [f'.file {i} "{_quote(f)}"' for f, i in r.em.files.items()]
+    if r.shared_in_dyn:   # read by the CUDA loader: added to every launch's shared bytes
+        head.append(f"// {DYN_SHARED_MARK} {r.shared_in_dyn}")
     head += r.em.module_decls
     params = ",\n".join(f"\t.param .{_abi_param_type(p)} {p.name}" for p in abi.params)
     out = head + ["", f".visible .entry {abi.entry}(", params, ")"]
@@ -80,6 +83,10 @@ def _abi_param_type(p) -> str:
     return _PARAM_T.get(p.dtype, p.dtype.replace("i", "s") if p.dtype[0] == "i" else p.dtype)
 
 
+#: the PTX comment giving the bytes of dynamic shared memory a kernel's own arrays take
+DYN_SHARED_MARK = "kaio-shared-arrays-in-dynamic-shared-bytes:"
+
+
 class _Renderer:
     def __init__(self, kernel, abi, arch, fast_math):
         self.k = kernel
@@ -91,6 +98,11 @@ class _Renderer:
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
         self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
         self.async_copies = any(o.opcode == "mma_copy" for o in kernel.walk())
+        # shared arrays beyond the 48 KiB of static .shared live in dynamic shared memory
+        self.shared_offsets, total = shared_layout(kernel)
+        self.shared_in_dyn = total if total > MAX_STATIC_SHARED else 0
+        if total > SHARED_LIMIT[arch]:
+            check_static_shared(kernel, SHARED_LIMIT[arch], arch)
 
     # --- driver ------------------------------------------------------------------------
     def run(self) -> list[str]:
@@ -283,6 +295,8 @@ class _Renderer:
         if info.dyn:
             em, d = self.em, self.em.reg(dt.INDEX)
             em.ins(f"mov.u32 {d}, %dynamic_smem_size")
+            if self.shared_in_dyn:      # the launch's part follows the kernel's shared arrays
+                em.ins(f"sub.u32 {d}, {d}, {self.shared_in_dyn}")
             em.ins(f"div.u32 {d}, {d}, {buf.type.dtype.itemsize}")
             self.set(op, d)
         elif isinstance(info.extents[axis], int):
@@ -378,11 +392,15 @@ class _Renderer:
         self.n_arrays += 1
         name = f"{'dyn_smem' if op.opcode == 'dyn_shared' else 'arr'}{self.n_arrays}"
         space = t.space
-        if op.opcode == "dyn_shared":
+        offset = 0
+        if op.opcode == "dyn_shared" or (space == "shared" and self.shared_in_dyn):
             decl = ".extern .shared .align 16 .b8 dyn_smem[];"
             if decl not in em.module_decls:
                 em.module_decls.append(decl)
             name = "dyn_smem"
+            # large kernels: the shared arrays first (their planned offsets), then the launch's
+            offset = self.shared_offsets[op.result.id] if op.opcode == "shared_array" \
+                else self.shared_in_dyn
         else:
             nbytes = max(1, t.dtype.itemsize)
             for s in t.static_shape:
@@ -390,6 +408,8 @@ class _Renderer:
             em.decls.append(f".{space} .align 16 .b8 {name}[{max(nbytes, 1)}];")
         base = em.tmp("r")
         em.ins(f"mov.u32 {base}, {name}")
+        if offset:
+            em.ins(f"add.u32 {base}, {base}, {offset}")
         extents = list(t.static_shape) if t.static_shape is not None else [None]
         self.bufs[op.result.id] = ptx_mem.BufInfo(space, base, extents, [], dyn=t.static_shape is None)
         self.set(op, base)

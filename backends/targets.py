@@ -30,6 +30,7 @@ from typing import Callable
 
 from ..cache import cache_key
 from ..errors import CompileError
+from ..frontend.limits import SHARED_LIMIT, check_static_shared
 from ..ir import print_kernel
 from ..options import CompileOptions, KernelOptions
 from ..passes import target_pipeline
@@ -163,6 +164,9 @@ def _cubin(a, o):
 
 def _llvm(a, o):
     _no_fragments(a["lowered"], o.target)
+    # the LLVM paths keep shared arrays static: 48 KiB on NVIDIA, the 64 KiB of LDS on AMD
+    limit = "amd" if o.target.startswith("gfx") else "llvm"
+    check_static_shared(a["lowered"], SHARED_LIMIT[limit], f"target {o.target} (LLVM path)")
     text = emit_llvm(a["lowered"], o.target, fast_math=o.fast_math, max_registers=o.max_registers)
     return text + module_flags(llvm_target(o.target), o.code_object_version)
 

@@ -207,3 +207,32 @@ def test_torch_style_bf16_cuda_array_interface_is_read_as_bf16():
     assert dtype == kaio.bf16.storage_np and shape == (4, 8)
     dtype, _ = check_cuda_array_interface(cai, "x")     # no exporter: stays opaque (refused later)
     assert dtype.kind == "V"
+
+
+# --- shared arrays past 48 KiB: kaio's PTX moves them to dynamic shared memory -------------------
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])
+def test_large_shared_tiles_live_in_dynamic_shared_memory(arch):
+    from kaio.backends.cuda import _own_shared
+    k = G.gemm_kernel("f16", "f32", False, False, "128x128x64_w64x32")   # 2 x 35,840 bytes
+    ptx = k.emit("ptx", arch)
+    assert _own_shared(ptx) == 2 * (128 * 72 + 64 * 136) * 2
+    assert ".extern .shared .align 16 .b8 dyn_smem[]" in ptx and ".shared .align 16 .b8 arr" not in ptx
+    ptxas(ptx, arch)
+    small = G.gemm_kernel("f16", "f32", False, False).emit("ptx", arch)
+    assert _own_shared(small) == 0 and ".shared .align 16 .b8 arr" in small
+
+
+def test_shared_limits_are_per_target():
+    @kaio.kernel
+    def big(A: kaio.In[kaio.f32, 1], O: kaio.Raw[kaio.f32, 1]):
+        S = kaio.shared_array(kaio.f32, (30000,))      # 120,000 bytes
+        S[kaio.thread_idx.x] = A[kaio.thread_idx.x]
+        kaio.sync()
+        O[kaio.thread_idx.x] = S[kaio.thread_idx.x]
+    assert "dyn_smem" in big.emit("ptx", "sm_90")               # 227 KiB allowed on sm_90
+    with pytest.raises(kaio.CompileError, match="101,376 bytes"):
+        big.emit("ptx", "sm_86")
+    with pytest.raises(kaio.CompileError, match="LLVM path"):
+        big.emit("llvm", "nvptx64-sm_90")
+    with pytest.raises(kaio.CompileError, match="65,536 bytes"):
+        big.emit("llvm", "gfx942")

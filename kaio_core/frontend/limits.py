@@ -5,29 +5,52 @@ from __future__ import annotations
 
 from ..errors import CompileError
 
-#: static shared memory of one block on every target: NVIDIA allows 48 KiB of static
-#: ``.shared`` per kernel (more only as dynamic shared memory, opted in at launch); AMD's LDS
-#: has 64 KiB per work-group
+#: static ``.shared`` memory NVIDIA allows a kernel without opting in; kaio's PTX path places
+#: a kernel's shared arrays in dynamic shared memory (opted in at load) when they need more
 MAX_STATIC_SHARED = 48 * 1024
+#: the most shared memory one block may use, per target (NVIDIA: the opt-in maximum of the
+#: architecture; AMD: 64 KiB of LDS per work-group; the LLVM NVIDIA path: 48 KiB of static
+#: shared memory, not yet moved to dynamic)
+SHARED_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_87": 166912, "sm_89": 101376,
+                "sm_90": 232448, "sm_90a": 232448, "llvm": 48 * 1024, "amd": 64 * 1024}
+#: what the frontend lets through: the largest limit of any target (each target checks its own)
+MAX_SHARED = max(SHARED_LIMIT.values())
 
 
-def check_static_shared(kernel) -> None:
-    """CompileError at the ``kaio.shared_array`` whose bytes take the kernel's static shared
-    memory past :data:`MAX_STATIC_SHARED` (arrays counted in program order)."""
+def shared_layout(kernel) -> tuple[dict, int]:
+    """({shared_array op's result id: byte offset}, total bytes): the kernel's shared arrays in
+    program order, each 16-byte aligned (how kaio's PTX path lays them out in dynamic shared
+    memory when the total passes :data:`MAX_STATIC_SHARED`)."""
+    offsets, total = {}, 0
+    for op in kernel.walk():
+        if op.opcode == "shared_array":
+            offsets[op.results[0].id] = total
+            total += -(-_nbytes(op) // 16) * 16
+    return offsets, total
+
+
+def _nbytes(op) -> int:
+    n = op.attrs["dtype"].itemsize
+    for s in op.attrs["shape"]:
+        n *= s
+    return n
+
+
+def check_static_shared(kernel, limit: int = MAX_SHARED, where: str = "any kaio target") -> None:
+    """CompileError at the ``kaio.shared_array`` whose bytes take the kernel's shared memory
+    past ``limit`` (arrays counted in program order)."""
     total = 0
     for op in kernel.walk():
         if op.opcode != "shared_array":
             continue
-        n = op.attrs["dtype"].itemsize
-        for s in op.attrs["shape"]:
-            n *= s
+        n = _nbytes(op)
         total += n
-        if total > MAX_STATIC_SHARED:
+        if total > limit:
             before = total - n
             what = (f"this shared array needs {n:,} bytes" if not before else
                     f"this shared array needs {n:,} bytes, on top of {before:,} in the arrays before it")
             raise CompileError.at(
-                op.loc, f"{what}; a block has at most {MAX_STATIC_SHARED:,} bytes (48 KiB) of static "
-                        "shared memory on every kaio target", kernel=kernel.name,
+                op.loc, f"{what}; a block has at most {limit:,} bytes ({limit // 1024} KiB) of "
+                        f"shared memory on {where}", kernel=kernel.name,
                 hint="use smaller tiles, or kaio.dynamic_shared(dtype) sized at launch "
                      "(k[grid, block, shared_bytes], up to the device's limit)")

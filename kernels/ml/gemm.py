@@ -23,18 +23,21 @@ from kaio.autotune import Autotuner, Config
 
 from .elementwise import _name
 
-BK = 32                         # K step (two k16 instruction steps)
 PAD = 8                         # elements of row padding in shared memory (16 bytes)
-#: block tile (BM, BN) and warp tile (WM, WN) of each configuration; the first is the default.
-#: Two stages of 2 * (BM + BN) * (BK + PAD)-ish halves must fit the 48 KiB of static shared memory.
+#: block tile (BM, BN), K step BK and warp tile (WM, WN) of each configuration; the first is
+#: the default and, at 2 * ~(BM + BN) * (BK + PAD) * 2 bytes, fits the 48 KiB every NVIDIA path
+#: allows statically; the larger ones use kaio's PTX path's dynamic shared memory (up to 227
+#: KiB on sm_90) and are skipped where a target refuses them
 TILES = {
-    "128x128_w64x32": (128, 128, 64, 32),
-    "128x64_w64x32": (128, 64, 64, 32),
-    "64x128_w32x64": (64, 128, 32, 64),
-    "128x128_w64x64": (128, 128, 64, 64),
+    "128x128x32_w64x32": (128, 128, 32, 64, 32),
+    "128x128x64_w64x32": (128, 128, 64, 64, 32),
+    "128x256x32_w64x64": (128, 256, 32, 64, 64),
+    "256x128x32_w64x64": (256, 128, 32, 64, 64),
+    "128x128x64_w64x64": (128, 128, 64, 64, 64),
+    "128x64x32_w64x32": (128, 64, 32, 64, 32),
 }
-DEFAULT_TILE = "128x128_w64x32"
-BM, BN, WM, WN = TILES[DEFAULT_TILE]
+DEFAULT_TILE = "128x128x32_w64x32"
+BM, BN, BK, WM, WN = TILES[DEFAULT_TILE]
 THREADS = (BM // WM) * (BN // WN) * 32
 
 _DTYPES = {"f16": kaio.f16, "bf16": kaio.bf16, "f32": kaio.f32}
@@ -45,7 +48,7 @@ _NP = [t.storage_np for t in _DTYPES.values()]
 def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = DEFAULT_TILE):
     """The kaio kernel for one (input dtype, output dtype, transposes, tiling of :data:`TILES`)."""
     dt, ot = _DTYPES[dtype], _DTYPES[out]
-    BM, BN, WM, WN = TILES[tile]
+    BM, BN, BK, WM, WN = TILES[tile]
     a_tile = (BK, BM + PAD) if trans_a else (BM, BK + PAD)
     b_tile = (BN, BK + PAD) if trans_b else (BK, BN + PAD)
 
@@ -105,7 +108,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
 
 def launch_config(m: int, n: int, tile: str = DEFAULT_TILE) -> tuple:
     """(grid, block) of the GEMM kernel for an m x n output."""
-    bm, bn, wm, wn = TILES[tile]
+    bm, bn, _, wm, wn = TILES[tile]
     return ((-(-n // bn), -(-m // bm)), ((bm // wm) * (bn // wn) * 32,))
 
 
