@@ -85,8 +85,8 @@ for step in "$@"; do
     conformance-portable) run conformance_portable 280 python3 -m kaio.conformance --portable --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance_portable" ;;
     portable-cost) run portable_cost 280 python3 benchmarks/portable_cost.py --out "$OUT" ;;
     rajaperf) RP="python3 -m kaio.cli rajaperf --backend cuda --variants kaio,kaio_graph,cuda --outdir $OUT/rajaperf"
-              run rajaperf_default 75 env COLUMNS=200 $RP --outfile default --time-limit 50
-              run rajaperf_x64 175 env COLUMNS=200 $RP --outfile x64 --sizefact 64 --repfact 0.2 --time-limit 120
+              run rajaperf_default 80 env COLUMNS=200 $RP --outfile default --time-limit 45
+              run rajaperf_x64 170 env COLUMNS=200 $RP --outfile x64 --sizefact 64 --repfact 0.2 --time-limit 130
               grep "geomean" "$OUT/rajaperf_default.log" "$OUT/rajaperf_x64.log" 2>/dev/null \
                   | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
