@@ -236,3 +236,10 @@ def test_shared_limits_are_per_target():
         big.emit("llvm", "nvptx64-sm_90")
     with pytest.raises(kaio.CompileError, match="65,536 bytes"):
         big.emit("llvm", "gfx942")
+
+
+def test_gemm_on_device_arrays_returns_a_device_array(backend):
+    a, b, _ = _operands(20, 12, 16, False, False, "bf16", "f32", seed=9, ints=True)
+    out = G.gemm(kaio.to_device(a), kaio.to_device(b))
+    assert not isinstance(out, np.ndarray) and out.shape == (20, 12)
+    np.testing.assert_array_equal(out.to_host(), a.astype(np.float32) @ b.astype(np.float32))

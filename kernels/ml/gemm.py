@@ -11,7 +11,8 @@ arrays, ``kaio.mma.copy_tile`` fills the other (``cp.async`` on NVIDIA), and one
 half-step hands them over. Rows of the shared tiles are padded by 8 elements so the eight
 16-byte rows each ``ldmatrix`` reads fall in distinct banks.
 
-The kernel assumes 32-lane warps (NVIDIA): on a 64-lane target it is refused at launch.
+Warps are ``kaio.warp_size`` lanes: a block has ``(BM / WM) x (BN / WN)`` warps on any width
+(256 threads on NVIDIA, 512 on a 64-lane target), each owning the same warp tile.
 """
 import functools
 
@@ -20,8 +21,6 @@ import numpy as np
 import kaio
 from kaio import f32
 from kaio.autotune import Autotuner, Config
-
-from .elementwise import _name
 
 PAD = 8                         # elements of row padding in shared memory (16 bytes)
 #: block tile (BM, BN), K step BK and warp tile (WM, WN) of each configuration; the first is
@@ -41,7 +40,17 @@ BM, BN, BK, WM, WN = TILES[DEFAULT_TILE]
 THREADS = (BM // WM) * (BN // WN) * 32
 
 _DTYPES = {"f16": kaio.f16, "bf16": kaio.bf16, "f32": kaio.f32}
-_NP = [t.storage_np for t in _DTYPES.values()]
+_BY_NP = {np.dtype(t.storage_np): n for n, t in _DTYPES.items()}
+_BY_TORCH = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
+
+
+def _name(x) -> str | None:
+    """'f16', 'bf16' or 'f32' for a numpy/kaio array or a torch tensor of that dtype, else None."""
+    d = getattr(x, "dtype", None)
+    try:
+        return _BY_NP.get(np.dtype(d))
+    except TypeError:       # torch dtypes are not numpy's
+        return _BY_TORCH.get(str(d))
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,7 +94,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
         Bs0 = kaio.shared_array(dt, b_tile)
         As1 = kaio.shared_array(dt, a_tile)
         Bs1 = kaio.shared_array(dt, b_tile)
-        warp = kaio.thread_idx.x // 32
+        warp = kaio.thread_idx.x // kaio.warp_size
         wm = (warp // (BN // WN)) * WM
         wn = (warp % (BN // WN)) * WN
         row0 = kaio.block_idx.y * BM
@@ -106,10 +115,14 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
     return gemm
 
 
-def launch_config(m: int, n: int, tile: str = DEFAULT_TILE) -> tuple:
-    """(grid, block) of the GEMM kernel for an m x n output."""
+def launch_config(m: int, n: int, tile: str = DEFAULT_TILE, warp_size: int | None = None) -> tuple:
+    """(grid, block) of the GEMM kernel for an m x n output (``warp_size``: the current
+    backend's by default)."""
     bm, bn, _, wm, wn = TILES[tile]
-    return ((-(-n // bn), -(-m // bm)), ((bm // wm) * (bn // wn) * 32,))
+    if warp_size is None:
+        from kaio.backends import get_backend
+        warp_size = get_backend().warp_size
+    return ((-(-n // bn), -(-m // bm)), ((bm // wm) * (bn // wn) * warp_size,))
 
 
 def _run(a, b, c, alpha, beta, trans_a, trans_b, *, config):
@@ -136,7 +149,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     updated in place and returned; without it a new array of ``out_dtype`` (default f32) is.
     ``beta`` 0 never reads ``c``.
     """
-    names = [_name(x) if getattr(x, "dtype", None) in _NP else None for x in (a, b)]
+    names = [_name(x) for x in (a, b)]
     name = names[0]
     if name not in ("f16", "bf16") or names[1] != name:
         raise kaio.errors.ArgumentTypeError(
@@ -152,7 +165,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, trans_a: bool =
     if c is None:
         out = "f32" if out_dtype is None else (
             str(out_dtype) if str(out_dtype) in _DTYPES else _name(np.empty(0, out_dtype)))
-        c = np.empty((m, n), dtype=kaio.dtypes.from_name(out).storage_np)
+        npdt = kaio.dtypes.from_name(out).storage_np
+        # numpy in, numpy out; device-resident operands get a kaio device array
+        c = np.empty((m, n), npdt) if isinstance(a, np.ndarray) else kaio.device_array((m, n), npdt)
         beta = 0.0
     elif tuple(c.shape) != (m, n):
         raise kaio.errors.ArgumentValueError(
