@@ -177,3 +177,9 @@ def test_time_limit_stops_before_the_next_kernel(tmp_path, reference, capsys):
     assert runner.main(["-k", "Stream", "--size", "100", "--repfact", "0.01", "--variants", "numpy",
                         "--time-limit", "0", "--outdir", str(tmp_path)]) == 0
     assert "5 kernels not run" in capsys.readouterr().out
+
+
+def test_default_variants_on_the_reference_backend_are_numpy(tmp_path, reference):
+    assert runner.main(["-k", "DAXPY", "--size", "100", "--outdir", str(tmp_path)]) == 0
+    rows = _csv((tmp_path / "RAJAPerf-timing-Average.csv").read_text())
+    assert rows[0] == ["Kernel", "numpy"]

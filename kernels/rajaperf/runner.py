@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 import kaio
+from kaio import backends
 from kaio.progress import progress
 
 from ..registry import REGISTRY
@@ -295,12 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kernels", "-k", nargs="+", help="kernels or groups to run (default: all)")
     ap.add_argument("--exclude-kernels", "-ek", nargs="+", help="kernels or groups to leave out")
     ap.add_argument("--variants", "-v", nargs="+", default=None,
-                    help=f"variants, of {', '.join(VARIANTS)} (default: numpy kaio kaio_graph; "
-                         "comma-separated lists work too)")
+                    help=f"variants, of {', '.join(VARIANTS)} (default: numpy kaio kaio_graph; numpy "
+                         "alone on the reference backend; comma-separated lists work too)")
     ap.add_argument("--sizefact", type=float, default=1.0, help="problem size times the default")
     ap.add_argument("--size", type=int, default=None, help="target problem size (overrides --sizefact)")
     ap.add_argument("--repfact", type=float, default=1.0, help="reps times the default")
-    ap.add_argument("--npasses", type=int, default=1, help="passes over all kernels")
+    ap.add_argument("--npasses", type=int, default=1,
+                    help="passes (each sets the data up afresh; times averaged, checksums summed)")
     ap.add_argument("--outdir", "-od", default=".", help="directory for the output files")
     ap.add_argument("--outfile", "-of", default="RAJAPerf", help="prefix of the output files")
     ap.add_argument("--backend", default=None, help="kaio backend (default: the current one)")
@@ -324,7 +326,9 @@ def main(argv=None) -> int:
         return 0
     if args.backend:
         kaio.set_backend(args.backend)
-    variants = _split(args.variants) or ["numpy", "kaio", "kaio_graph"]
+    # the reference backend interprets kernels: its kaio variants are for tiny --size runs
+    default = ["numpy"] if backends.current_name() == "reference" else ["numpy", "kaio", "kaio_graph"]
+    variants = _split(args.variants) or default
     unknown = [v for v in variants if v not in VARIANTS]
     try:
         if unknown:
