@@ -5,8 +5,9 @@ Steps, each failing the run with a one-line reason:
 1. ``python -m build`` (sdist, then the wheel from the sdist) into a temporary folder;
 2. the wheel's file list against the source tree: every module of every package that
    pyproject.toml maps (``[tool.setuptools] packages`` + ``package-dir``) is in it, every folder of
-   modules under those packages is a listed package, every non-Python file there (data read at
-   run time) is shipped, and nothing else is under ``kaio/`` (a stale ``build/`` can leak files);
+   modules under those packages is a listed package, every non-Python file there and every file
+   ``package-data`` names (data read at run time, e.g. the CUDA C++ of ``kaio rajaperf``) is
+   shipped, and nothing else is under ``kaio/`` (a stale ``build/`` can leak files);
 3. a fresh venv in the temporary folder, ``pip install`` of the wheel, then from that folder (so
    ``import kaio`` cannot find the checkout): ``kaio --version``, ``kaio info`` and
    ``kaio showcase --backend reference --size small``;
@@ -41,10 +42,14 @@ SKIP_PARTS = {"__pycache__"}
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
+def _setuptools(root: Path) -> dict:
+    return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
 def package_dirs(root: Path) -> dict[str, Path]:
     """Each package pyproject.toml lists -> its source folder (setuptools' package-dir rule:
     the longest mapped prefix of the package name, then the rest of the name as folders)."""
-    cfg = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    cfg = _setuptools(root)
     mapping = cfg.get("package-dir", {})
     out = {}
     for pkg in cfg["packages"]:
@@ -64,14 +69,19 @@ def _shipped(path: Path) -> bool:
 
 def expected_files(root: Path) -> tuple[set[str], list[str]]:
     """(paths the wheel must hold under ``kaio/``, problems with the package list itself)."""
-    dirs = package_dirs(root)
+    dirs, data = package_dirs(root), _setuptools(root).get("package-data", {})
     problems, files = [], set()
     listed = {d.resolve() for d in dirs.values()}
     for pkg, d in sorted(dirs.items()):
-        if not (d / "__init__.py").is_file():
-            problems.append(f"package {pkg}: {d.relative_to(root)}/__init__.py does not exist")
-            continue
         dest = PurePosixPath(*pkg.split("."))
+        declared = {f for pattern in data.get(pkg, []) for f in d.glob(pattern) if f.is_file()}
+        if data.get(pkg) and not declared:
+            problems.append(f"package-data of {pkg}: nothing matches {data[pkg]} in {d}")
+        files |= {str(dest / f.name) for f in declared}
+        if not (d / "__init__.py").is_file():
+            if not declared:   # a data-only package (package-data, no modules) needs none
+                problems.append(f"package {pkg}: {d.relative_to(root)}/__init__.py does not exist")
+            continue
         for f in sorted(d.iterdir()):
             if f.is_file() and _shipped(f):
                 files.add(str(dest / f.name))

@@ -26,7 +26,10 @@ def test_package_list_covers_the_source_tree():
         for f in (ROOT / src).rglob("*"):
             if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
                 on_disk.add(f"{dest}/{f.relative_to(ROOT / src).as_posix()}")
-    assert want == on_disk
+    # plus the data package: the CUDA C++ twins kaio rajaperf compiles at run time
+    twins = {f"kaio/kernels/rajaperf/cuda/{f.name}" for f in (ROOT / "benchmarks" / "cuda").iterdir()
+             if f.name.startswith("rajaperf_")}
+    assert twins and want == on_disk | twins
     for module in ("kaio/__init__.py", "kaio/cli.py", "kaio/ir/__init__.py",
                    "kaio/backends/codeobject.py", "kaio/backends/reference/__init__.py",
                    "kaio/regions/__init__.py", "kaio/kernels/ml/__init__.py",
@@ -74,6 +77,33 @@ def test_check_passes_a_complete_wheel(tmp_path):
     names = ["kaio/__init__.py", "kaio/a.py", "kaio/kernel.cu", "kaio/sub/__init__.py",
              "kaio-0.dist-info/entry_points.txt"]
     assert check_wheel.check_contents(_wheel(tmp_path, names), root) == []
+
+
+def test_data_only_package(tmp_path):
+    root = _tree(tmp_path)
+    (root / "core" / "extra" / "b.py").unlink()
+    (root / "cu").mkdir()
+    (root / "cu" / "twin_a.cu").write_text("")
+    (root / "cu" / "bench.cu").write_text("")       # not named by package-data: not shipped
+    (root / "pyproject.toml").write_text(
+        '[tool.setuptools]\npackages = ["kaio", "kaio.sub", "kaio.cu"]\n'
+        '[tool.setuptools.package-dir]\n"kaio" = "core"\n"kaio.cu" = "cu"\n'
+        '[tool.setuptools.package-data]\n"kaio.cu" = ["twin_*.cu"]\n')
+    names = ["kaio/__init__.py", "kaio/a.py", "kaio/kernel.cu", "kaio/sub/__init__.py",
+             "kaio-0.dist-info/entry_points.txt"]
+    assert check_wheel.check_contents(_wheel(tmp_path, names), root) == \
+        ["missing from the wheel: kaio/cu/twin_a.cu"]
+    assert check_wheel.check_contents(_wheel(tmp_path, names + ["kaio/cu/twin_a.cu"]), root) == []
+
+
+def test_rajaperf_twins_found_installed_and_in_a_checkout(tmp_path):
+    from kaio.kernels.rajaperf import native
+    checkout = tmp_path / "repo" / "kernels" / "rajaperf"
+    checkout.mkdir(parents=True)
+    assert native._source_dir(checkout) == tmp_path / "repo" / "benchmarks" / "cuda"
+    (checkout / "cuda").mkdir()                      # the wheel's kaio/kernels/rajaperf/cuda
+    assert native._source_dir(checkout) == checkout / "cuda"
+    assert native.SOURCE_DIR == ROOT / "benchmarks" / "cuda" and native.sources()
 
 
 def test_package_dir_rule():

@@ -27,8 +27,16 @@ from kaio import backends
 from ._domain import Domain
 from .apps import FIR_COEFF, VNORMQ
 
-#: where the CUDA C++ sources live (the repository's benchmarks/cuda)
-SOURCE_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "cuda"
+
+def _source_dir(here: Path) -> Path:
+    """The CUDA C++ sources: ``cuda/`` next to this module in an installed wheel (pyproject.toml
+    maps the repository's benchmarks/cuda there), else the checkout's benchmarks/cuda."""
+    installed = here / "cuda"
+    return installed if installed.is_dir() else here.parents[1] / "benchmarks" / "cuda"
+
+
+#: where the CUDA C++ sources live
+SOURCE_DIR = _source_dir(Path(__file__).resolve().parent)
 _WHY = ["not loaded yet"]
 
 
