@@ -267,5 +267,4 @@ def test_renderer_tables_cover_every_lowered_opcode():
     from kaio.backends import llvm, ptx
     left = {"warp_reduce", "block_reduce", "yield", "condition"}
     assert set(SPECS) - set(ptx._HANDLERS) == left
-    # kaio.mma fragments: the llvm stage refuses them before emission (backends/targets.py)
-    assert set(SPECS) - set(llvm._HANDLERS) == left | {"mma_fill", "mma_load", "mma", "mma_store"}
+    assert set(SPECS) - set(llvm._HANDLERS) == left      # kaio.mma too: backends/llvm_mma.py
