@@ -35,8 +35,8 @@ def stage(root: Path = ROOT, out: Path = STAGE) -> Path:
         if f.name != "__pycache__":
             (pkg / f.name).symlink_to(f.resolve())
     for name, folder in mapping.items():
-        if name != "kaio":
-            (pkg / name.split(".", 1)[1]).symlink_to((root / folder).resolve())
+        if name.count(".") == 1:   # kaio.backends etc.; deeper ones are data (rajaperf's CUDA C++)
+            (pkg / name.split(".")[1]).symlink_to((root / folder).resolve())
     return out
 
 
