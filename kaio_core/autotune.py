@@ -238,7 +238,7 @@ class Autotuner:
     def remembered(self, key) -> Config | None:
         """The configuration already chosen for ``key`` on the current device in this process,
         or None; never tunes (for calls that cannot run trials, e.g. ones updating in place)."""
-        hit = self._chosen.get((json.dumps(_plain(key)), device_id()))
+        hit = self._chosen.get((json.dumps(key, default=str), device_id()))
         return hit.config if hit is not None else None
 
     def forget(self) -> None:
@@ -251,18 +251,18 @@ class Autotuner:
     def choose(self, key, args: Sequence, trial: Callable[[Config], Callable]) -> Choice:
         """The configuration for ``key``: remembered, cached on disk, or tuned now on ``args``
         (each candidate run as ``trial(config)(*args)``)."""
-        key = _plain(key)
-        memo_key = (json.dumps(key), device_id())
+        text = json.dumps(key, default=str)  # the key as the records hold it (tuples as lists)
+        memo_key = (text, device_id())
         choice = None if _fresh else self._chosen.get(memo_key)
         if choice is None:
             with self._lock:
                 choice = None if _fresh else self._chosen.get(memo_key)
                 if choice is None:
-                    choice = self._decide(key, memo_key[1], args, trial)
+                    choice = self._decide(json.loads(text), memo_key[1], args, trial)
                     if choice.final:
                         self._chosen[memo_key] = Choice(choice.config, "memory", record=choice.record)
         for rec in list(_recorders):
-            rec.append((self.name, key, choice))
+            rec.append((self.name, json.loads(text), choice))
         return choice
 
     def _decide(self, key, device: str, args, trial) -> Choice:
@@ -405,11 +405,6 @@ def main(argv=None) -> int:
 
 
 # --- helpers -----------------------------------------------------------------------------------
-def _plain(key):
-    """``key`` as JSON would give it back (tuples become lists), so memory and disk agree."""
-    return json.loads(json.dumps(key, default=str))
-
-
 def _parse(payload) -> dict | None:
     if payload is None:
         return None
