@@ -97,7 +97,9 @@ class _Renderer:
         self.vec: dict[int, vector_access.Group] = vector_access.plan_kernel(kernel)
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
         self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
-        self.async_copies = any(o.opcode == "mma_copy" for o in kernel.walk())
+        # copies complete at every barrier, unless the kernel waits for them itself
+        ops = [o.opcode for o in kernel.walk()]
+        self.async_copies = "mma_copy" in ops and "mma_copy_wait" not in ops
         # shared arrays beyond the 48 KiB of static .shared live in dynamic shared memory
         self.shared_offsets, total = shared_layout(kernel)
         self.shared_in_dyn = total if total > MAX_STATIC_SHARED else 0
@@ -489,6 +491,9 @@ class _Renderer:
             *idx, alpha, beta = idx
             scale = (self.v(alpha), self.v(beta))
         ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc), scale)
+
+    def op_mma_copy_wait(self, op):
+        self.em.ins(f"cp.async.wait_group {op.attrs['pending']}")
 
     def op_mma_copy(self, op):
         dst, src, row0, col0 = op.operands

@@ -306,6 +306,7 @@ def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str,
                lambda r, c, valid: _copy_one(em, dst, src, t, pitch, row0, col0, r, c, valid),
                row0, col0, M, K)
     em.place(l_end)
+    em.ins("cp.async.commit_group")      # one group per copy_tile (kaio.mma.copy_wait counts them)
 
 
 def _and_const(em, reg: str, mask: int) -> str:

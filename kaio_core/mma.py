@@ -44,5 +44,12 @@ copy_tile = Intrinsic("mma.copy_tile", "copy_tile(dst, src, row0, col0, rows=Non
                                        "src[row0:row0+rows, col0:col0+cols], zeros outside src; "
                                        "visible after the next kaio.sync().")
 
-FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile)}
+copy_wait = Intrinsic("mma.copy_wait", "copy_wait(pending=0): complete every copy_tile of this "
+                                       "block but the `pending` most recent ones; a kernel that "
+                                       "calls it keeps copies in flight across barriers (a "
+                                       "multi-stage pipeline): a copy is visible after a "
+                                       "copy_wait that completes it and a kaio.sync().")
+
+FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
+                                     copy_wait)}
 __all__ = [*FUNCTIONS, "m16n8k16"]

@@ -22,7 +22,7 @@ import contextlib
 import threading
 
 from ..errors import CompileError
-from . import bounds, shared, uniformity, warp
+from . import async_copies, bounds, shared, uniformity, warp
 from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision, unproved
 from .partitions import PerBlock, RowsPerBlock, Tiles
@@ -126,6 +126,7 @@ def _check_at(kernel, warp_size):
         c = Checker(kernel, walk)
         c.run()
         shared.check(c)
+        async_copies.check(kernel)
         return c, bounds.index_bounds(c)
     except CompileError as err:
         warp.at_width(err, warp_size)   # (says which width the proof failed at)

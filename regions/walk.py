@@ -507,6 +507,9 @@ class Walk:
 
     op_mma_store = op_mma
 
+    def op_mma_copy_wait(self, op, blk):
+        self.collectives.append(Barrier(op, list(self.ctrl)))
+
     def op_mma_copy(self, op, blk):
         """Block-collective copy into a shared array: the block's threads share out the tile's
         elements in a target's order, modelled as each thread writing any element of ``dst``;

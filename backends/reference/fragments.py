@@ -31,7 +31,7 @@ def _fail(interp, op, msg, hint):
 def _what(op) -> str:
     role = (op.results[0].type if op.results else op.operands[-1].type).role
     return {"mma_load": f"kaio.mma.load_{role}", "mma_store": "kaio.mma.store",
-            "mma_copy": "kaio.mma.copy_tile",
+            "mma_copy": "kaio.mma.copy_tile", "mma_copy_wait": "kaio.mma.copy_wait",
             "mma": "kaio.mma.mma", "mma_fill": "kaio.mma.fill"}[op.opcode]
 
 

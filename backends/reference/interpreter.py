@@ -299,6 +299,10 @@ class Interpreter:
     def op_mma_store(self, op, mask):
         fragments.store(self, op, mask)
 
+    def op_mma_copy_wait(self, op, mask):
+        """Copies complete when issued here; regions.async_copies proves no thread looks
+        before the wait and barrier the GPU needs."""
+
     def op_mma_copy(self, op, mask):
         self.uniform_blocks(op, mask, "kaio.mma.copy_tile")   # block-collective
         fragments.copy_tile(self, op, mask)

@@ -207,3 +207,12 @@ class MmaMixin:
         idx = [self.index_value(kw[k], node) for k in ("row0", "col0")]
         self.b.op("mma_copy", [dst, src, *idx], attrs={"rows": dims[0], "cols": dims[1]})
         return Lit(None)
+
+    def intr_mma_copy_wait(self, name, args, kwargs, node):
+        kw = self._mma_kw("copy_wait", args, kwargs, node, [], ["pending"])
+        n = 0 if kw.get("pending") is None else self.const_int(kw["pending"], node, "pending=")
+        if n < 0:
+            raise self.err(node, f"kaio.mma.copy_wait(pending={n}): pending counts copies still "
+                                 "allowed in flight, 0 or more")
+        self.b.op("mma_copy_wait", [], attrs={"pending": n})
+        return Lit(None)

@@ -98,6 +98,8 @@ SPECS.update(_specs("mma", ["mma_store"], False, attrs={"scaled": Flag()}, requi
 #: mma_copy: block-collective [dst (shared, 2-d), src (global, 2-d), row0, col0]: dst[0:rows,
 #: 0:cols] = src[row0.., col0..] with zeros outside src, visible after the next barrier
 SPECS.update(_specs("mma", ["mma_copy"], False, attrs={"rows": Int(1), "cols": Int(1)}))
+#: mma_copy_wait: complete all but the ``pending`` most recent copies (regions.async_copies)
+SPECS.update(_specs("mma", ["mma_copy_wait"], False, attrs={"pending": Int(0)}))
 SPECS.update(_specs("control", ["if"], False, 2))
 #: for: ``owned`` names the Region whose owned() loop this is; ``step_sign = 1``: the step is > 0
 #: (kaio.passes.loop_facts); ``unrolled = k``: made by kaio.passes.unroll, k bodies per iteration

@@ -342,6 +342,9 @@ class _Verifier:
                 self.fail(op, f"no matrix multiply {_tn(a)} x {_tn(b)} + {_tn(c)}")
             self.result_is(op, c)
             return
+        if op.opcode == "mma_copy_wait":
+            self.counts(op, 0, 0)
+            return
         if op.opcode == "mma_copy":
             self.counts(op, 4, 0)
             dst, src = self.buffer(op, op.operands[0]), self.buffer(op, op.operands[1])

@@ -23,20 +23,24 @@ from kaio import f32
 from kaio.autotune import Autotuner, Config
 
 PAD = 8                         # elements of row padding in shared memory (16 bytes)
-#: block tile (BM, BN), K step BK and warp tile (WM, WN) of each configuration; the first is
-#: the default and, at 2 * ~(BM + BN) * (BK + PAD) * 2 bytes, fits the 48 KiB every NVIDIA path
-#: allows statically; the larger ones use kaio's PTX path's dynamic shared memory (up to 227
-#: KiB on sm_90) and are skipped where a target refuses them
+#: block tile (BM, BN), K step BK, warp tile (WM, WN) and pipeline stages S of each
+#: configuration. The first is the default and, at 2 * (BM (BK + PAD) + BK (BN + PAD)) * 2
+#: bytes, fits the 48 KiB every NVIDIA path allows statically; the larger ones use kaio's PTX
+#: path's dynamic shared memory (up to 227 KiB on sm_90) and are skipped where a target
+#: refuses them. S = 2: double buffering, each barrier completes the copies; S >= 3: S - 1
+#: K-steps in flight (kaio.mma.copy_wait), one barrier per K-step.
 TILES = {
-    "128x128x32_w64x32": (128, 128, 32, 64, 32),
-    "128x128x64_w64x32": (128, 128, 64, 64, 32),
-    "128x256x32_w64x64": (128, 256, 32, 64, 64),
-    "256x128x32_w64x64": (256, 128, 32, 64, 64),
-    "128x128x64_w64x64": (128, 128, 64, 64, 64),
-    "128x64x32_w64x32": (128, 64, 32, 64, 32),
+    "128x128x32_w64x32": (128, 128, 32, 64, 32, 2),
+    "128x128x64_w64x32": (128, 128, 64, 64, 32, 2),
+    "128x128x32_w64x32_s4": (128, 128, 32, 64, 32, 4),
+    "128x128x64_w64x32_s3": (128, 128, 64, 64, 32, 3),
+    "128x128x32_w64x32_s3": (128, 128, 32, 64, 32, 3),
+    "256x128x32_w64x32_s3": (256, 128, 32, 64, 32, 3),
+    "128x256x32_w64x64": (128, 256, 32, 64, 64, 2),
+    "128x64x32_w64x32": (128, 64, 32, 64, 32, 2),
 }
 DEFAULT_TILE = "128x128x32_w64x32"
-BM, BN, BK, WM, WN = TILES[DEFAULT_TILE]
+BM, BN, BK, WM, WN, _ = TILES[DEFAULT_TILE]
 THREADS = (BM // WM) * (BN // WN) * 32
 
 _DTYPES = {"f16": kaio.f16, "bf16": kaio.bf16, "f32": kaio.f32}
@@ -57,7 +61,7 @@ def _name(x) -> str | None:
 def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = DEFAULT_TILE):
     """The kaio kernel for one (input dtype, output dtype, transposes, tiling of :data:`TILES`)."""
     dt, ot = _DTYPES[dtype], _DTYPES[out]
-    BM, BN, BK, WM, WN = TILES[tile]
+    BM, BN, BK, WM, WN, S = TILES[tile]
     a_tile = (BK, BM + PAD) if trans_a else (BM, BK + PAD)
     b_tile = (BN, BK + PAD) if trans_b else (BK, BN + PAD)
 
@@ -112,13 +116,48 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
             kaio.sync()
         kaio.mma.store(C, row0 + wm, col0 + wn, acc, alpha=alpha, beta=beta)
 
-    return gemm
+    @kaio.kernel
+    def gemm_pipelined(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Raw[ot, 2], alpha: f32,
+                       beta: f32):
+        """S stages: S - 1 K-steps in flight while one is multiplied."""
+        if S == 3:     # a compile-time choice: only the taken branch is compiled
+            As = (kaio.shared_array(dt, a_tile), kaio.shared_array(dt, a_tile),
+                  kaio.shared_array(dt, a_tile))
+            Bs = (kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile),
+                  kaio.shared_array(dt, b_tile))
+        else:
+            As = (kaio.shared_array(dt, a_tile), kaio.shared_array(dt, a_tile),
+                  kaio.shared_array(dt, a_tile), kaio.shared_array(dt, a_tile))
+            Bs = (kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile),
+                  kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile))
+        warp = kaio.thread_idx.x // kaio.warp_size
+        wm = (warp // (BN // WN)) * WM
+        wn = (warp % (BN // WN)) * WN
+        row0 = kaio.block_idx.y * BM
+        col0 = kaio.block_idx.x * BN
+        K = A.shape[0] if trans_a else A.shape[1]
+        acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
+        for s in kaio.static_range(S - 1):
+            stage(As[s], Bs[s], A, B, row0, col0, s * BK)
+        for k0 in range(0, K, S * BK):
+            for s in kaio.static_range(S):
+                # the oldest K-step is complete (two copies per step; the S - 2 younger steps
+                # stay in flight) and, after the barrier, visible; every warp is done with the
+                # buffers of the step before, so they take the step S - 1 ahead
+                kaio.mma.copy_wait(pending=2 * (S - 2))
+                kaio.sync()
+                nxt = (s + S - 1) % S
+                stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 1) * BK)
+                acc = step(As[s], Bs[s], wm, wn, acc)
+        kaio.mma.store(C, row0 + wm, col0 + wn, acc, alpha=alpha, beta=beta)
+
+    return gemm if S == 2 else gemm_pipelined
 
 
 def launch_config(m: int, n: int, tile: str = DEFAULT_TILE, warp_size: int | None = None) -> tuple:
     """(grid, block) of the GEMM kernel for an m x n output (``warp_size``: the current
     backend's by default)."""
-    bm, bn, _, wm, wn = TILES[tile]
+    bm, bn, _, wm, wn, _ = TILES[tile]
     if warp_size is None:
         from kaio.backends import get_backend
         warp_size = get_backend().warp_size
