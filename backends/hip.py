@@ -34,7 +34,16 @@ from . import Backend, Compiled
 from .abi import KernelABI, kernel_abi
 from .codeobject import kernarg_layout, kernels
 from .hipblas import Hipblas
-from .runtime import ExecGraph, Runtime, Transfers, buffer_arg, capture_target, one_per_device, quietly
+from .runtime import (
+    ExecGraph,
+    Runtime,
+    Transfers,
+    buffer_arg,
+    capture_target,
+    one_per_device,
+    protocol_stream,
+    quietly,
+)
 from .targets import get_target
 
 #: struct codes of flat argument dtypes (bf16 travels as its 16-bit pattern, bool as u8)
@@ -185,7 +194,11 @@ class KernargPacker:
 
 # --- memory, streams, events, graphs --------------------------------------------------------------
 def _stream_handle(stream):
-    """A HIP stream argument as hip-python takes it: None for the null stream."""
+    """A HIP stream argument as hip-python takes it: None for the null stream; an object with
+    ``__cuda_stream__`` (the stream protocol, which CuPy-on-ROCm speaks too) by its handle."""
+    handle = protocol_stream(stream)
+    if handle is not None:
+        return handle or None
     if stream is None or stream == 0:
         return None
     return getattr(stream, "handle", stream)

@@ -306,6 +306,10 @@ def test_hip_memory_streams_events(fake_hip):
     assert fake_hip.calls == ["async2", "sync"]
     e0, e1 = kaio.Event().record(s), kaio.Event().record(s)
     assert e1.elapsed_time(e0) == -2.5 and e0.elapsed_time(e1) == 2.5
+    class Protocol:  # another library's stream, by the CUDA stream protocol
+        def __cuda_stream__(self):
+            return (0, 0x99)
+    assert s.runtime.stream_handle(Protocol()) == 0x99
     p = kaio.pinned_array(4, kaio.f32)
     assert p.ctypes.data in fake_hip.mem
     n = len(fake_hip.mem)
