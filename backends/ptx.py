@@ -506,8 +506,10 @@ class _Renderer:
         em.ins(f"mad.lo.u32 {r['lin']}, {r['lin']}, {r['nx']}, {r['tx']}")
         em.ins(f"mul.lo.u32 {r['tot']}, {r['nx']}, {r['ny']}")
         em.ins(f"mul.lo.u32 {r['tot']}, {r['tot']}, {r['nz']}")
+        declared = self.k.attrs.get("block")      # @kaio.kernel(block=...): unroll the copy
+        threads = declared[0] * declared[1] * declared[2] if declared else None
         ptx_mma.copy_tile(em, op, self._buf(dst), self._buf(src), self.v(row0), self.v(col0),
-                          r["lin"], r["tot"])
+                          r["lin"], r["tot"], threads)
 
     # --- control flow ------------------------------------------------------------------
     def _moves(self, dsts: list[str], srcs: list[str], types) -> None:

@@ -32,25 +32,35 @@ from __future__ import annotations
 from . import ptx_mem
 from .vector_access import _multiple_of
 
-#: per role, per element: ((row symbol, row offset), (col symbol, col offset)); the symbols are
-#: 'g' (laneid >> 2) and 't2' (2 * (laneid % 4))
+#: per shape, per role, per element: ((row symbol, row offset), (col symbol, col offset)); the
+#: symbols are 'g' (laneid >> 2), 't2' (2 * (laneid % 4)) and 't4' (4 * (laneid % 4))
 _LAYOUT = {
-    "a": [(("g", 8 * (i // 2 % 2)), ("t2", i % 2 + 8 * (i // 4))) for i in range(8)],
-    "b": [(("t2", i % 2 + 8 * (i // 2)), ("g", 0)) for i in range(4)],
-    "acc": [(("g", 8 * (i // 2)), ("t2", i % 2)) for i in range(4)],
+    "m16n8k16": {
+        "a": [(("g", 8 * (i // 2 % 2)), ("t2", i % 2 + 8 * (i // 4))) for i in range(8)],
+        "b": [(("t2", i % 2 + 8 * (i // 2)), ("g", 0)) for i in range(4)],
+        "acc": [(("g", 8 * (i // 2)), ("t2", i % 2)) for i in range(4)],
+    },
+    # i8: four elements per register; A's registers are (rows 0-7 | 8-15) x (cols 0-15 | 16-31)
+    "m16n8k32": {
+        "a": [(("g", 8 * (i // 4 % 2)), ("t4", i % 4 + 16 * (i // 8))) for i in range(16)],
+        "b": [(("t4", i % 4 + 16 * (i // 4)), ("g", 0)) for i in range(8)],
+        "acc": [(("g", 8 * (i // 2)), ("t2", i % 2)) for i in range(4)],
+    },
 }
-#: 32-bit registers per instruction tile, per role
+#: 32-bit registers per instruction tile, per role (both shapes)
 _REGS = {"a": 4, "b": 2, "acc": 4}
-_INSTR = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+_INSTR = {"m16n8k16": "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32",
+          "m16n8k32": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}
 
 
 def _lane_syms(em) -> dict:
-    lane, g, t2 = em.tmp("r"), em.tmp("r"), em.tmp("r")
+    lane, g, t2, t4 = em.tmp("r"), em.tmp("r"), em.tmp("r"), em.tmp("r")
     em.ins(f"mov.u32 {lane}, %laneid")
     em.ins(f"shr.u32 {g}, {lane}, 2")
     em.ins(f"and.b32 {t2}, {lane}, 3")
+    em.ins(f"shl.b32 {t4}, {t2}, 2")
     em.ins(f"shl.b32 {t2}, {t2}, 1")
-    return {"g": g, "t2": t2, "lane": lane}
+    return {"g": g, "t2": t2, "t4": t4, "lane": lane}
 
 
 def _tiles(t):
@@ -66,7 +76,7 @@ def _split(regs: str, t) -> list[list[str]]:
     return [r[k * n:(k + 1) * n] for k in range(t.ntiles)]
 
 
-def _element_addrs(em, info, op, regs, role, trans, syms, roff=0, coff=0, inside=None) -> list[str]:
+def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, inside=None) -> list[str]:
     """The address of each of this lane's elements of one instruction tile whose matrix origin
     is (row0 + roff, col0 + coff), in element order. ``regs``: the tile's index registers (row0,
     col0, and ld for a 1-d buffer). ``inside``: a list to receive, per element, a predicate
@@ -86,7 +96,7 @@ def _element_addrs(em, info, op, regs, role, trans, syms, roff=0, coff=0, inside
         return base[key]
 
     out = []
-    for (rs, ro), (cs, co) in _LAYOUT[role]:
+    for (rs, ro), (cs, co) in _LAYOUT[ftype.shape][ftype.role]:
         ro, co = ro + roff, co + coff
         if trans:    # the buffer holds the tile transposed: matrix (r, c) is memory (c, r)
             (rs, ro), (cs, co) = (cs, co), (rs, ro)
@@ -123,22 +133,25 @@ def _ldmatrix_ok(op, t) -> bool:
     shape = getattr(buf_t, "static_shape", None)
     if buf_t.space != "shared" or buf_t.ndim != 2 or shape is None or t.role == "acc":
         return False
-    return (shape[1] * t.dtype.itemsize) % 16 == 0 and _multiple_of(op.operands[2], 8)
+    if t.dtype.itemsize == 1 and (t.role == "a") == bool(op.attrs.get("trans")):
+        return False    # i8 held the other way round: ldmatrix transposes 16-bit units only
+    return (shape[1] * t.dtype.itemsize) % 16 == 0 and _multiple_of(op.operands[2], 16 // t.dtype.itemsize)
 
 
-def _ldmatrix_lane(em, pattern: int, lane: str) -> tuple[str, str]:
+def _ldmatrix_lane(em, pattern: int, lane: str, unit: int = 8) -> tuple[str, str]:
     """(row, col) offsets of the row this lane addresses for ``ldmatrix ... .x4``.
 
     Pattern 1 (A untransposed; B held as k x n, loaded ``.trans``): matrices ordered (rows 0-7,
     col 0), (rows 8-15, col 0), (rows 0-7, col 8), (rows 8-15, col 8): row ``lane % 16``, col
     ``8 * (lane / 16)``. Pattern 2 (A held transposed, loaded ``.trans``; B held as n x k):
     (rows 0-7, col 0), (rows 0-7, col 8), (rows 8-15, col 0), (rows 8-15, col 8): row
-    ``lane % 8 + 8 * (lane / 16)``, col ``8 * (lane / 8 % 2)``."""
+    ``lane % 8 + 8 * (lane / 16)``, col ``8 * (lane / 8 % 2)``. ``unit``: the elements in a
+    matrix row's 16 bytes (8; 16 for i8, whose column offsets double)."""
     r, c = em.tmp("r"), em.tmp("r")
     if pattern == 1:
         em.ins(f"and.b32 {r}, {lane}, 15")
         em.ins(f"shr.u32 {c}, {lane}, 4")
-        em.ins(f"shl.b32 {c}, {c}, 3")
+        em.ins(f"shl.b32 {c}, {c}, {unit.bit_length() - 1}")
     else:
         hi = em.tmp("r")
         em.ins(f"and.b32 {r}, {lane}, 7")
@@ -146,6 +159,8 @@ def _ldmatrix_lane(em, pattern: int, lane: str) -> tuple[str, str]:
         em.ins(f"shl.b32 {hi}, {hi}, 3")
         em.ins(f"add.s32 {r}, {r}, {hi}")
         em.ins(f"and.b32 {c}, {lane}, 8")
+        if unit != 8:
+            em.ins(f"shl.b32 {c}, {c}, 1")
     return r, c
 
 
@@ -158,7 +173,7 @@ def _load_ldmatrix(em, info, op, regs, t, trans) -> str:
     hw_trans = (t.role == "a") == trans
     lane = em.tmp("r")
     em.ins(f"mov.u32 {lane}, %laneid")
-    lr, lc = _ldmatrix_lane(em, pattern, lane)
+    lr, lc = _ldmatrix_lane(em, pattern, lane, 16 // t.dtype.itemsize)
     row, col = em.tmp("r"), em.tmp("r")
     em.ins(f"add.s32 {row}, {regs[0]}, {lr}")
     em.ins(f"add.s32 {col}, {regs[1]}, {lc}")
@@ -202,22 +217,33 @@ def load(em, info, op, regs) -> str:
     syms = _lane_syms(em)
     out = []
     for _, ro, co in _tiles(t):
-        addrs = _element_addrs(em, info, op, regs, t.role, trans, syms, ro, co)
+        addrs = _element_addrs(em, info, op, regs, t, trans, syms, ro, co)
         vals = [ptx_mem.load(em, info, t.dtype, a) for a in addrs]
         if t.role == "acc":
             out += vals
-            continue
-        for lo, hi in zip(vals[0::2], vals[1::2]):
-            w = em.tmp("r")
-            em.ins(f"mov.b32 {w}, {{{lo}, {hi}}}")
-            out.append(w)
+        elif t.dtype.itemsize == 1:     # four bytes per register, the lowest index lowest
+            out += [_pack_bytes(em, vals[i:i + 4]) for i in range(0, len(vals), 4)]
+        else:
+            for lo, hi in zip(vals[0::2], vals[1::2]):
+                w = em.tmp("r")
+                em.ins(f"mov.b32 {w}, {{{lo}, {hi}}}")
+                out.append(w)
     return ",".join(out)
+
+
+def _pack_bytes(em, vals) -> str:
+    """One .b32 of the low bytes of four 32-bit registers, ``vals[0]`` in the lowest byte."""
+    lo, hi, w = em.tmp("r"), em.tmp("r"), em.tmp("r")
+    em.ins(f"prmt.b32 {lo}, {vals[0]}, {vals[1]}, 0x0040")     # bytes: v0.b0, v1.b0, -, -
+    em.ins(f"prmt.b32 {hi}, {vals[2]}, {vals[3]}, 0x0040")
+    em.ins(f"prmt.b32 {w}, {lo}, {hi}, 0x5410")                # lo.b0, lo.b1, hi.b0, hi.b1
+    return w
 
 
 def fill(em, t, value: str) -> str:
     regs = em.reg(t)
     for r in regs.split(","):
-        em.ins(f"mov.f32 {r}, {value}")
+        em.ins(f"mov.{'s32' if t.dtype.is_int else 'f32'} {r}, {value}")
     return regs
 
 
@@ -226,7 +252,7 @@ def mma(em, types, a: str, b: str, c: str, d: str) -> None:
     (kk outer, so consecutive instructions are independent)."""
     ta, tb, tc = types
     A, B, C, D = _split(a, ta), _split(b, tb), _split(c, tc), _split(d, tc)
-    instr = _INSTR.format(t=ta.dtype.name)
+    instr = _INSTR[ta.shape].format(t=ta.dtype.name)
     tm, tn = tc.tiles
     for kk in range(ta.tiles[1]):
         for i in range(tm):
@@ -252,7 +278,7 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
         em.ins(f"setp.ne.f32 {read_old}, {scale[1]}, 0f00000000")
     for k, ro, co in _tiles(ftype):
         inside: list = []
-        addrs = _element_addrs(em, info, op, regs, "acc", False, syms, ro, co, inside)
+        addrs = _element_addrs(em, info, op, regs, ftype, False, syms, ro, co, inside)
         for e, (a, p) in enumerate(zip(addrs, inside)):
             v = vals[k * 4 + e]
             if scale is not None:
@@ -268,19 +294,21 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
                 em.ins(f"fma.rn.f32 {r2}, {beta}, {of}, {r}")
                 em.ins(f"selp.f32 {r}, {r2}, {r}, {rp}")
                 v = r
-            out = v if t.name == "f32" else em.from_f32(v, t)
+            out = v if t is ftype.dtype else em.from_f32(v, t)   # i32 stores as it is
             em.ins(f"@{p} st.{info.space}.{ptx_mem.mem_type(t)} [{a}], {out}")
 
 
 # --- copy_tile -----------------------------------------------------------------------------------
 def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str, col0: str,
-              tid: str, nthreads: str) -> None:
+              tid: str, nthreads: str, block_threads: int | None = None) -> None:
     """Block-collective ``dst[0:rows, 0:cols] = src[row0.., col0..]`` with zeros outside src.
 
     Fast path (a run-time test, uniform over the block): 16-byte chunks by ``cp.async.cg`` with
     the source size 0 outside src (hardware zero fill), when ``cols`` and the shared row are
     whole chunks, src's pointer is 16-byte aligned, its row length a multiple of the chunk and
-    ``col0`` too. Otherwise one element per thread and step (``ld.global`` / ``st.shared``)."""
+    ``col0`` too. Otherwise one element per thread and step (``ld.global`` / ``st.shared``).
+    ``block_threads``: the declared block size (``@kaio.kernel(block=...)``), which unrolls the
+    16-byte path into straight-line code."""
     t = op.operands[0].type.dtype
     size = t.itemsize
     n = 16 // size
@@ -289,6 +317,8 @@ def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str,
     M, K = src.extents[0], src.extents[1]
     l_scalar, l_end = em.label("copy_scalar"), em.label("copy_end")
     vector_ok = cols % n == 0 and (pitch * size) % 16 == 0
+    loop = _copy_unrolled if block_threads else _copy_loop
+    T = block_threads or nthreads
     if vector_ok:
         low, q, p = em.tmp("rd"), em.tmp("r"), em.tmp("p")
         em.ins(f"and.b64 {low}, {src.base}, 15")
@@ -297,14 +327,14 @@ def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str,
         em.ins(f"or.b32 {q}, {q}, {_and_const(em, col0, n - 1)}")
         em.ins(f"setp.ne.u32 {p}, {q}, 0")
         em.bra(l_scalar, p)
-        _copy_loop(em, rows * cols // n, cols // n, n, tid, nthreads,
-                   lambda r, c, valid: _cp_async(em, dst, src, t, pitch, row0, col0, r, c, n, valid),
-                   row0, col0, M, K)
+        loop(em, rows * cols // n, cols // n, n, tid, T,
+             lambda r, c, valid: _cp_async(em, dst, src, t, pitch, row0, col0, r, c, n, valid),
+             row0, col0, M, K)
         em.bra(l_end)
-    em.place(l_scalar)
+    em.place(l_scalar)       # the rare unaligned case stays a loop: small code, few registers
     _copy_loop(em, rows * cols, cols, 1, tid, nthreads,
-               lambda r, c, valid: _copy_one(em, dst, src, t, pitch, row0, col0, r, c, valid),
-               row0, col0, M, K)
+         lambda r, c, valid: _copy_one(em, dst, src, t, pitch, row0, col0, r, c, valid),
+         row0, col0, M, K)
     em.place(l_end)
     em.ins("cp.async.commit_group")      # one group per copy_tile (kaio.mma.copy_wait counts them)
 
@@ -315,26 +345,53 @@ def _and_const(em, reg: str, mask: int) -> str:
     return r
 
 
-def _copy_loop(em, units: int, per_row: int, n: int, tid, nthreads, body, row0, col0, M, K):
-    """for u in range(tid, units, nthreads): body(tile row, tile col, inside-src predicate)."""
-    u, r, c, gr, gc, p, q = (em.tmp(k) for k in ("r", "r", "r", "r", "r", "p", "p"))
-    top, done = em.label("copy_top"), em.label("copy_done")
-    em.ins(f"mov.u32 {u}, {tid}")
-    em.place(top)
-    em.ins(f"setp.ge.u32 {p}, {u}, {units}")
-    em.bra(done, p)
-    em.ins(f"div.u32 {r}, {u}, {per_row}")
-    em.ins(f"rem.u32 {c}, {u}, {per_row}")
+def _unit(em, u, per_row: int, n: int, row0, col0, M, K, body):
+    """Unit ``u`` of the tile: row ``u / per_row``, column ``u % per_row * n`` (shifts when
+    per_row is a power of two: ptxas keeps a general division otherwise)."""
+    r, c, gr, gc, p, q = (em.tmp(k) for k in ("r", "r", "r", "r", "p", "p"))
+    if per_row & (per_row - 1) == 0:
+        em.ins(f"shr.u32 {r}, {u}, {per_row.bit_length() - 1}")
+        em.ins(f"and.b32 {c}, {u}, {per_row - 1}")
+    else:
+        em.ins(f"div.u32 {r}, {u}, {per_row}")
+        em.ins(f"rem.u32 {c}, {u}, {per_row}")
     if n > 1:
-        em.ins(f"mul.lo.u32 {c}, {c}, {n}")
+        em.ins(f"shl.b32 {c}, {c}, {n.bit_length() - 1}")
     em.ins(f"add.s32 {gr}, {row0}, {r}")
     em.ins(f"add.s32 {gc}, {col0}, {c}")
     em.ins(f"setp.lt.u32 {p}, {gr}, {M}")
     em.ins(f"setp.lt.and.u32 {q}, {gc}, {K}, {p}")
     body(r, c, (q, gr, gc))
+
+
+def _copy_loop(em, units: int, per_row: int, n: int, tid, nthreads, body, row0, col0, M, K):
+    """for u in range(tid, units, nthreads): body(tile row, tile col, inside-src predicate)."""
+    u, p = em.tmp("r"), em.tmp("p")
+    top, done = em.label("copy_top"), em.label("copy_done")
+    em.ins(f"mov.u32 {u}, {tid}")
+    em.place(top)
+    em.ins(f"setp.ge.u32 {p}, {u}, {units}")
+    em.bra(done, p)
+    _unit(em, u, per_row, n, row0, col0, M, K, body)
     em.ins(f"add.u32 {u}, {u}, {nthreads}")
     em.bra(top)
     em.place(done)
+
+
+def _copy_unrolled(em, units: int, per_row: int, n: int, tid, T: int, body, row0, col0, M, K):
+    """The same for a block of ``T`` threads known at compile time: straight-line code, a
+    bound test only in a last, partial round."""
+    for i in range(-(-units // T)):
+        u = em.tmp("r")
+        em.ins(f"add.u32 {u}, {tid}, {i * T}")
+        if (i + 1) * T <= units:
+            _unit(em, u, per_row, n, row0, col0, M, K, body)
+            continue
+        skip, p = em.label("copy_skip"), em.tmp("p")
+        em.ins(f"setp.ge.u32 {p}, {u}, {units}")
+        em.bra(skip, p)
+        _unit(em, u, per_row, n, row0, col0, M, K, body)
+        em.place(skip)
 
 
 def _dst_addr(em, dst, pitch, size, r, c) -> str:

@@ -67,7 +67,8 @@ def test_every_declared_tiling_computes_the_product(backend, tile):
     """Each configuration the autotuner may pick, with edge tiles and both transposes."""
     a, b, c0 = _operands(150, 70, 40, True, True, "f16", "f32", seed=7, ints=True)
     c = c0.copy()
-    G.gemm_kernel("f16", "f32", True, True, tile)[G.launch_config(150, 70, tile)](a, b, c, 1.0, 1.0)
+    w = kaio.backends.get_backend().warp_size
+    G.gemm_kernel("f16", "f32", True, True, tile, w)[G.launch_config(150, 70, tile, w)](a, b, c, 1.0, 1.0)
     np.testing.assert_array_equal(c, c0 + a.T.astype(np.float32) @ b.T.astype(np.float32))
 
 

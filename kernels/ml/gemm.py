@@ -58,10 +58,13 @@ def _name(x) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = DEFAULT_TILE):
-    """The kaio kernel for one (input dtype, output dtype, transposes, tiling of :data:`TILES`)."""
+def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = DEFAULT_TILE,
+                warp_size: int = 32):
+    """The kaio kernel for one (input dtype, output dtype, transposes, tiling of :data:`TILES`,
+    warp width). Its block is declared (``block=``), so the tile copies unroll."""
     dt, ot = _DTYPES[dtype], _DTYPES[out]
     BM, BN, BK, WM, WN, S = TILES[tile]
+    threads = (BM // WM) * (BN // WN) * warp_size
     a_tile = (BK, BM + PAD) if trans_a else (BM, BK + PAD)
     b_tile = (BN, BK + PAD) if trans_b else (BK, BN + PAD)
 
@@ -92,7 +95,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
             acc = kaio.mma.mma(a, b, acc)
         return acc
 
-    @kaio.kernel
+    @kaio.kernel(block=(threads,))
     def gemm(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Raw[ot, 2], alpha: f32, beta: f32):
         As0 = kaio.shared_array(dt, a_tile)
         Bs0 = kaio.shared_array(dt, b_tile)
@@ -116,7 +119,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
             kaio.sync()
         kaio.mma.store(C, row0 + wm, col0 + wn, acc, alpha=alpha, beta=beta)
 
-    @kaio.kernel
+    @kaio.kernel(block=(threads,))
     def gemm_pipelined(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Raw[ot, 2], alpha: f32,
                        beta: f32):
         """S stages: S - 1 K-steps in flight while one is multiplied."""
@@ -159,14 +162,19 @@ def launch_config(m: int, n: int, tile: str = DEFAULT_TILE, warp_size: int | Non
     backend's by default)."""
     bm, bn, _, wm, wn, _ = TILES[tile]
     if warp_size is None:
-        from kaio.backends import get_backend
-        warp_size = get_backend().warp_size
+        warp_size = _warp_size()
     return ((-(-n // bn), -(-m // bm)), ((bm // wm) * (bn // wn) * warp_size,))
 
 
+def _warp_size() -> int:
+    from kaio.backends import get_backend
+    return get_backend().warp_size
+
+
 def _run(a, b, c, alpha, beta, trans_a, trans_b, *, config):
-    kern = gemm_kernel(_name(a), _name(c), trans_a, trans_b, config.name)
-    kern[launch_config(c.shape[0], c.shape[1], config.name)](a, b, c, alpha, beta)
+    w = _warp_size()
+    kern = gemm_kernel(_name(a), _name(c), trans_a, trans_b, config.name, w)
+    kern[launch_config(c.shape[0], c.shape[1], config.name, w)](a, b, c, alpha, beta)
 
 
 #: the tiling per (m, n, k, dtypes, transposes), timed on a GPU where c is not read (beta 0:
