@@ -84,6 +84,8 @@ _ELEMS = {
 }
 #: scheme -> the warp width it is laid out for
 WARP = {"nvvm": 32, "mfma16": 64}
+#: the kaio.mma shapes lowered here (backends/targets.py refuses kernels using any other)
+SHAPES = ("m16n8k16",)
 
 
 def scheme_of(target) -> str | None:

@@ -34,6 +34,7 @@ _MEM = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32":
 
 #: registers of a kaio.mma fragment of m16n8k16 (f16/bf16 in, f32 accumulator), per role: A is
 #: four .b32 of two halves each, B two, the accumulator four .f32 (PTX's mma fragment layout);
+#: m16n8k32 (i8 in) packs four bytes per .b32 and its i32 accumulator takes "r" registers;
 #: a warp-tile fragment has one such set per instruction tile
 FRAG_REGS = {"a": ("r",) * 4, "b": ("r",) * 2, "acc": ("f",) * 4}
 
@@ -106,7 +107,8 @@ class Emitter:
 
     def reg(self, t: dt.DType) -> str:
         if isinstance(t, FragType):   # several registers, comma-joined (backends.ptx_mma)
-            return ",".join(self.tmp(c) for _ in range(t.ntiles) for c in FRAG_REGS[t.role])
+            return ",".join(self.tmp("r" if t.dtype.is_int else c)       # i32 accumulators
+                            for _ in range(t.ntiles) for c in FRAG_REGS[t.role])
         return self.tmp(reg_class(t))
 
     def define(self, value, reg: str | None = None) -> str:

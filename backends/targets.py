@@ -32,6 +32,7 @@ from ..cache import cache_key
 from ..errors import CompileError
 from ..frontend.limits import SHARED_LIMIT, check_static_shared
 from ..ir import print_kernel
+from ..ir.types import FragType
 from ..options import CompileOptions, KernelOptions
 from ..passes import target_pipeline
 from ..passes.bounds_check import with_record_param
@@ -40,6 +41,7 @@ from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
 from .llvm import emit_llvm
 from .llvm_compile import link_code_object, llvm_to_asm, llvm_to_object
+from .llvm_mma import SHAPES as LLVM_SHAPES
 from .llvm_mma import WARP, scheme_of
 from .llvm_targets import get_target as llvm_target
 from .llvm_targets import module_flags
@@ -179,6 +181,7 @@ def _no_fragments(kernel, target: str) -> None:
     t = llvm_target(target)
     scheme = scheme_of(t)
     if scheme is not None and WARP[scheme] == t.warp_size:
+        _no_shape(kernel, target)
         return
     op = next((o for o in kernel.walk() if o.opcode.startswith("mma") and o.opcode != "mma_copy"),
               None)
@@ -188,6 +191,19 @@ def _no_fragments(kernel, target: str) -> None:
                     f"NVVM mma / AMD MFMA lowering for it)", kernel=kernel.name,
             hint="compile for an NVIDIA target (sm_80 and later, either codegen) or gfx90a / "
                  "gfx942, or use the reference backend")
+
+
+def _no_shape(kernel, target: str) -> None:
+    """Refuse, at its first op, a fragment of a shape :mod:`.llvm_mma` does not lower."""
+    for op in kernel.walk():
+        t = next((v.type for v in (*op.results, *op.operands) if isinstance(v.type, FragType)), None)
+        if t is not None and t.shape not in LLVM_SHAPES:
+            raise CompileError.at(
+                op.loc, f"kaio.mma shape {t.shape} ({t.dtype.name} fragments) is not supported on "
+                        f"target {target} (the LLVM path lowers {', '.join(LLVM_SHAPES)})",
+                kernel=kernel.name,
+                hint="use kaio's own PTX path for NVIDIA (the default KAIO_CUDA_CODEGEN=ptx), or "
+                     "the reference backend")
 
 
 def _asm(a, o):

@@ -21,20 +21,24 @@ from __future__ import annotations
 
 from .lang import Intrinsic
 
-#: the shape of the matrix multiply (m, n, k): the only one so far; ``shape=`` names it
+#: the shapes of the matrix multiply (m, n, k), named by ``shape=`` (by default the shape that
+#: takes the data's dtype): f16/bf16 multiplicands with f32 accumulators ...
 m16n8k16 = "m16n8k16"
+#: ... and i8 multiplicands with i32 accumulators (exact, wrapping like the hardware)
+m16n8k32 = "m16n8k32"
 
-fill = Intrinsic("mma.fill", "fill(dtype, value, shape=m16n8k16): an accumulator fragment with "
+fill = Intrinsic("mma.fill", "fill(dtype, value, shape=None): an accumulator fragment with "
                              "every element ``value``.")
-load_a = Intrinsic("mma.load_a", "load_a(buf, row0, col0, ld=None, trans=False, shape=m16n8k16): "
+load_a = Intrinsic("mma.load_a", "load_a(buf, row0, col0, ld=None, trans=False, shape=None): "
                                  "the A tile buf[row0:row0+m, col0:col0+k] (trans: buf holds A "
                                  "transposed, A[r, c] = buf[row0 + c, col0 + r]).")
-load_b = Intrinsic("mma.load_b", "load_b(buf, row0, col0, ld=None, trans=False, shape=m16n8k16): "
+load_b = Intrinsic("mma.load_b", "load_b(buf, row0, col0, ld=None, trans=False, shape=None): "
                                  "the B tile buf[row0:row0+k, col0:col0+n] (trans: buf holds B "
                                  "transposed, as the n x k tile at (row0, col0)).")
-load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=m16n8k16): the "
+load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=None): the "
                                      "accumulator tile buf[row0:row0+m, col0:col0+n].")
-mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact, f32 accumulation).")
+mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact; f32 accumulation, or i32 "
+                           "wrapping for i8 multiplicands).")
 store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None, alpha=None, beta=None): "
                                "write the accumulator tile to buf[row0:row0+m, col0:col0+n] "
                                "(rounded to buf's dtype; alpha*acc + beta*buf when given; elements "
@@ -52,4 +56,4 @@ copy_wait = Intrinsic("mma.copy_wait", "copy_wait(pending=0): complete every cop
 
 FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
                                      copy_wait)}
-__all__ = [*FUNCTIONS, "m16n8k16"]
+__all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32"]

@@ -396,7 +396,14 @@ def mma(a, b, c):
     taken in f32 in ascending ``p``, rounding to nearest even after each addition:
     ``d = ((c + a0*b0) + a1*b1) + ... + a(k-1)*b(k-1)``. Matrix units add in other orders and
     with other internal precision; docs/language.md states the bound between the two.
+
+    Integer fragments (``a``, ``b`` i8, ``c`` i32) are exact in any order: ``c + a @ b`` modulo
+    2**32, wrapped into i32 as the matrix unit does (no saturation).
     """
+    if np.asarray(a).dtype.kind in "iu":
+        exact = np.asarray(c, dtype=np.int64) + np.matmul(np.asarray(a, dtype=np.int64),
+                                                          np.asarray(b, dtype=np.int64))
+        return exact.astype(np.uint32).view(np.int32)
     a32 = np.asarray(a).astype(np.float32)
     b32 = np.asarray(b).astype(np.float32)
     d = np.array(c, dtype=np.float32, copy=True)

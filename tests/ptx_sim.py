@@ -381,6 +381,26 @@ def _mma_m16n8k16(reqs):
     return out
 
 
+def _mma_m16n8k32_s8(reqs):
+    """``mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32``, from the ISA's tables: A's element i
+    (four bytes per register, the lowest first) at (g + 8 * ((i // 4) % 2), 4 * t + i % 4 +
+    16 * (i // 8)), B's at (4 * t + i % 4 + 16 * (i // 4), g), C/D's as for m16n8k16; the
+    sum is exact and wraps modulo 2**32 (no .satfinite)."""
+    A, B, C = (np.zeros(s, np.int64) for s in ((16, 32), (32, 8), (16, 8)))
+    byte = lambda regs: [((w >> 8 * h) & 0xFF ^ 0x80) - 0x80 for w in regs for h in range(4)]  # noqa: E731
+    for r in reqs:
+        g, t, (a, b, c) = r[3] // 4, r[3] % 4, r[4]
+        for i, v in enumerate(byte(a)):
+            A[g + 8 * (i // 4 % 2), 4 * t + i % 4 + 16 * (i // 8)] = v
+        for i, v in enumerate(byte(b)):
+            B[4 * t + i % 4 + 16 * (i // 4), g] = v
+        for i, bits in enumerate(c):
+            C[g + 8 * (i // 2), 2 * t + i % 2] = ((bits & 0xFFFFFFFF) ^ 1 << 31) - (1 << 31)
+    D = (C + A @ B) & 0xFFFFFFFF
+    return [[int(D[r[3] // 4 + 8 * (i // 2), 2 * (r[3] % 4) + i % 2]) for i in range(4)]
+            for r in reqs]
+
+
 def _ldmatrix(reqs, mode):
     """``ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16``: lanes 8i..8i+7 give the row
     addresses of matrix i (16 bytes each, 16-byte aligned); lane l receives, per matrix, the
@@ -424,7 +444,7 @@ def _warp_op(lanes, reqs):
     if kind == "mma":
         if len(reqs) != 32:
             raise PtxError(f"mma.sync executed by {len(reqs)} lanes of a warp, not 32")
-        return _mma_m16n8k16(reqs)
+        return (_mma_m16n8k32_s8 if ".m16n8k32." in mode else _mma_m16n8k16)(reqs)
     by_lane = {r[3]: r for r in reqs}
     members = sum(1 << r[3] for r in reqs)
     for r in reqs:   # the member mask must name exactly the lanes taking part

@@ -148,7 +148,13 @@ def store(interp, op, mask):
         if not sel_mask.any():
             continue
         sel, pos = interp._positions(op, buf, index, sel_mask)
-        v = acc[e][sel].astype(np.float32)
+        v = acc[e][sel]
+        if acc.dtype.kind == "i":        # an i32 accumulator into an i32 buffer: exact
+            if interp.san is not None:
+                interp.san.write(interp, op, buf, pos, sel)
+            buf.flat[pos] = v
+            continue
+        v = v.astype(np.float32)
         if op.attrs.get("scaled"):
             with np.errstate(over="ignore", invalid="ignore"):
                 v = alpha[sel] * v

@@ -6,14 +6,14 @@ with ``ld=`` (element (r, c) at ``r * ld + c``); element types must match the sh
 (:data:`kaio.ir.types.MMA_ACC`).
 
 Where fragments may live (the race checker's rules, docs/language.md): loads read ``In`` and
-``Raw`` global buffers and shared arrays; stores write ``Raw`` global buffers only. A Region's
-partition says which thread writes each element, and a warp-collective store is not one thread's
-write, so it is refused until a partition that gives each warp its own tile exists.
+``Raw`` global buffers and shared arrays; stores write global ``Region``/``Out`` buffers (the
+checker proves each is the storing warp's tile under ``kaio.regions.warp_tiles``) and ``Raw``
+ones. ``beta=`` reads the old value, so it is refused on ``Out`` buffers (never copied in).
 """
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir.types import MMA_ACC, MMA_SHAPES, frag_of_dims
+from ..ir.types import MMA_ACC, MMA_INPUTS, MMA_SHAPES, frag_of_dims, mma_shape_of
 from .values import Lit, PyObj, describe, is_buffer
 
 
@@ -36,13 +36,27 @@ class MmaMixin:
             raise self.err(node, f"{label}() is missing {', '.join(missing)}")
         return out
 
-    def _mma_shape(self, a, node) -> str:
+    def _mma_shape(self, a, node, dtype, role, label) -> str:
+        """The call's shape= (default: the shape taking ``dtype``), checked against ``dtype``."""
+        roles = "multiplicands" if role != "acc" else "accumulators"
         if a is None:
-            return "m16n8k16"
-        if not (isinstance(a, PyObj) and a.obj in MMA_SHAPES):
+            shape = mma_shape_of(dtype.name, role)
+        elif isinstance(a, PyObj) and a.obj in MMA_SHAPES:
+            shape = a.obj
+        else:
             raise self.err(node, f"shape= must be a kaio.mma shape such as kaio.mma.m16n8k16, "
                                  f"got {describe(a)}")
-        return a.obj
+        ok = MMA_INPUTS.get(shape, ())
+        if role == "acc":
+            ok = sorted({MMA_ACC[i] for i in ok})
+        if shape is None or dtype.name not in ok:
+            table = "; ".join(f"{s}: {'/'.join(sorted(ins))} -> {MMA_ACC[ins[0]]}"
+                              for s, ins in MMA_INPUTS.items())
+            raise self.err(node, f"{label} {'no shape takes' if shape is None else shape + ' takes no'} "
+                                 f"{dtype.name} {roles} ({table})",
+                           hint="convert the data first (a kaio kernel can cast it), or name the "
+                                "shape= that takes it")
+        return shape
 
     #: the size keywords of each role, in (rows, cols) order, and the instruction dim they scale
     _DIM_KW = {"a": (("m", 0), ("k", 2)), "b": (("k", 2), ("n", 1)), "acc": (("m", 0), ("n", 1))}
@@ -79,11 +93,12 @@ class MmaMixin:
         if t.ndim not in (1, 2):
             raise self.err(node, f"{label} reads tiles of 2-d buffers (or 1-d ones with ld=), "
                                  f"'{buf.name}' has {t.ndim} dimensions")
-        if write and not (t.space == "global" and t.intent == "raw"):
+        if write and not (t.space == "global" and t.intent in ("raw", "region", "out")):
             raise self.err(node, f"{label} into '{buf.name}', a {t.space} {t.intent} buffer: "
-                                 "fragment stores go to kaio.Raw[...] buffers for now",
-                           hint="declare the output kaio.Raw[...] (each warp must store its own "
-                                "tile); the race checker does not yet prove warp tiles apart")
+                                 "fragment stores go to global Region, Out or Raw buffers",
+                           hint="declare the output kaio.Region[T, 2, kaio.regions.warp_tiles("
+                                "(BM, BN), (WM, WN))] (each warp owns its tile; the race checker "
+                                "proves it) or kaio.Raw[...]")
         if not write and not (t.space == "shared" or t.intent in ("in", "raw")):
             raise self.err(node, f"{label} from '{buf.name}', a {t.intent} buffer",
                            hint="load fragments from kaio.In[...] or kaio.Raw[...] buffers or "
@@ -100,16 +115,10 @@ class MmaMixin:
         keywords = ["ld", "shape", *(k for k, _ in self._DIM_KW[role])] + \
             (["trans"] if transposable else [])
         kw = self._mma_kw(name, args, kwargs, node, ["buf", "row0", "col0"], keywords)
-        shape = self._mma_shape(kw.get("shape"), node)
         buf, idx = self._mma_tile(name, kw, node, write=False)
         t = buf.type.dtype
-        ok = t.name in MMA_ACC if role != "acc" else t.name in MMA_ACC.values()
-        if not ok:
-            want = sorted(MMA_ACC) if role != "acc" else sorted(set(MMA_ACC.values()))
-            raise self.err(node, f"kaio.mma.{name}: '{buf.name}' holds {t.name}; {shape} "
-                                 f"{'multiplicands' if role != 'acc' else 'accumulators'} are "
-                                 f"{'/'.join(want)}",
-                           hint="convert the data first (a kaio kernel can cast it)")
+        shape = self._mma_shape(kw.get("shape"), node, t, role,
+                                f"kaio.mma.{name}: '{buf.name}' holds {t.name}, and")
         trans = self._mma_flag(kw.get("trans"), node, "trans")
         ftype = self._mma_frag(role, shape, t, kw, node, f"kaio.mma.{name}")
         return self.b._one("mma_load", [buf, *idx], ftype,
@@ -130,8 +139,8 @@ class MmaMixin:
         if t.name not in MMA_ACC.values():
             raise self.err(node, f"kaio.mma.fill makes accumulators, whose dtype is "
                                  f"{'/'.join(sorted(set(MMA_ACC.values())))}, not {t.name}")
+        shape = self._mma_shape(kw.get("shape"), node, t, "acc", "kaio.mma.fill:")
         v = self.convert(kw["value"], t, node, "the fill value")
-        shape = self._mma_shape(kw.get("shape"), node)
         return self.b._one("mma_fill", [v], self._mma_frag("acc", shape, t, kw, node, "kaio.mma.fill"))
 
     def intr_mma_mma(self, name, args, kwargs, node):
@@ -149,7 +158,8 @@ class MmaMixin:
                 and MMA_ACC[ta.dtype.name] == tc.dtype.name):
             raise self.err(node, f"kaio.mma.mma of {ta} and {tb} into {tc}: the shapes and "
                                  "element types do not match",
-                           hint="A and B hold one dtype (f16 or bf16), the accumulator f32")
+                           hint="A and B hold one dtype, the accumulator its own: f16/bf16 "
+                                "-> f32 (m16n8k16), i8 -> i32 (m16n8k32)")
         (am, ak), (bk, bn), (cm, cn) = ta.dims, tb.dims, tc.dims
         if not (am == cm and bn == cn and ak == bk):
             raise self.err(node, f"kaio.mma.mma of a {am}x{ak} A and a {bk}x{bn} B into a "
@@ -165,13 +175,26 @@ class MmaMixin:
         if getattr(getattr(acc, "type", None), "role", None) != "acc":
             raise self.err(node, f"kaio.mma.store stores an accumulator, got {describe(acc)}")
         buf, idx = self._mma_tile("store", kw, node, write=True)
-        if not buf.type.dtype.is_float or buf.type.dtype is dt.f64:
+        scaled = kw.get("alpha") is not None or kw.get("beta") is not None
+        if acc.type.dtype is dt.i32:      # integer accumulators: stored exactly, unscaled
+            if buf.type.dtype is not dt.i32 or scaled:
+                raise self.err(node, f"kaio.mma.store of an i32 accumulator into '{buf.name}', a "
+                                     f"{buf.type.dtype.name} buffer"
+                                     f"{' with alpha=/beta=' if scaled else ''}",
+                               hint="store i32 accumulators unscaled into i32 buffers; apply "
+                                    "scales to the stored values afterwards")
+        elif not buf.type.dtype.is_float or buf.type.dtype is dt.f64:
             raise self.err(node, f"kaio.mma.store into '{buf.name}', a {buf.type.dtype.name} buffer",
                            hint="store accumulators into f32, f16 or bf16 buffers")
-        if kw.get("alpha") is None and kw.get("beta") is None:
+        if not scaled:
             self.b.op("mma_store", [buf, *idx, acc])
             return Lit(None)
         # the BLAS epilogue: buf = alpha * acc + beta * buf (buf is not read where beta is 0)
+        if kw.get("beta") is not None and buf.type.intent == "out":
+            raise self.err(node, f"kaio.mma.store(..., beta=) reads '{buf.name}', an Out buffer, "
+                                 "whose old contents are never copied in",
+                           hint=f"declare '{buf.name}' kaio.Region[...] to scale its old values, "
+                                "or leave out beta=")
         scale = [self.convert(Lit(d) if kw.get(k) is None else kw[k], dt.f32, node, f"{k}=")
                  for k, d in (("alpha", 1.0), ("beta", 0.0))]
         self.b.op("mma_store", [buf, *idx, *scale, acc], attrs={"scaled": True})

@@ -48,9 +48,19 @@ def type_str(t) -> str:
 
 
 #: matrix-multiply shapes (m, n, k) fragments come in, and their element types
-MMA_SHAPES = {"m16n8k16": (16, 8, 16)}
+MMA_SHAPES = {"m16n8k16": (16, 8, 16), "m16n8k32": (16, 8, 32)}
 #: element dtype names of the multiplicands -> accumulator dtype name
-MMA_ACC = {"f16": "f32", "bf16": "f32"}
+MMA_ACC = {"f16": "f32", "bf16": "f32", "i8": "i32"}
+#: shape -> the multiplicand dtype names it takes (the first shape taking a dtype is its default)
+MMA_INPUTS = {"m16n8k16": ("f16", "bf16"), "m16n8k32": ("i8",)}
+
+
+def mma_shape_of(dtype_name: str, role: str) -> str | None:
+    """The default shape for fragments of ``role`` holding ``dtype_name``, or None."""
+    for shape, ins in MMA_INPUTS.items():
+        if dtype_name in (ins if role != "acc" else {MMA_ACC[i] for i in ins}):
+            return shape
+    return None
 FRAG_ROLES = ("a", "b", "acc")
 
 

@@ -18,7 +18,7 @@ from ..ir import ops as O
 from ..ir.attrs import KERNEL_ATTRS, AttrError, StructAttr, convert
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.scalars import representable
-from ..ir.types import MMA_ACC, SPACES, BufType, FragType, type_str
+from ..ir.types import MMA_ACC, MMA_INPUTS, SPACES, BufType, FragType, type_str
 
 _ARITH = ("add", "sub", "mul", "div", "rem", "min", "max")
 _BITWISE = ("and", "or", "xor")
@@ -337,6 +337,7 @@ class _Verifier:
                        for i, (v, r) in enumerate(zip(op.operands, ("a", "b", "acc"))))
             if not (a.shape == b.shape == c.shape and a.dtype is b.dtype
                     and MMA_ACC.get(a.dtype.name) == c.dtype.name
+                    and a.dtype.name in MMA_INPUTS[a.shape]
                     and a.dims[0] == c.dims[0] and b.dims[1] == c.dims[1]
                     and a.dims[1] == b.dims[0]):
                 self.fail(op, f"no matrix multiply {_tn(a)} x {_tn(b)} + {_tn(c)}")
@@ -371,10 +372,14 @@ class _Verifier:
             return
         scaled = bool(op.attrs.get("scaled"))
         self.counts(op, 2 + n_idx + 2 * scaled, 0)
-        self.frag(op, op.operands[-1], "the stored value", "acc")
+        acc = self.frag(op, op.operands[-1], "the stored value", "acc")
         for k in range(2 * scaled):
             self.scalar(op, op.operands[1 + n_idx + k], ("alpha", "beta")[k], ("float",))
-        if not bt.writable or not bt.dtype.is_float:
+        if acc.dtype.is_int:      # i32 accumulators: unscaled, into i32 buffers only
+            if not bt.writable or bt.dtype is not acc.dtype or scaled:
+                self.fail(op, f"stores an {acc.dtype.name} accumulator unscaled into a writable "
+                              f"{acc.dtype.name} buffer, got {bt}")
+        elif not bt.writable or not bt.dtype.is_float:
             self.fail(op, f"stores into a writable float buffer, got {bt}")
 
     def op_reduce(self, op, parent):
