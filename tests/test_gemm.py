@@ -293,17 +293,17 @@ def test_pipelines_that_touch_copies_in_flight_are_refused(kind, kw, match):
 
 
 def test_pipelined_gemm_ptx_waits_by_group():
-    ptx = G.gemm_kernel("f16", "f32", False, False, "128x128x32_w64x32_s3").emit("ptx", "sm_90")
+    ptx = G.gemm_kernel("f16", "f32", False, False, "128x128x64_w64x32_s3").emit("ptx", "sm_90")
     assert "cp.async.wait_group 2" in ptx and "cp.async.wait_all" not in ptx
     assert ptx.count("cp.async.commit_group") == 2 * 2 + 2 * 3    # prologue + three unrolled steps
     ptxas(ptx, "sm_90")
 
 
 def test_pipelined_gemm_runs_exactly_in_the_simulator():
-    m, n, k = 20, 24, 100           # two trips of the three-step loop, the last mostly zeros
+    m, n, k = 20, 24, 200           # two trips of the three-step loop, the last mostly zeros
     a, b, c0 = _operands(m, n, k, False, True, "f16", "f32", seed=6, ints=True)
     c = c0.copy()
-    tile = "128x128x32_w64x32_s3"
+    tile = "128x128x64_w64x32_s3"
     _sim(G.gemm_kernel("f16", "f32", False, True, tile), [a, b, c, 1.0, 1.0],
          G.launch_config(m, n, tile, 32)[0] + (1,), (256, 1, 1))
     np.testing.assert_array_equal(c, c0 + a.astype(np.float32) @ b.T.astype(np.float32))
