@@ -248,9 +248,10 @@ class LaunchChecks:
     """The checks of one kernel (an IR kernel, checked or not), prepared once; calling it checks
     one launch and returns ``(grid, block, args)`` (scalars as Python values)."""
 
-    def __init__(self, kernel, index_bounds: bool = True):
+    def __init__(self, kernel, index_bounds: bool = True, warp_size: int | None = None):
         self.name = kernel.name
         self.kernel = kernel
+        self.warp_size = warp_size   # the target's (per-warp partitions need it; None: unknown)
         self.names = [p.name for p in kernel.params]
         self.types = [v.type for v in kernel.args]
         # the partitions the IR declares (the frontend and the race checker always declare
@@ -357,15 +358,20 @@ class LaunchChecks:
                               f"shape from; launch it explicitly: {self.name}[grid, block](...)")
         i, name, part = self.owners[0]
         shape = shapes[self.buffer_pos[i]]
-        grid, block = part.launch_shape(shape)
+        grid, block = part.launch_shape(shape, **self._width(part))
         declared = self.kernel.attrs.get("block")
         if declared is None or tuple(declared) == tuple(block):
             return grid, block
         return _grid_for(part, shape, grid, block, declared, name, self.name), declared
 
+    def _width(self, part) -> dict:
+        """The warp width, for a partition whose owners are warps (kaio.regions.warp_tiles)."""
+        return {"warp_size": self.warp_size} if getattr(part, "per_warp", False) else {}
+
     def _check_shapes(self, grid, block, shapes, args) -> None:
         for i, name, part in self.owners:
-            part.check_launch(shapes[self.buffer_pos[i]], grid, block, buffer=name, kernel=self.name)
+            part.check_launch(shapes[self.buffer_pos[i]], grid, block, buffer=name, kernel=self.name,
+                              **self._width(part))
         check_launch_attrs(self.kernel, grid, block)
         if self.bounds:
             scalars = {self.names[i]: int(args[i]) for i in self.scalars}
@@ -406,7 +412,8 @@ def launch_checks(compiled) -> LaunchChecks:
         # checked mode bound-checks every access on the device, naming the thread and the exact
         # index, and skips the access: the launch-time index bounds are left to it
         checked = getattr(getattr(compiled, "options", None), "checked", False)
-        checks = LaunchChecks(getattr(compiled, "kernel", compiled), index_bounds=not checked)
+        checks = LaunchChecks(getattr(compiled, "kernel", compiled), index_bounds=not checked,
+                              warp_size=getattr(getattr(compiled, "options", None), "warp_size", None))
         if hasattr(compiled, "checks"):
             compiled.checks = checks
     return checks

@@ -32,11 +32,12 @@ from .partitions import (
     owned_indices,
     owner_map,
 )
+from .warp_tiles import WarpTiles
 
 __all__ = ["DEFAULT_BLOCK", "PARTITIONS", "Blocked", "Coarsened", "Elementwise", "GridStride", "OwnedSpec",
-           "Partition", "PerBlock", "RowChunks", "Rows", "RowsPerBlock", "Tiles", "blocked",
+           "Partition", "PerBlock", "RowChunks", "Rows", "RowsPerBlock", "Tiles", "WarpTiles", "blocked",
            "check_launch_attrs", "elementwise", "grid_stride",
-           "owned_indices", "owner_map", "per_block", "rows", "rows_per_block", "tiles"]
+           "owned_indices", "owner_map", "per_block", "rows", "rows_per_block", "tiles", "warp_tiles"]
 
 
 def elementwise() -> Elementwise:
@@ -81,3 +82,20 @@ def per_block() -> PerBlock:
     of a 1-D buffer; block (bx, by) owns ``[by, bx]`` of a 2-D one. For per-block partial
     results: ``if kaio.thread_idx.x == 0: partial[kaio.block_idx.x] = kaio.block_sum(s)``."""
     return PerBlock()
+
+
+def warp_tiles(block_tile: tuple[int, int], warp_tile: tuple[int, int]) -> WarpTiles:
+    """Warp tiles of a 2-D output, each stored by one warp with ``kaio.mma.store``.
+
+    Block (bx, by) covers the ``block_tile = (bm, bn)`` tile at rows ``by*bm``, columns
+    ``bx*bn``; its 1-D block is ``(bm/wm) * (bn/wn)`` warps, and warp ``w = thread_idx.x //
+    kaio.warp_size`` owns the ``warp_tile = (wm, wn)`` tile at rows ``by*bm + (w // (bn/wn))*wm``,
+    columns ``bx*bn + (w % (bn/wn))*wn`` (row-major over the block tile). Launch: block
+    ``((bm/wm) * (bn/wn) * kaio.warp_size,)``, a grid covering the buffer. Only
+    ``kaio.mma.store`` of a ``wm x wn`` accumulator at the warp's origin touches it."""
+    try:
+        (bm, bn), (wm, wn) = block_tile, warp_tile
+    except (TypeError, ValueError):
+        raise ValueError(f"kaio.regions.warp_tiles((bm, bn), (wm, wn)) takes two pairs, got "
+                         f"{block_tile!r}, {warp_tile!r}") from None
+    return WarpTiles(bm, bn, wm, wn)

@@ -223,9 +223,15 @@ def geometry_bounds(kind: str, axis: str) -> tuple[int, int]:
 class SymMath(IndexMath):
     """IndexMath over polynomials: partitions' ``owned_affine`` run on it."""
 
-    def __init__(self, table: "SymbolTable", shape_of):
+    def __init__(self, table: "SymbolTable", shape_of, warp: int | None = None):
         self.table = table
         self.shape_of = shape_of  # (buf, axis) -> Poly
+        self.warp = warp          # the warp width of this proof (None: the kernel never reads it)
+
+    def warp_size(self):
+        if self.warp is None:
+            raise ValueError("a per-warp partition is proved at a fixed warp width")
+        return Poly.const(self.warp)
 
     def const(self, v): return Poly.const(int(v))
     def _v(self, x): return x if isinstance(x, Poly) else Poly.const(int(x))

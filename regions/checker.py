@@ -22,7 +22,7 @@ import contextlib
 import threading
 
 from ..errors import CompileError
-from . import async_copies, bounds, shared, uniformity, warp
+from . import async_copies, bounds, frag_stores, shared, uniformity, warp
 from .affine import Divides, Eq, Nonneg, Poly, Prover
 from .diagnose import index_text, region_collision, unproved
 from .partitions import PerBlock, RowsPerBlock, Tiles
@@ -125,6 +125,7 @@ def _check_at(kernel, warp_size):
         uniformity.check(kernel, walk)
         c = Checker(kernel, walk)
         c.run()
+        frag_stores.check(c)
         shared.check(c)
         async_copies.check(kernel)
         return c, bounds.index_bounds(c)
@@ -259,6 +260,8 @@ class Checker:
 
     def region_access(self, acc, name, text):
         part = self.partition(acc.buf)
+        if frag_stores.is_per_warp(part):
+            frag_stores.plain_access_error(self, acc, name, text)
         intent = "Out" if acc.buf.type.intent == "out" else "Region"
         if acc.buf.type.intent == "out" and acc.kind == "load" and not self._written_before(acc):
             self.error(acc, f"read of Out buffer '{name}' at index `{text}` before this thread wrote "

@@ -31,8 +31,9 @@ from .base import DEFAULT_BLOCK, OwnedSpec, Partition
 class NumericMath(IndexMath):
     """IndexMath over Python ints for one concrete thread: used to enumerate owned sets."""
 
-    def __init__(self, shape, grid, block, tid, bid):
+    def __init__(self, shape, grid, block, tid, bid, warp: int = 32):
         self.shape_, self.grid, self.block, self.tid, self.bid = tuple(shape), grid, block, tid, bid
+        self.warp = warp
 
     def const(self, v): return int(v)
     def _v(self, x): return int(x)
@@ -45,6 +46,8 @@ class NumericMath(IndexMath):
     def max(self, a, b): return max(a, b)
     def lt(self, a, b): return a < b
     def and_(self, a, b): return a and b
+
+    def warp_size(self): return self.warp
 
     def special(self, name, axis):
         return {"thread_idx": self.tid, "block_idx": self.bid, "block_dim": self.block,
@@ -538,9 +541,10 @@ class PerBlock(Partition):
                 f"grid={tuple(reversed(shape))}")
 
 
-def owner_map(part: Partition, shape, grid, block) -> np.ndarray:
+def owner_map(part: Partition, shape, grid, block, warp: int = 32) -> np.ndarray:
     """Concrete owners: for each element, the global linear id of the thread owning it (-1 if
-    none; ValueError if two threads own it). Enumerates ``owned_spec`` for every thread."""
+    none; ValueError if two threads own it). Enumerates ``owned_spec`` for every thread (at warp
+    width ``warp``: per-warp partitions name each warp by its lane 0)."""
     owners = np.full(tuple(shape), -1, dtype=np.int64)
     bthreads = math.prod(block)
 
@@ -554,7 +558,7 @@ def owner_map(part: Partition, shape, grid, block) -> np.ndarray:
         for t in np.ndindex(*reversed(block)):
             tid = tuple(reversed(t))
             g = blin * bthreads + (tid[2] * block[1] + tid[1]) * block[0] + tid[0]
-            for idx in owned_indices(part, NumericMath(shape, grid, block, tid, bid), _Buf):
+            for idx in owned_indices(part, NumericMath(shape, grid, block, tid, bid, warp), _Buf):
                 if not all(0 <= i < s for i, s in zip(idx, shape)):
                     continue
                 if owners[idx] != -1:

@@ -186,6 +186,7 @@ class Walk:
         self.accesses: list[Access] = []
         self.barriers: list[Barrier] = []
         self.collectives: list[Barrier] = []   # kaio.mma ops (warp-collective), with their ctrl
+        self.frag_stores: list[Access] = []    # kaio.mma.store into Region/Out: index (row0, col0)
         self.parent: dict[int, int] = {}
         self.edges: list[tuple[int, int]] = []   # (a, b): b may follow a with no barrier between
         self.counters: set = set()   # loop iteration-count symbols
@@ -209,7 +210,7 @@ class Walk:
                 lo, hi = type_range(v.type) if v.type.is_int else (None, None)
                 self.env[v.id] = self.table.add(p.name, uniform=True, lo=lo, hi=hi)
         # what check_launch guarantees on every launch of this kernel
-        self.math = SymMath(self.table, self.shape)
+        self.math = SymMath(self.table, self.shape, warp_size)
         self.pins: dict = {}
         self.launch_facts: list = []
         for v in kernel.args:
@@ -505,7 +506,15 @@ class Walk:
         for r in op.results:
             self._opaque(r, False)
 
-    op_mma_store = op_mma
+    def op_mma_store(self, op, blk):
+        """A warp-collective store: into a Region/Out it is recorded with its tile origin, which
+        the checker proves is the warp's own tile (:mod:`.warp_tiles`)."""
+        buf = op.operands[0]
+        if buf.type.space == "global" and buf.type.intent in ("region", "out"):
+            index = [self.get(v) for v in op.operands[1:1 + buf.type.ndim]]
+            facts = [f for f in self.facts if not isinstance(f, _InBounds)]
+            self.frag_stores.append(Access(op, buf, "store", index, facts, self.cur, {}, blk))
+        self.op_mma(op, blk)
 
     def op_mma_copy_wait(self, op, blk):
         self.collectives.append(Barrier(op, list(self.ctrl)))

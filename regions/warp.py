@@ -29,9 +29,11 @@ _NAMES = {32: "NVIDIA", 64: "AMD gfx9"}
 
 def widths(kernel) -> tuple:
     """The warp widths to prove ``kernel`` at: :data:`WARP_WIDTHS`, or ``(None,)`` (one proof,
-    lanes opaque) when the kernel never reads the width."""
+    lanes opaque) when the kernel never reads the width and no partition of it is per-warp."""
     if any(op.opcode in _WIDTH_OPS for op in kernel.body.walk()):
         return WARP_WIDTHS
+    if any(getattr(p.partition, "per_warp", False) for p in kernel.params):
+        return WARP_WIDTHS   # (warps own its elements: kaio.regions.warp_tiles)
     return (None,)
 
 

@@ -212,13 +212,16 @@ def test_shared_tile_without_barrier_is_a_race():
     _compile_error(racy, "shared array 'sa'")
 
 
-def test_fragment_store_into_a_region_is_refused():
+def test_fragment_store_into_a_per_thread_region_is_refused():
+    """A fragment store is a warp's write: proved only under kaio.regions.warp_tiles
+    (tests/test_fragment_regions.py), refused under a partition that gives elements to threads."""
     @kaio.kernel
     def into_region(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Region[f32, 2]):
         acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0), kaio.mma.load_b(B, 0, 0),
                            kaio.mma.fill(f32, 0.0))
         kaio.mma.store(C, 0, 0, acc)
-    _compile_error(into_region, "kaio.Raw", "kaio.mma.store")
+    err = _compile_error(into_region, "kaio.mma.store", "elementwise()", "warp_tiles")
+    assert err.kind == "fragment-partition"
 
 
 def test_wrong_fragment_kinds_are_refused():

@@ -54,7 +54,8 @@ def owner_map(partition, shape, grid, block, launch) -> np.ndarray:
     """Flat int64 array: the owner (global linear thread id) of each element, -1 for none.
     ``launch(kernel, grid, block, args)`` runs the owner kernel (the reference backend's, with
     the sanitizer off)."""
-    key = (partition, tuple(shape), tuple(grid), tuple(block))   # partitions hash by value
+    width = getattr(getattr(launch, "__self__", None), "warp_size", None)   # (per-warp owners)
+    key = (partition, tuple(shape), tuple(grid), tuple(block), width)   # partitions hash by value
     hit = _CACHE.get(key)
     if hit is not None:
         _CACHE.move_to_end(key)

@@ -193,7 +193,10 @@ class Sanitizer:
         if buf.owner is None:
             return
         own = buf.owner[pos]
-        bad = own != th
+        if getattr(buf.partition, "per_warp", False):   # any lane of the owning warp (its lane 0)
+            bad = own != th - th % interp.batch.warp_size
+        else:
+            bad = own != th
         if not bad.any():
             return
         k = int(np.argmax(bad))

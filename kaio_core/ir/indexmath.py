@@ -35,6 +35,10 @@ class IndexMath:
     def special(self, name: str, axis: int) -> Value:
         return self.b.special(name, axis)
 
+    def warp_size(self) -> Value:
+        """The target's warp width (``kaio.warp_size``): per-warp partitions read it."""
+        return self.b.special("warp_size")
+
     def shape(self, buf: Value, axis: int) -> Value:
         st = buf.type.static_shape
         if st is not None:
