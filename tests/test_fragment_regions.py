@@ -67,6 +67,8 @@ def test_bad_fragment_kernel_misbehaves_without_the_checker(name, ownership):
         _caller(width, ownership)(corpus.KERNELS[name], *make_args(), grid=grid, block=block)
     if expect in ("race", "ownership"):
         assert ei.value.buffer == "C"
+    if want is OwnershipError and name != "thread_partition":
+        assert "belongs to the warp whose lane 0 is" in str(ei.value)
 
 
 # --- the partition --------------------------------------------------------------------------------

@@ -202,6 +202,8 @@ class Sanitizer:
         k = int(np.argmax(bad))
         owner, t, idx = int(own[k]), int(th[k]), self._index(buf, int(pos[k]))
         whose = ("no thread" if owner < 0 else describe_gtid(owner, self.grid, self.block))
+        if owner >= 0 and getattr(buf.partition, "per_warp", False):
+            whose = f"the warp whose lane 0 is {whose}"
         raise OwnershipError(
             f"{interp.where(op)}in kernel '{self.kernel.name}': {verb} of '{buf.name}' at index "
             f"{idx} by {describe_gtid(t, self.grid, self.block)}, but under its partition "
