@@ -27,6 +27,7 @@ import numpy as np
 from ..config import settings
 from ..errors import CudaError, LaunchError
 from ..ir.types import BufType
+from ..passes.limits import DYN_SHARED_MARK
 from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
@@ -101,7 +102,6 @@ def load_module(ptx: str, kernel_name: str | None = None):
 
 
 def _own_shared(ptx: str) -> int:
-    from .ptx import DYN_SHARED_MARK
     at = ptx.find(DYN_SHARED_MARK, 0, 4096)     # in the header
     if at < 0:
         return 0

@@ -12,10 +12,16 @@ branches; region results and loop-carried values are registers written at ``yiel
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..frontend.limits import MAX_STATIC_SHARED, SHARED_LIMIT, check_static_shared, shared_layout
 from ..ir.ops import handler_table
 from ..ir.types import BufType, FragType
 from ..passes.expand_math import library_code
+from ..passes.limits import (
+    DYN_SHARED_MARK,
+    MAX_STATIC_SHARED,
+    SHARED_LIMIT,
+    check_static_shared,
+    shared_layout,
+)
 from ..version import __version__
 from . import ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_workarounds, vector_access
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
@@ -81,10 +87,6 @@ def _abi_param_type(p) -> str:
     if p.kind == "extent":
         return "u32"
     return _PARAM_T.get(p.dtype, p.dtype.replace("i", "s") if p.dtype[0] == "i" else p.dtype)
-
-
-#: the PTX comment giving the bytes of dynamic shared memory a kernel's own arrays take
-DYN_SHARED_MARK = "kaio-shared-arrays-in-dynamic-shared-bytes:"
 
 
 class _Renderer:
@@ -490,6 +492,9 @@ class _Renderer:
         if op.attrs.get("scaled"):
             *idx, alpha, beta = idx
             scale = (self.v(alpha), self.v(beta))
+        elif op.attrs.get("int_scaled"):     # i32 -> f32 by row and column scale buffers
+            *idx, rs, cs = idx
+            scale = (self._buf(rs), self._buf(cs))
         ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc), scale)
 
     def op_mma_copy_wait(self, op):

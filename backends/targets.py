@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..cache import cache_key
 from ..errors import CompileError
-from ..frontend.limits import SHARED_LIMIT, check_static_shared
+from ..passes.limits import SHARED_LIMIT, check_static_shared
 from ..ir import print_kernel
 from ..ir.types import FragType
 from ..options import CompileOptions, KernelOptions

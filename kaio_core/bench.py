@@ -91,14 +91,14 @@ def _run_script(name: str, argv: list[str]) -> int:
 
 def cmd_plot(args) -> int:
     """``--plot``: measure (or load ``--data``), write FILE.json and draw FILE.png."""
-    from . import roofline
+    from . import roofline  # lazy: import time, ~60 ms
     if args.data:
         with open(args.data, encoding="utf-8") as f:
             data = json.load(f)
     else:
-        from . import kernels as K
-        from .progress import progress
-        from .showcase import pick_backend, select_cases
+        from . import kernels as K  # lazy: import time, ~60 ms
+        from .progress import progress  # lazy: import time, ~60 ms
+        from .showcase import pick_backend, select_cases  # lazy: import time, ~60 ms
         try:
             cases = [c for name in args.kernel for c in select_cases(name, False)] \
                 if args.kernel else K.cases()

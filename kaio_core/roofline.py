@@ -29,7 +29,7 @@ GEMM_N, REFERENCE_GEMM = 8192, 64
 
 
 def _device_name(backend: str) -> str:
-    from .backends import backend_class
+    from .backends import backend_class  # lazy: import time, ~60 ms (kaio and its kernels)
     try:
         cls = backend_class(backend)
         infos = cls.device_info() if hasattr(cls, "device_info") else []
@@ -39,13 +39,13 @@ def _device_name(backend: str) -> str:
 
 
 def _timer(repeat: int):
-    from .showcase import time_device
+    from .showcase import time_device  # lazy: import time, ~60 ms (kaio and its kernels)
     return lambda launch: time_device(launch, repeat)
 
 
 def copy_bandwidth(nbytes: int, repeat: int) -> float:
     """GB/s of a device-to-device copy of ``nbytes`` (read + written) on the current backend."""
-    import kaio
+    import kaio  # lazy: import time, ~60 ms (kaio and its kernels)
     n = nbytes // 4
     src, dst = kaio.to_device(np.ones(n, np.float32)), kaio.device_array((n,), np.float32)
     seconds = _timer(repeat)(lambda: dst.copy_(src))
@@ -54,7 +54,7 @@ def copy_bandwidth(nbytes: int, repeat: int) -> float:
 
 def matrix_rate(n: int, repeat: int) -> float:
     """TFLOP/s of an ``n`` x ``n`` x ``n`` f16 gemm (f32 accumulation) by the vendor BLAS."""
-    import kaio
+    import kaio  # lazy: import time, ~60 ms (kaio and its kernels)
     a = kaio.to_device(np.random.default_rng(0).standard_normal((n, n)).astype(np.float16))
     out = kaio.device_array((n, n), np.float16)
     seconds = _timer(repeat)(lambda: kaio.blas.gemm(a, a, out=out))
@@ -80,7 +80,7 @@ def measure(cases, backend: str, *, small: bool | None = None, repeat: int | Non
     """Time ``cases`` and the two roofs on ``backend`` (made current); see the module docstring.
     ``small``: CI sizes (default on the reference backend); ``on_case(case)`` is called before
     each kernel (for a progress bar)."""
-    import kaio
+    import kaio  # lazy: import time, ~60 ms (kaio and its kernels)
     kaio.set_backend(backend)
     ref = backend == "reference"
     small = ref if small is None else small
@@ -109,9 +109,9 @@ def _roof(intensity, copy_gbps: float, matrix_tflops: float):
 def plot(data: dict, path: str) -> str:
     """Draw ``data`` (from :func:`measure`, or its JSON) as a PNG at ``path``; returns the path.
     Kernels with an error, or no time, are listed in the picture's footnote instead of drawn."""
-    import matplotlib
+    import matplotlib  # lazy: optional dependency matplotlib
     matplotlib.use("Agg")  # files only: no display needed (CI, SSH sessions)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency matplotlib
 
     rows = [r for r in data["kernels"] if r.get("seconds")]
     missing = [r["name"] for r in data["kernels"] if not r.get("seconds")]

@@ -89,4 +89,10 @@ def every_op_kernel(fragments: bool = False):
         z = b.op("mma_fill", [a], [acc.type]).result
         b.op("mma_store", [y, i, j, b.op("mma", [fa, fb, z], [acc.type]).result])
         b.op("mma_store", [y, i, j, acc])
+        # warp tiles, the BLAS epilogue, and tile copies with an explicit wait
+        wide = b.op("mma_fill", [a], [frag_type("acc", "m16n8k16", dt.f32, (2, 2))]).result
+        b.op("mma_store", [y, i, j, a, a, wide], attrs={"scaled": True})
+        st = b.shared_array(dt.f32, (16, 16), name="stage")
+        b.op("mma_copy", [st, x, i, j], attrs={"rows": 16, "cols": 8})
+        b.op("mma_copy_wait", [], attrs={"pending": 0})
     return b.finish()

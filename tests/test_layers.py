@@ -52,7 +52,8 @@ LAYERS = [
     ("backends", 3, ["kaio.backends"]),
     ("api", 4, ["kaio", "kaio.launch", "kaio.device", "kaio.devices", "kaio.graphs", "kaio.blas",
                 "kaio.dlpack", "kaio.checked", "kaio.mpi", "kaio.autotune"]),
-    ("tools", 5, ["kaio.kernels", "kaio.conformance", "kaio.cli", "kaio.showcase", "kaio.bench"]),
+    ("tools", 5, ["kaio.kernels", "kaio.conformance", "kaio.cli", "kaio.showcase", "kaio.bench",
+                  "kaio.progress", "kaio.roofline"]),
 ]
 REQUIRED = {"numpy", "llvmlite", "ml_dtypes", "rich", "msgpack"}
 OPTIONAL = ("cuda-python", "hip-python", "torch", "triton", "cupy", "mpi", "mpmath", "scipy",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..passes import constfold, cse, dce, verify
 from ..regions.checker import check as check_regions
-from .limits import check_static_shared
+from ..passes.limits import check_static_shared
 from .lowering import Lowerer
 
 

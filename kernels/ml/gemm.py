@@ -21,6 +21,7 @@ import numpy as np
 import kaio
 from kaio import f32
 from kaio.autotune import Autotuner, Config
+from kaio.backends import get_backend
 
 PAD = 8                         # elements of row padding in shared memory (16 bytes)
 #: block tile (BM, BN), K step BK, warp tile (WM, WN) and pipeline stages S of each
@@ -167,7 +168,6 @@ def launch_config(m: int, n: int, tile: str = DEFAULT_TILE, warp_size: int | Non
 
 
 def _warp_size() -> int:
-    from kaio.backends import get_backend
     return get_backend().warp_size
 
 

@@ -13,6 +13,9 @@ MAX_STATIC_SHARED = 48 * 1024
 #: shared memory, not yet moved to dynamic)
 SHARED_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_87": 166912, "sm_89": 101376,
                 "sm_90": 232448, "sm_90a": 232448, "llvm": 48 * 1024, "amd": 64 * 1024}
+#: the PTX header comment giving the bytes of dynamic shared memory a kernel's own shared arrays
+#: take there (written by the PTX emitter, read by the CUDA loader)
+DYN_SHARED_MARK = "kaio-shared-arrays-in-dynamic-shared-bytes:"
 #: what the frontend lets through: the largest limit of any target (each target checks its own)
 MAX_SHARED = max(SHARED_LIMIT.values())
 
