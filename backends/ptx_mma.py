@@ -76,7 +76,8 @@ def _split(regs: str, t) -> list[list[str]]:
     return [r[k * n:(k + 1) * n] for k in range(t.ntiles)]
 
 
-def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, inside=None) -> list[str]:
+def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, inside=None,
+                   rc=None) -> list[str]:
     """The address of each of this lane's elements of one instruction tile whose matrix origin
     is (row0 + roff, col0 + coff), in element order. ``regs``: the tile's index registers (row0,
     col0, and ld for a 1-d buffer). ``inside``: a list to receive, per element, a predicate
@@ -101,6 +102,8 @@ def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, insid
         if trans:    # the buffer holds the tile transposed: matrix (r, c) is memory (c, r)
             (rs, ro), (cs, co) = (cs, co), (rs, ro)
         r, c = at(row0, rs, ro), at(col0, cs, co)
+        if rc is not None:          # the element's (row, column) in the matrix
+            rc.append((r, c))
         if buf_t.ndim == 1:
             lin = em.tmp("r")
             em.ins(f"mad.lo.s32 {lin}, {r}, {regs[2]}, {c}")
@@ -273,6 +276,8 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
     syms = _lane_syms(em)
     vals = acc.split(",")
     read_old = None
+    if op.attrs.get("int_scaled"):
+        return _store_int_scaled(em, info, op, regs, acc, *scale)
     if scale is not None:
         read_old = em.tmp("p")
         em.ins(f"setp.ne.f32 {read_old}, {scale[1]}, 0f00000000")
@@ -296,6 +301,35 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
                 v = r
             out = v if t is ftype.dtype else em.from_f32(v, t)   # i32 stores as it is
             em.ins(f"@{p} st.{info.space}.{ptx_mem.mem_type(t)} [{a}], {out}")
+
+
+def _store_int_scaled(em, info, op, regs, acc: str, rows: "ptx_mem.BufInfo",
+                      cols: "ptx_mem.BufInfo") -> None:
+    """``f32(acc) * rows[r] * cols[c]`` into an f32 buffer, rounded after each step (``rows``
+    is [M] or [M, 1]); the scales are read only for elements inside the buffer."""
+    ftype = op.operands[-1].type
+    rs_t = op.operands[-3].type
+    syms = _lane_syms(em)
+    vals = acc.split(",")
+    zero = em.tmp("r")
+    em.ins(f"mov.u32 {zero}, 0")
+    for k, ro, co in _tiles(ftype):
+        inside: list = []
+        rc: list = []
+        addrs = _element_addrs(em, info, op, regs, ftype, False, syms, ro, co, inside, rc)
+        for e, (a, p, (r, c)) in enumerate(zip(addrs, inside, rc)):
+            v, sr, sc = em.tmp("f"), em.tmp("f"), em.tmp("f")
+            em.ins(f"cvt.rn.f32.s32 {v}, {vals[k * 4 + e]}")
+            ra = ptx_mem.address(em, rows, op.operands[-3].type.dtype,
+                                 [r] if rs_t.ndim == 1 else [r, zero])
+            ca = ptx_mem.address(em, cols, op.operands[-2].type.dtype, [c])
+            space_r = "global.nc" if rows.nc else rows.space
+            space_c = "global.nc" if cols.nc else cols.space
+            em.ins(f"@{p} ld.{space_r}.f32 {sr}, [{ra}]")
+            em.ins(f"@{p} ld.{space_c}.f32 {sc}, [{ca}]")
+            em.ins(f"mul.rn.f32 {v}, {v}, {sr}")
+            em.ins(f"mul.rn.f32 {v}, {v}, {sc}")
+            em.ins(f"@{p} st.{info.space}.f32 [{a}], {v}")
 
 
 # --- copy_tile -----------------------------------------------------------------------------------

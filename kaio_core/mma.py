@@ -39,10 +39,12 @@ load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=N
                                      "accumulator tile buf[row0:row0+m, col0:col0+n].")
 mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact; f32 accumulation, or i32 "
                            "wrapping for i8 multiplicands).")
-store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None, alpha=None, beta=None): "
-                               "write the accumulator tile to buf[row0:row0+m, col0:col0+n] "
-                               "(rounded to buf's dtype; alpha*acc + beta*buf when given; elements "
-                               "outside buf are skipped).")
+store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None, alpha=None, beta=None, "
+                               "row_scale=None, col_scale=None): write the accumulator tile to "
+                               "buf[row0:row0+m, col0:col0+n] (rounded to buf's dtype; "
+                               "alpha*acc + beta*buf when given; an i32 accumulator into an f32 "
+                               "buf as f32(acc) * row_scale[r] * col_scale[c]; elements outside "
+                               "buf are skipped).")
 copy_tile = Intrinsic("mma.copy_tile", "copy_tile(dst, src, row0, col0, rows=None, cols=None): "
                                        "block-collective: shared dst[0:rows, 0:cols] = "
                                        "src[row0:row0+rows, col0:col0+cols], zeros outside src; "

@@ -67,6 +67,31 @@ def shared_k_by_n(A: kaio.In[i8, 2], B: kaio.In[i8, 2], C: kaio.Raw[i32]):
     kaio.mma.store(C, 0, 0, acc, ld=8)
 
 
+@kaio.kernel(block=32)
+def dequant_store(A: kaio.In[i8, 2], B: kaio.In[i8, 2], rs: kaio.In[f32], cs: kaio.In[f32],
+                  C: kaio.Raw[f32, 2]):
+    """The int8 epilogue: C = f32(A @ B) * rs[r] * cs[c], C smaller than the tile (edges skipped)."""
+    acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0), kaio.mma.load_b(B, 0, 0), kaio.mma.fill(i32, 0))
+    kaio.mma.store(C, 0, 0, acc, row_scale=rs, col_scale=cs)
+
+
+def _dequant_case(seed):
+    g = np.random.default_rng(seed)
+    a, b = _ints((16, 32), seed), _ints((32, 8), seed + 1)
+    rs, cs = g.uniform(-2, 2, 13).astype(np.float32), g.uniform(-2, 2, 6).astype(np.float32)
+    want = (a.astype(np.int64) @ b.astype(np.int64))[:13, :6].astype(np.float32) * rs[:, None] * cs
+    return [a, b, rs, cs, np.full((13, 6), np.nan, np.float32)], want
+
+
+def test_scaled_store_of_i32_accumulators(reference):
+    args, want = _dequant_case(20)
+    dequant_store[1, 32](*args)
+    np.testing.assert_array_equal(args[-1], want)
+    args, want = _dequant_case(21)
+    _sim(dequant_store, args, (1, 1, 1), (32, 1, 1))
+    np.testing.assert_array_equal(args[-1], want)
+
+
 def test_reference_is_exact_and_wraps(reference):
     a, b = _ints((32, 96), 1), _ints((96, 32), 2)
     c0 = np.random.default_rng(3).integers(-2**31, 2**31, (32, 32)).astype(np.int32)
@@ -154,6 +179,12 @@ def bad_store(A: kaio.In[i8, 2], B: kaio.In[i8, 2], C: kaio.Raw[{out.name}, 2]):
     kaio.mma.store(C, 0, 0, acc{extra})
 """
         _compile_error(_from_source(src), "kaio.mma.store of an i32 accumulator")
+
+    @kaio.kernel
+    def float_scaled(A: kaio.In[f16, 2], B: kaio.In[f16, 2], s: kaio.In[f32], C: kaio.Raw[f32, 2]):
+        acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0), kaio.mma.load_b(B, 0, 0), kaio.mma.fill(f32, 0.0))
+        kaio.mma.store(C, 0, 0, acc, row_scale=s, col_scale=s)
+    _compile_error(float_scaled, "row_scale=/col_scale= scale i32 accumulators")
 
 
 def _from_source(src):

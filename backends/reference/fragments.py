@@ -90,8 +90,9 @@ def from_matrices(batch, mats):
     return np.ascontiguousarray(mats.reshape(nw, E, W).transpose(1, 0, 2).reshape(E, batch.L))
 
 
-def _tile_index(interp, op, mask):
-    """Per element e: the buffer index (list of per-lane arrays) it reads or writes."""
+def _tile_index(interp, op, mask, rc=None):
+    """Per element e: the buffer index (list of per-lane arrays) it reads or writes. ``rc``: a
+    list to receive, per element, the (row, column) of the matrix it is (per-lane arrays)."""
     buf_v = op.operands[0]
     ftype = op.results[0].type if op.results else op.operands[-1].type
     n_idx = 3 if buf_v.type.ndim == 1 else 2
@@ -101,6 +102,8 @@ def _tile_index(interp, op, mask):
     if op.attrs.get("trans"):
         r, c = c, r
     row, col = idx[0] + r, idx[1] + c   # (E, L), int64
+    if rc is not None:
+        rc.extend(zip(row, col))
     if n_idx == 3:
         return [[row[e] * idx[2] + col[e]] for e in range(len(row))]
     return [[row[e], col[e]] for e in range(len(row))]
@@ -142,14 +145,17 @@ def store(interp, op, mask):
     if op.attrs.get("scaled"):
         alpha, beta = (np.broadcast_to(np.asarray(interp.env[v.id], dtype=np.float32), (L,))
                        for v in op.operands[-3:-1])
-    for e, index in enumerate(_tile_index(interp, op, mask)):
+    rc: list = []
+    for e, index in enumerate(_tile_index(interp, op, mask, rc)):
         index = [np.broadcast_to(np.asarray(v), (L,)) for v in index]
         sel_mask = _lanes(mask, L) & _inside(buf, index)
         if not sel_mask.any():
             continue
         sel, pos = interp._positions(op, buf, index, sel_mask)
         v = acc[e][sel]
-        if acc.dtype.kind == "i":        # an i32 accumulator into an i32 buffer: exact
+        if acc.dtype.kind == "i":        # an i32 accumulator: exact, or scaled into f32
+            if op.attrs.get("int_scaled"):
+                v = _int_scaled(interp, op, v, rc[e], sel_mask, L)
             if interp.san is not None:
                 interp.san.write(interp, op, buf, pos, sel)
             buf.flat[pos] = v
@@ -167,6 +173,19 @@ def store(interp, op, mask):
         if interp.san is not None:
             interp.san.write(interp, op, buf, pos, sel)
         buf.flat[pos] = semantics.cast(op.operands[-1].type.dtype, buf.dtype, v)
+
+
+def _int_scaled(interp, op, v, rowcol, sel_mask, L):
+    """``f32(v) * row_scale[row] * col_scale[col]`` of the selected lanes, rounded per step."""
+    rs, cs = (interp.env[o.id] for o in op.operands[-3:-1])
+    row, col = (np.broadcast_to(np.asarray(x), (L,)) for x in rowcol)
+    ridx = [row] if len(rs.shape) == 1 else [row, np.zeros_like(row)]
+    scales = []
+    for b, index in ((rs, ridx), (cs, [col])):
+        sel, pos = interp._positions(op, b, index, sel_mask)
+        scales.append(b.flat[pos].astype(np.float32))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (v.astype(np.float32) * scales[0]).astype(np.float32) * scales[1]
 
 
 def copy_tile(interp, op, mask):

@@ -170,20 +170,18 @@ class MmaMixin:
 
     def intr_mma_store(self, name, args, kwargs, node):
         kw = self._mma_kw("store", args, kwargs, node, ["buf", "row0", "col0", "acc"],
-                          ["ld", "alpha", "beta"])
+                          ["ld", "alpha", "beta", "row_scale", "col_scale"])
         acc = kw["acc"]
         if getattr(getattr(acc, "type", None), "role", None) != "acc":
             raise self.err(node, f"kaio.mma.store stores an accumulator, got {describe(acc)}")
         buf, idx = self._mma_tile("store", kw, node, write=True)
         scaled = kw.get("alpha") is not None or kw.get("beta") is not None
-        if acc.type.dtype is dt.i32:      # integer accumulators: stored exactly, unscaled
-            if buf.type.dtype is not dt.i32 or scaled:
-                raise self.err(node, f"kaio.mma.store of an i32 accumulator into '{buf.name}', a "
-                                     f"{buf.type.dtype.name} buffer"
-                                     f"{' with alpha=/beta=' if scaled else ''}",
-                               hint="store i32 accumulators unscaled into i32 buffers; apply "
-                                    "scales to the stored values afterwards")
-        elif not buf.type.dtype.is_float or buf.type.dtype is dt.f64:
+        if acc.type.dtype is dt.i32:      # integer accumulators: stored exactly, or scaled to f32
+            return self._mma_store_int(kw, buf, idx, acc, scaled, node)
+        if kw.get("row_scale") is not None or kw.get("col_scale") is not None:
+            raise self.err(node, "kaio.mma.store: row_scale=/col_scale= scale i32 accumulators",
+                           hint="for f32 accumulators use alpha= and beta=")
+        if not buf.type.dtype.is_float or buf.type.dtype is dt.f64:
             raise self.err(node, f"kaio.mma.store into '{buf.name}', a {buf.type.dtype.name} buffer",
                            hint="store accumulators into f32, f16 or bf16 buffers")
         if not scaled:
@@ -198,6 +196,32 @@ class MmaMixin:
         scale = [self.convert(Lit(d) if kw.get(k) is None else kw[k], dt.f32, node, f"{k}=")
                  for k, d in (("alpha", 1.0), ("beta", 0.0))]
         self.b.op("mma_store", [buf, *idx, *scale, acc], attrs={"scaled": True})
+        return Lit(None)
+
+    def _mma_store_int(self, kw, buf, idx, acc, scaled, node):
+        """An i32 accumulator: exactly into an i32 buffer, or with ``row_scale=`` and
+        ``col_scale=`` (f32 buffers: [M] or [M, 1], and [N]) into an f32 one as
+        ``f32(acc) * row_scale[r] * col_scale[c]``, rounded after each step."""
+        rs, cs = kw.get("row_scale"), kw.get("col_scale")
+        bt = buf.type.dtype
+        want_scales = bt is dt.f32
+        if scaled or bt not in (dt.i32, dt.f32) or (rs is None) == want_scales \
+                or (cs is None) == want_scales:
+            raise self.err(node, f"kaio.mma.store of an i32 accumulator into '{buf.name}', a "
+                                 f"{bt.name} buffer"
+                                 f"{' with alpha=/beta=' if scaled else ''}",
+                           hint="store i32 accumulators into i32 buffers exactly, or into f32 "
+                                "buffers with row_scale= and col_scale= (both)")
+        if not want_scales:
+            self.b.op("mma_store", [buf, *idx, acc])
+            return Lit(None)
+        for v, what, ndims in ((rs, "row_scale", (1, 2)), (cs, "col_scale", (1,))):
+            t = getattr(v, "type", None)
+            if not (is_buffer(v) and t.dtype is dt.f32 and t.ndim in ndims and t.space == "global"):
+                raise self.err(node, f"kaio.mma.store: {what}= must be a global f32 buffer "
+                                     f"({'[M] or [M, 1]' if what == 'row_scale' else '[N]'}), got "
+                                     f"{describe(v)}")
+        self.b.op("mma_store", [buf, *idx, rs, cs, acc], attrs={"int_scaled": True})
         return Lit(None)
 
     def intr_mma_copy_tile(self, name, args, kwargs, node):

@@ -93,8 +93,11 @@ SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False, attrs={"op
 #: mma_load is not pure so loop-invariant motion never lifts it over a store
 SPECS.update(_specs("mma", ["mma_fill", "mma"], True))
 SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag()}, required=()))
-#: mma_store: ``scaled``: operands [buf, idx..., alpha, beta, acc], storing alpha*acc + beta*buf
-SPECS.update(_specs("mma", ["mma_store"], False, attrs={"scaled": Flag()}, required=()))
+#: mma_store: ``scaled``: operands [buf, idx..., alpha, beta, acc], storing alpha*acc + beta*buf;
+#: ``int_scaled``: [buf, idx..., row_scale, col_scale, acc], an i32 acc stored as
+#: f32(acc) * row_scale[r] * col_scale[c]
+SPECS.update(_specs("mma", ["mma_store"], False, attrs={"scaled": Flag(), "int_scaled": Flag()},
+                    required=()))
 #: mma_copy: block-collective [dst (shared, 2-d), src (global, 2-d), row0, col0]: dst[0:rows,
 #: 0:cols] = src[row0.., col0..] with zeros outside src, visible after the next barrier
 SPECS.update(_specs("mma", ["mma_copy"], False, attrs={"rows": Int(1), "cols": Int(1)}))

@@ -371,11 +371,19 @@ class _Verifier:
                 self.fail(op, "an accumulator is loaded untransposed")
             return
         scaled = bool(op.attrs.get("scaled"))
-        self.counts(op, 2 + n_idx + 2 * scaled, 0)
+        int_scaled = bool(op.attrs.get("int_scaled"))
+        self.counts(op, 2 + n_idx + 2 * (scaled or int_scaled), 0)
         acc = self.frag(op, op.operands[-1], "the stored value", "acc")
         for k in range(2 * scaled):
             self.scalar(op, op.operands[1 + n_idx + k], ("alpha", "beta")[k], ("float",))
-        if acc.dtype.is_int:      # i32 accumulators: unscaled, into i32 buffers only
+        if int_scaled:            # i32 -> f32 with row and column scales (f32 buffers)
+            rs, cs = (self.buffer(op, v) for v in op.operands[1 + n_idx:3 + n_idx])
+            if not (acc.dtype.is_int and not scaled and bt.writable and bt.dtype.name == "f32"
+                    and rs.dtype.name == cs.dtype.name == "f32" and rs.ndim in (1, 2)
+                    and cs.ndim == 1):
+                self.fail(op, f"scales an i32 accumulator by f32 [M] (or [M, 1]) and [N] "
+                              f"buffers into a writable f32 buffer, got {bt} by {rs}, {cs}")
+        elif acc.dtype.is_int:    # i32 accumulators: unscaled, into i32 buffers only
             if not bt.writable or bt.dtype is not acc.dtype or scaled:
                 self.fail(op, f"stores an {acc.dtype.name} accumulator unscaled into a writable "
                               f"{acc.dtype.name} buffer, got {bt}")

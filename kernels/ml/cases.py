@@ -17,7 +17,7 @@ import numpy as np
 from .._bench import empty, launcher, up
 from .._launch import np_dtype
 from ..registry import KernelCase, Tolerance, register
-from . import attention, elementwise, norms, quant
+from . import attention, elementwise, gemm, norms, quant
 
 _OUT_TOL = {
     "f32": (1e-7, 1e-6),
@@ -174,10 +174,9 @@ register(KernelCase(
                             "3 half-ulps, with margin"),
     flops=lambda s: 2.0 * s[0] * s[1] * s[2],
     bytes=lambda s: float(s[0] * s[1] + s[1] * s[2] + 4 * s[0] * s[2]),
-    bench=lambda i: launcher(quant.w8a8_kernel(), *up(dict(i, sa=i["sa"].reshape(-1, 1)),
-                                                      "a", "b", "sa", "sb"),
-                             empty((i["a"].shape[0], i["b"].shape[1]), np.float32),
-                             config=quant.w8a8_launch_config(i["a"].shape[0], i["b"].shape[1])),
+    bench=lambda i: launcher(quant.w8a8_launch(i["a"].shape[0], i["b"].shape[1]),
+                             *up(dict(i, sa=i["sa"].reshape(-1, 1)), "a", "b", "sa", "sb"),
+                             empty((i["a"].shape[0], i["b"].shape[1]), np.float32)),
     description="int8 x int8 -> int32 accumulate, per-row/per-col scales"))
 
 
@@ -201,9 +200,10 @@ register(KernelCase(
                             "below 1; the f32 accumulation error (~1e-5 here) is far smaller"),
     flops=lambda s: 2.0 * s[0] * s[1] * s[2],
     bytes=lambda s: float(2 * s[0] * s[1] + s[1] * s[2] // 2 + 2 * s[0] * s[2]),
-    bench=lambda i: launcher(quant.w4a16_kernel("f16"), *up(i, "x", "packed", "scales"),
-                             empty((i["x"].shape[0], i["packed"].shape[1]), i["x"].dtype), i["group"],
-                             config=quant.w4a16_launch_config(i["x"].shape[0], i["packed"].shape[1])),
+    bench=lambda i: launcher(quant.w4a16_launch("f16", i["x"].shape[0], i["packed"].shape[1],
+                                                i["group"]),
+                             *up(i, "x", "packed", "scales"),
+                             empty((i["x"].shape[0], i["packed"].shape[1]), i["x"].dtype), i["group"]),
     description="group-wise scales, two nibbles per byte (low first)"))
 
 
@@ -237,3 +237,35 @@ for _causal in (False, True):
         bench=lambda i, c=_causal: attention.device_pipeline(
             *up(i, "x", "wq", "wk", "wv", "sq", "sk", "sv"), causal=c),
         description="int8 Q/K/V projections + softmax(QK^T/sqrt d) V"))
+
+
+# --- the library GEMM on the matrix units (kernels/ml/gemm.py) ---------------------------------
+def _gemm_inputs(size, seed, dt="f16"):
+    m, n, k = size
+    g = np.random.default_rng(seed)
+    return {"a": g.uniform(-1.0, 1.0, (m, k)).astype(np_dtype(dt)),
+            "b": g.uniform(-1.0, 1.0, (k, n)).astype(np_dtype(dt))}
+
+
+def _gemm_bench(i):
+    a, b = up(i, "a", "b")
+    c = empty((a.shape[0], b.shape[1]), np.float32)
+    gemm.gemm(a, b, c)                                # tunes the tiling once, outside the timing
+    return lambda: gemm.gemm(a, b, c)
+
+
+for _dt in ("f16", "bf16"):
+    register(KernelCase(
+        name=f"ml/gemm_{_dt}", group="ml",
+        make_inputs=lambda size, seed, dt=_dt: _gemm_inputs(size, seed, dt),
+        run=lambda i: {"c": gemm.gemm(i["a"], i["b"])},
+        reference=lambda i: {"c": i["a"].astype(np.float64) @ i["b"].astype(np.float64)},
+        default_size=(4096, 4096, 4096), small_size=(40, 24, 48),
+        tolerance=Tolerance(atol=2e-3, rtol=1e-3,
+                            why="exact products, f32 sums in another order on the matrix units: "
+                                "the error grows like sqrt(K) * 2^-24 * |A||B| (K = 4096: ~1e-5), "
+                                "bounded by 2 K 2^-24 sum|ab| (docs/language.md)"),
+        flops=lambda s: 2.0 * s[0] * s[1] * s[2],
+        bytes=lambda s, dt=_dt: float(2 * (s[0] * s[2] + s[2] * s[1]) + 4 * s[0] * s[1]),
+        bench=_gemm_bench,
+        description=f"{_dt} x {_dt} -> f32 on the tensor cores (mma.sync), tiling autotuned"))

@@ -14,8 +14,9 @@ Conventions (documented in docs/kernels.md):
   activation dtype.
 
 The weight layouts keep N fastest so neighbouring threads (neighbouring n) read neighbouring
-bytes. Both matmuls stage 16 x 16 tiles in shared memory (W4A16 dequantizes its weight tile
-to f32 as it loads it); neither uses tensor cores yet.
+bytes. The scalar matmuls here stage 16 x 16 tiles in shared memory (W4A16 dequantizes its
+weight tile to f32 as it loads it); :mod:`.quant_mma` has the tensor-core versions, which
+:func:`int8_matmul` and :func:`int4_matmul` use where the backend compiles them.
 """
 import functools
 
@@ -205,19 +206,57 @@ def dequantize(q: np.ndarray, scale: np.ndarray, out_dtype=np.float32) -> np.nda
     return y
 
 
+def _warp_size() -> int:
+    from kaio.backends import get_backend
+    return get_backend().warp_size
+
+
+def _compiles(kernel, **consts) -> bool:
+    """Whether ``kernel`` compiles for the current backend (cached by kaio per backend)."""
+    try:
+        kernel.compile(**consts)
+    except kaio.CompileError:
+        return False
+    return True
+
+
+def w8a8_launch(m: int, n: int):
+    """The launch (kernel[grid, block]) of c = diag(sa) (a @ b) diag(sb) for an [m, n] output:
+    the fragment kernel (:mod:`.quant_mma`) where the backend compiles it, else the scalar
+    kernel; both take (a, b, sa [M, 1], sb, c)."""
+    from . import quant_mma
+    w = _warp_size()
+    if w == 32 and _compiles(quant_mma.w8a8_kernel(w)):
+        return quant_mma.w8a8_kernel(w)[quant_mma.w8a8_launch_config(m, n, w)]
+    return w8a8_kernel()[w8a8_launch_config(m, n)]
+
+
 def int8_matmul(a, b, sa, sb) -> np.ndarray:
-    """W8A8 matmul: a [M,K] int8, b [K,N] int8, sa [M], sb [N] f32 -> [M,N] f32."""
+    """W8A8 matmul: a [M,K] int8, b [K,N] int8, sa [M], sb [N] f32 -> [M,N] f32 (int8 tensor
+    cores where the backend has them: :mod:`.quant_mma`)."""
     c = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
-    w8a8_kernel()[w8a8_launch_config(*c.shape)](a, b, np.ascontiguousarray(sa).reshape(-1, 1), sb, c)
+    w8a8_launch(*c.shape)(a, b, np.ascontiguousarray(sa).reshape(-1, 1), sb, c)
     return c
 
 
+def w4a16_launch(dt: str, m: int, n: int, group: int):
+    """The launch (kernel[grid, block]) of y = x @ dequant(packed, scales) for activations of
+    ``dt`` and an [m, n] output: f16/bf16 fragments (:mod:`.quant_mma`) where the backend
+    compiles them, else (and for f32) the scalar kernel; both take (x, packed, scales, y, group)."""
+    from . import quant_mma
+    w = _warp_size()
+    if dt in ("f16", "bf16") and _compiles(quant_mma.w4a16_kernel(dt, w), group=group):
+        return quant_mma.w4a16_kernel(dt, w)[quant_mma.w4a16_launch_config(m, n, w)]
+    return w4a16_kernel(dt)[w4a16_launch_config(m, n)]
+
+
 def int4_matmul(x, packed, scales, group: int) -> np.ndarray:
-    """W4A16 matmul: x [M,K] f16/bf16/f32, packed [K/2,N] u8, scales [K/group,N] -> [M,N]."""
+    """W4A16 matmul: x [M,K] f16/bf16/f32, packed [K/2,N] u8, scales [K/group,N] -> [M,N]
+    (f16/bf16 tensor cores where the backend has them: :mod:`.quant_mma`)."""
     if x.shape[1] % group or group % 2:
         raise ValueError(f"K = {x.shape[1]} must be a multiple of the (even) group size {group}")
     y = np.empty((x.shape[0], packed.shape[1]), dtype=x.dtype)
-    w4a16_kernel(_name(x))[w4a16_launch_config(*y.shape)](x, packed, scales, y, group)
+    w4a16_launch(_name(x), *y.shape, group)(x, packed, scales, y, group)
     return y
 
 
