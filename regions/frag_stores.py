@@ -12,11 +12,25 @@ target's choice.
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 from .affine import Eq
 from .diagnose import index_text
 
 _DECLARE = ("declare it kaio.Region[T, 2, kaio.regions.warp_tiles((BM, BN), (WM, WN))] (block tiles "
             "of BM x BN, one WM x WN tile per warp) or kaio.Raw")
+
+
+def _primitive(p):
+    """``p`` divided by the gcd of its integer coefficients (``p == 0`` exactly when it is).
+    The prover rounds an integral goal ``X + k >= 0`` by less than 1, so ``-16 q >= 0`` (a row of
+    warps left out of an origin: ``q = (w // 4)``, known ``< 1``) proves only as ``-q >= 0``."""
+    coeffs = [c for m, c in p.t.items() if m != ()]
+    if not coeffs or any(Fraction(c).denominator != 1 for c in coeffs):
+        return p
+    g = math.gcd(*(int(c) for c in coeffs))
+    return p if g <= 1 else Fraction(1, g) * p
 
 
 def is_per_warp(part) -> bool:
@@ -50,7 +64,8 @@ def check(c) -> None:
         obligations = part.store_obligations(c.math, acc.index)
 
         def prove(pv, obligations=obligations, acc=acc):
-            return all(pv.eq_zero(ob.p, acc.facts) for ob in obligations if isinstance(ob, Eq))
+            return all(pv.eq_zero(_primitive(ob.p), acc.facts) for ob in obligations
+                       if isinstance(ob, Eq))
 
         if c.prove_all(prove, acc):
             continue

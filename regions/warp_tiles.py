@@ -69,17 +69,27 @@ class WarpTiles(Partition):
                 "block_idx.z": 0, "grid_dim.z": 1}
 
     def launch_facts(self, ctx, buf):
-        # tile origins fit in i32: (grid + 1) * block tile
+        # tile origins fit in i32: (grid + 1) * block tile; the block is the warps (so a warp
+        # index stays below `warps`: an origin that leaves out a single row of warps proves)
         gx, gy = ctx.special("grid_dim", 0), ctx.special("grid_dim", 1)
-        return [ctx.sub(I32_MAX, ctx.mul(ctx.add(gx, 1), self.bn)),
-                ctx.sub(I32_MAX, ctx.mul(ctx.add(gy, 1), self.bm))]
+        facts = [ctx.sub(I32_MAX, ctx.mul(ctx.add(gx, 1), self.bn)),
+                 ctx.sub(I32_MAX, ctx.mul(ctx.add(gy, 1), self.bm))]
+        if getattr(ctx, "warp", None) is None:
+            return facts
+        threads = ctx.mul(ctx.warp_size(), self.warps)
+        bx = ctx.special("block_dim", 0)
+        return facts + [ctx.sub(threads, bx), ctx.sub(bx, threads)]
 
     def warp_origin(self, ctx):
         """(row, col) of the current warp's tile, from ``thread_idx.x // ctx.warp_size()``."""
         w = ctx.div(ctx.special("thread_idx", 0), ctx.warp_size())
         per_row = self.bn // self.wn
-        return (ctx.add(ctx.mul(ctx.special("block_idx", 1), self.bm), ctx.mul(ctx.div(w, per_row), self.wm)),
-                ctx.add(ctx.mul(ctx.special("block_idx", 0), self.bn), ctx.mul(ctx.rem(w, per_row), self.wn)))
+        q = ctx.div(w, per_row)
+        col = ctx.sub(w, ctx.mul(q, per_row))   # w % per_row (w >= 0), said without a rem atom:
+        # the prover then meets the user's `w % per_row` through its defining equation, and an
+        # origin that leaves out a lone row of warps (q == 0) in one step
+        return (ctx.add(ctx.mul(ctx.special("block_idx", 1), self.bm), ctx.mul(q, self.wm)),
+                ctx.add(ctx.mul(ctx.special("block_idx", 0), self.bn), ctx.mul(col, self.wn)))
 
     def store_obligations(self, ctx, origin) -> list:
         """What makes a ``wm x wn`` fragment stored at ``origin`` (row0, col0) the current

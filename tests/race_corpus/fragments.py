@@ -90,6 +90,29 @@ def run_tall_block_running_sum(v, call):
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-4)
 
 
+WIDE = warp_tiles((16, 64), (16, 16))   # 4 warps side by side: one row of warps
+
+
+@kaio.kernel
+def wide_block_one_row(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Out[f32, 2, WIDE]):
+    w = kaio.thread_idx.x // kaio.warp_size
+    r0 = kaio.block_idx.y * 16           # (w // 4) is 0: the block is exactly 4 warps
+    c0 = kaio.block_idx.x * 64 + w * 16  # (w % 4) is w
+    acc = kaio.mma.fill(f32, 0.0, m=16, n=16)
+    for k in range(0, A.shape[1], 16):
+        a = kaio.mma.load_a(A, r0, k, m=16, k=16)
+        acc = kaio.mma.mma(a, kaio.mma.load_b(B, k, c0, k=16, n=16), acc)
+    kaio.mma.store(C, r0, c0, acc, alpha=2.0)
+
+
+def run_wide_block_one_row(v, call):
+    m, n, k = ((16, 64, 16), (48, 128, 32), (32, 192, 16))[v]
+    a, b, c = _h(m, k), _h(k, n), np.zeros((m, n), np.float32)
+    call(wide_block_one_row, a, b, c)
+    np.testing.assert_allclose(c, 2 * (a.astype(np.float32) @ b.astype(np.float32)), rtol=1e-5,
+                               atol=1e-4)
+
+
 # --- rejected ---------------------------------------------------------------------------------
 @kaio.kernel
 def same_tile_two_warps(C: kaio.Region[f32, 2, WT]):
