@@ -7,6 +7,10 @@ Host entry points take and return numpy arrays:
 - :func:`dequantize`, :func:`int8_matmul` (W8A8), :func:`int4_matmul` (W4A16),
   :func:`quantize_rows`, :func:`pack_int4` -- quantized ops;
 - :func:`quantized_attention` -- int8 projections + scaled dot-product attention.
+
+Gradients of the first six: :mod:`kaio.kernels.ml.backward` (kaio kernels, numpy entry points);
+as torch custom ops with autograd: ``import kaio.kernels.ml.torch_ops`` (needs torch;
+docs/interop.md).
 """
 from . import cases  # noqa: F401  (registers the library cases)
 from .attention import quantized_attention
