@@ -11,8 +11,10 @@ arrays, ``kaio.mma.copy_tile`` fills the other (``cp.async`` on NVIDIA), and one
 half-step hands them over. Rows of the shared tiles are padded by 8 elements so the eight
 16-byte rows each ``ldmatrix`` reads fall in distinct banks.
 
-Warps are ``kaio.warp_size`` lanes: a block has ``(BM / WM) x (BN / WN)`` warps on any width
-(256 threads on NVIDIA, 512 on a 64-lane target), each owning the same warp tile.
+C is a Region partitioned by ``kaio.regions.warp_tiles``: the race checker proves that every
+warp stores (and, with beta, reads) only its own warp tile. Warps are ``kaio.warp_size``
+lanes: a block has ``(BM / WM) x (BN / WN)`` warps on any width (256 threads on NVIDIA, 512 on a
+64-lane target), each owning the same warp tile.
 """
 import functools
 
@@ -66,6 +68,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
     dt, ot = _DTYPES[dtype], _DTYPES[out]
     BM, BN, BK, WM, WN, S = TILES[tile]
     threads = (BM // WM) * (BN // WN) * warp_size
+    out_tiles = kaio.regions.warp_tiles((BM, BN), (WM, WN))   # each warp owns its tile of C
     a_tile = (BK, BM + PAD) if trans_a else (BM, BK + PAD)
     b_tile = (BN, BK + PAD) if trans_b else (BK, BN + PAD)
 
@@ -97,7 +100,8 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
         return acc
 
     @kaio.kernel(block=(threads,))
-    def gemm(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Raw[ot, 2], alpha: f32, beta: f32):
+    def gemm(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Region[ot, 2, out_tiles], alpha: f32,
+             beta: f32):
         As0 = kaio.shared_array(dt, a_tile)
         Bs0 = kaio.shared_array(dt, b_tile)
         As1 = kaio.shared_array(dt, a_tile)
@@ -121,7 +125,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
         kaio.mma.store(C, row0 + wm, col0 + wn, acc, alpha=alpha, beta=beta)
 
     @kaio.kernel(block=(threads,))
-    def gemm_pipelined(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Raw[ot, 2], alpha: f32,
+    def gemm_pipelined(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Region[ot, 2, out_tiles], alpha: f32,
                        beta: f32):
         """S stages: S - 1 K-steps in flight while one is multiplied."""
         if S == 3:     # a compile-time choice: only the taken branch is compiled
