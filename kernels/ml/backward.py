@@ -125,18 +125,22 @@ def layernorm_backward_kernel(dt: str):
 @functools.lru_cache(maxsize=None)
 def param_partial_kernel(dt: str):
     """Per chunk of CHUNK_ROWS rows and column: p[0, k, c] = sum g (x - mean) rstd (the weight's
-    gradient; mean 0 for RMSNorm) and, when p has two planes, p[1, k, c] = sum g (the bias')."""
+    gradient; ``CENTER`` False: no mean, for RMSNorm, which passes any array as ``mean``) and,
+    when p has two planes, p[1, k, c] = sum g (the bias')."""
     T, C = kdtype(dt), acc_dtype(dt)
 
     @kaio.kernel
     def param_partial(x: kaio.In[T, 2], g: kaio.In[T, 2], mean: kaio.In[C], rstd: kaio.In[C],
-                      p: kaio.Out[C, 3]):
+                      p: kaio.Out[C, 3], CENTER: kaio.Const[bool]):
         rows = x.shape[0]
         for s, k, c in p.owned():
             acc = C(0.0)
             for r in range(k * CHUNK_ROWS, kaio.math.min(k * CHUNK_ROWS + CHUNK_ROWS, rows)):
                 if s == 0:
-                    acc += C(g[r, c]) * (C(x[r, c]) - mean[r]) * rstd[r]
+                    v = C(x[r, c])
+                    if CENTER:
+                        v = v - mean[r]
+                    acc += C(g[r, c]) * v * rstd[r]
                 else:
                     acc += C(g[r, c])
             p[s, k, c] = acc
@@ -225,11 +229,13 @@ def softmax_backward_into(dt: str, y, g, dx, stream=None) -> None:
 
 
 def _param_grads(dt: str, x, g, mean, rstd, out, new, stream) -> None:
-    """Sum g (x - mean) rstd (and g, when ``out`` has two rows) over the rows into ``out``
-    [1 or 2, cols]; ``new(shape)`` allocates an accumulator-dtype temporary."""
+    """Sum g (x - mean) rstd (g x rstd when ``mean`` is None; and g, when ``out`` has two rows)
+    over the rows into ``out`` [1 or 2, cols]; ``new(shape)`` allocates an accumulator-dtype
+    temporary."""
     rows, cols = x.shape
     part = new((out.shape[0], max(1, cdiv(rows, CHUNK_ROWS)), cols))
-    param_partial_kernel(dt).on(stream)(x, g, mean, rstd, part)
+    param_partial_kernel(dt).on(stream)(x, g, rstd if mean is None else mean, rstd, part,
+                                        CENTER=mean is not None)
     column_sum_kernel(_acc_name(dt), dt).on(stream)(part, out)
 
 
@@ -239,9 +245,7 @@ def rmsnorm_backward_into(dt: str, x, w, g, eps: float, dx, dw, new, stream=None
     rows = x.shape[0]
     rstd = new((rows,))
     _rows_launch(rmsnorm_backward_kernel(dt), rows, stream)(x, w, g, dx, rstd, float(eps))
-    zeros = new((rows,))
-    _zero_kernel(_acc_name(dt)).on(stream)(zeros)
-    _param_grads(dt, x, g, zeros, rstd, dw, new, stream)
+    _param_grads(dt, x, g, None, rstd, dw, new, stream)
 
 
 def layernorm_backward_into(dt: str, x, w, g, eps: float, dx, dwb, new, stream=None) -> None:
@@ -261,18 +265,6 @@ def gelu_backward_into(dt: str, x, g, dx, approximate: str = "none", stream=None
     """dx of GELU (exact, or ``approximate='tanh'``), 1-D arrays."""
     k = gelu_tanh_backward_kernel(dt) if approximate == "tanh" else gelu_exact_backward_kernel(dt)
     k.on(stream)(x, g, dx)
-
-
-@functools.lru_cache(maxsize=None)
-def _zero_kernel(dt: str):
-    T = kdtype(dt)
-
-    @kaio.kernel
-    def zero(y: kaio.Out[T]):
-        for i in y.owned():
-            y[i] = T(0.0)
-
-    return zero
 
 
 def _acc_name(dt: str) -> str:
