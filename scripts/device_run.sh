@@ -29,6 +29,7 @@
 #   examples  examples/*.py at their default sizes on CUDA (tests/test_examples.py -m gpu, output shown)
 #   interop   torch custom ops (fwd/bwd vs torch, gradcheck f64, streams, inductor), DLPack round trips
 #             with torch and CuPy, torch/CuPy streams (also in `gpu`; this step runs only them)
+#   torch-ops benchmarks/torch_ops_bench.py: torch.ops.kaio.* vs torch's own ops, forward and fwd+bwd
 #   mpi       tests/test_mpi.py + tests/test_devices.py, then examples/jacobi_mpi.py under mpiexec: 2 ranks
 #             sharing GPU 0 (4096^2, checked bit for bit against one process, halos by CUDA IPC and
 #             through the host), and 1 and 2 ranks of 16384^2 per rank (time per step, both ways);
@@ -92,6 +93,7 @@ for step in "$@"; do
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
     interop) run interop 280 python3 -m pytest -q -rf -p no:cacheprovider -m "gpu or cuda" tests/test_torch_ops.py tests/test_interop.py ;;
+    torch-ops) run torch_ops_bench 240 python3 benchmarks/torch_ops_bench.py --out "$OUT" ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise
          run mpi_tests 120 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py
          if python3 -c "import mpi4py" 2>/dev/null && command -v mpiexec >/dev/null; then
