@@ -6,12 +6,16 @@ Thread t of the block's T copies units t, t + T, t + 2T ... of the tile. On nvpt
 a 16-byte chunk copied by ``cp.async.cg`` (source size 0 outside the source: the hardware zero
 fills) where the tile allows it: ``cols`` and the shared row whole chunks, and, tested once at
 run time, the source pointer 16-byte aligned and its row length and ``col0`` multiples of the
-chunk. Every barrier of a kernel that copies then waits for its copies first
-(``cp.async.wait_all``), which gives "visible after the next barrier". Otherwise (AMD, or a
+chunk. Each copy_tile is one ``cp.async`` group. Every barrier of a kernel that copies then
+waits for its copies first (``cp.async.wait_all``), which gives "visible after the next
+barrier"; a kernel that calls ``kaio.mma.copy_wait(n)`` waits itself instead
+(``cp.async.wait_group n``; regions/async_copies.py proves its accesses). Otherwise (AMD, or a
 tile that does not qualify) a unit is one element: a load where it lies inside the source, 0
-elsewhere, and a store.
+elsewhere, and a store; copy_wait is then a no-op.
 """
 from __future__ import annotations
+
+from .llvm_types import literal, memty
 
 
 class CopyEmitter:
@@ -19,7 +23,6 @@ class CopyEmitter:
 
     def op_mma_copy(self, op):
         """Block-collective ``dst[0:rows, 0:cols] = src[row0.., col0..]``, zeros outside src."""
-        from .llvm import literal, memty
         dst, src, r0, c0 = op.operands
         rows, cols = op.attrs["rows"], op.attrs["cols"]
         t = dst.type.dtype
@@ -63,6 +66,14 @@ class CopyEmitter:
         self._copy_loop(src, dst, row0, col0, tid, nt, rows * cols, cols, 1, element)
         self.emit(f"br label %{end_l}")
         self.start(end_l)
+        if self.async_copies():     # one group per copy_tile (kaio.mma.copy_wait counts them)
+            self._call_void("llvm.nvvm.cp.async.commit.group")
+
+    def op_mma_copy_wait(self, op):
+        """``kaio.mma.copy_wait(pending)``: all but the ``pending`` most recent copies complete
+        (a following barrier publishes them). Element copies (AMD) are complete already."""
+        if self.async_copies():
+            self._call_void("llvm.nvvm.cp.async.wait.group", ("i32", str(op.attrs["pending"])))
 
     def _copy_loop(self, src, dst, row0, col0, tid, nt, units: int, per_row: int, n: int, body):
         """``for u in range(tid, units, nt)``: ``body(r, c, inside, src ptr, its type, dst ptr,
@@ -97,9 +108,15 @@ class CopyEmitter:
         return self._async
 
     def before_barrier(self) -> None:
-        """A barrier makes the block's copies visible: wait for the asynchronous ones first."""
-        if self.async_copies():
+        """A barrier makes the block's copies visible: wait for the asynchronous ones first,
+        unless the kernel waits for them itself (kaio.mma.copy_wait: a multi-stage pipeline)."""
+        if self.async_copies() and not self._explicit_waits():
             self._call_void("llvm.nvvm.cp.async.wait.all")
+
+    def _explicit_waits(self) -> bool:
+        if not hasattr(self, "_waits"):
+            self._waits = any(o.opcode == "mma_copy_wait" for o in self.k.walk())
+        return self._waits
 
     def _call_void(self, name: str, *args: tuple[str, str]) -> None:
         self.declare("void", name, [t for t, _ in args])

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .llvm_copy import CopyEmitter
+from .llvm_types import float_literal, llty, memty
 from .vector_access import _multiple_of
 
 _ELEM_TY = {"f16": "half", "bf16": "bfloat", "f32": "float"}
@@ -250,7 +251,6 @@ class MmaEmitter(CopyEmitter):
         """LLVM type of an IR value: a fragment's lane vector, or the scalar type."""
         if getattr(t, "kind", None) == "frag":
             return f"<{lane_length(self._scheme(None), t)} x {_ELEM_TY[t.dtype.name]}>"
-        from .llvm import llty
         return llty(t)
 
     def _scheme(self, op) -> str:
@@ -268,7 +268,6 @@ class MmaEmitter(CopyEmitter):
         """(pointer, pointer type, index values for the bounds test) of element (r, c) of a
         tile: ``r``/``c`` are i32 coordinates in the buffer, ``ld`` the row length of a 1-d
         buffer (None for 2-d)."""
-        from .llvm import memty
         base, space, extents = self.bufs[buf.id]
         bt = buf.type
         wide = bt.space == "global"
@@ -284,7 +283,8 @@ class MmaEmitter(CopyEmitter):
             lin = self.ins(f"add {it} {self.ins(f'mul {it} {widen(r)}, {pitch}')}, {widen(c)}")
             index = [r, c]
         pty = self.ptrty(space)
-        return self.ins(f"getelementptr {memty(bt.dtype)}, {pty} {base}, {it} {lin}", "p"), pty, index
+        gep = f"getelementptr {memty(bt.dtype)}, {pty} {base}, {it} {lin}"
+        return self.ins(gep, "p"), pty, index
 
     def _inside(self, buf, index: list[str]) -> str:
         """i1: the element index (i32 values) lies inside the buffer (unsigned compares, so
@@ -325,7 +325,6 @@ class MmaEmitter(CopyEmitter):
         self.bind(op, self.ins(f"shufflevector {vty} {one}, {vty} poison, <{n} x i32> zeroinitializer"))
 
     def op_mma_load(self, op):
-        from .llvm import float_literal
         t = op.result.type
         if self._scheme(op) == "nvvm" and _ldmatrix_ok(op, t):
             return self.bind(op, self._ldmatrix(op, t, bool(op.attrs.get("trans"))))
@@ -414,7 +413,6 @@ class MmaEmitter(CopyEmitter):
         """Each element rounded to the buffer's dtype and stored where it is no padding and
         lies inside the buffer; ``scaled``: ``alpha * acc + beta * old`` (old read where beta
         != 0), in f32 with a rounding per operation, as the reference computes it."""
-        from .llvm import llty
         buf, acc = op.operands[0], op.operands[-1]
         bt = buf.type.dtype
         ty = llty(bt)

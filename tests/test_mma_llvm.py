@@ -386,6 +386,25 @@ def test_nvvm_copy_tile_and_scaled_edge_store_run_exactly(k):
     np.testing.assert_array_equal(ref, want)
 
 
+def test_nvvm_copy_wait_pipeline_waits_by_group_and_runs_exactly():
+    """kaio.mma.copy_wait(pending=1) in a three-stage pipeline (tests/test_gemm.py): each
+    copy_tile commits a cp.async group, the wait is wait_group 1, barriers do not wait_all."""
+    from test_gemm import _pipeline
+    k = _pipeline(1)
+    ir = _llvm(k, "nvptx64-sm_80")
+    assert "call void @llvm.nvvm.cp.async.wait.group(i32 1)" in ir
+    assert "cp.async.wait.all" not in ir
+    assert ir.count("call void @llvm.nvvm.cp.async.commit.group()") == ir.count(
+        "call void @llvm.nvvm.cp.async.cg.shared.global.16.s(")
+    a = (np.arange(16 * 96) % 7).reshape(16, 96).astype(np.float16)
+    b = (np.arange(16 * 8) % 5).reshape(16, 8).astype(np.float16)
+    c = np.zeros((16, 8), np.float32)
+    _sim_llvm(k, [a, b, c], (1, 1, 1), (32, 1, 1))
+    want = sum(a[:, j:j + 16].astype(np.float32) for j in range(0, 96, 16)) @ b.astype(np.float32)
+    np.testing.assert_array_equal(c, want)
+    assert "cp.async" not in _llvm(k, "gfx90a")      # element copies: complete at once
+
+
 # --- 4. on the GPU: the LLVM NVIDIA path against the reference ----------------------------------
 @pytest.fixture
 def llvm_cuda(monkeypatch):
