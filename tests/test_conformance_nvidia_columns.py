@@ -159,36 +159,47 @@ def mma_tile(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 2]):
     kaio.mma.store(C, 0, 0, acc)
 
 
-def _mma_case() -> ConformanceCase:
+@kaio.kernel
+def mma_tile_i8(A: kaio.In[kaio.i8, 2], B: kaio.In[kaio.i8, 2], C: kaio.Raw[kaio.i32, 2]):
+    acc = kaio.mma.fill(kaio.i32, 0)
+    acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0), kaio.mma.load_b(B, 0, 0), acc)
+    kaio.mma.store(C, 0, 0, acc)
+
+
+def _mma_case(int8=False) -> ConformanceCase:
+    k, npdt, out = (32, np.int8, np.int32) if int8 else (16, np.float16, np.float32)
+
     def make_inputs(size):
         g = np.random.default_rng(0)
-        return {"A": g.integers(-4, 4, (16, 16)).astype(np.float16),
-                "B": g.integers(-4, 4, (16, 8)).astype(np.float16)}
+        return {"A": g.integers(-4, 4, (16, k)).astype(npdt),
+                "B": g.integers(-4, 4, (k, 8)).astype(npdt)}
 
     def run(inputs):
-        c = np.zeros((16, 8), np.float32)
-        mma_tile[1, 32](inputs["A"], inputs["B"], c)
+        c = np.zeros((16, 8), out)
+        (mma_tile_i8 if int8 else mma_tile)[1, 32](inputs["A"], inputs["B"], c)
         return {"C": c}
 
     return ConformanceCase(
-        name="test/mma_tile", group="test", make_inputs=make_inputs, run=run,
-        expected=lambda i, w: {"C": i["A"].astype(np.float32) @ i["B"].astype(np.float32)},
+        name="test/mma_tile" + ("_i8" if int8 else ""), group="test", make_inputs=make_inputs,
+        run=run, expected=lambda i, w: {"C": i["A"].astype(out) @ i["B"].astype(out)},
         vs_numpy=rel(0.0, "small integers: exact"), fixed_size=True)
 
 
 @needs_ptxas
 def test_a_feature_the_path_lacks_is_not_available_not_passing():
-    """Fragments have no LLVM lowering yet: the -llvm columns refuse them at compile time and say
-    so; kaio's PTX path has mma.sync on every sm_8x and compiles and validates."""
-    rep = run_suite(Options(["reference", "sm_80", "sm_80-llvm", "sm_89-llvm"], cases=[_mma_case()],
-                            log=lambda m: None))
-    row = rep.rows[0]
+    """int8 fragments (m16n8k32) have no LLVM lowering: the -llvm columns refuse them at compile
+    time and say so, while f16 fragments compile there (NVVM mma); kaio's PTX path has both on
+    every sm_8x and compiles and validates."""
+    rep = run_suite(Options(["reference", "sm_80", "sm_80-llvm", "sm_89-llvm"],
+                            cases=[_mma_case(int8=True), _mma_case()], log=lambda m: None))
+    row, f16_row = rep.rows
     assert row.cells["reference"].status == "identical"
     assert row.cells["sm_80"].status == "compiled", row.cells["sm_80"].detail
     for col in ("sm_80-llvm", "sm_89-llvm"):
         c = row.cells[col]
         assert c.status == "not-available", c.detail
-        assert "not available on this target" in c.detail and "mma" in c.detail
+        assert "not available on this target" in c.detail and "m16n8k32" in c.detail
+        assert f16_row.cells[col].status == "compiled", f16_row.cells[col].detail
     assert rep.failing == []
     assert "not available on this target" in markdown(rep.as_dict())
 
