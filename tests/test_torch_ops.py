@@ -105,6 +105,28 @@ def test_non_contiguous_input_and_3d_shapes(reference):
     torch.testing.assert_close(T.softmax(x), torch.softmax(x, -1))
 
 
+class _SideStream:
+    """Stands in for a torch.cuda.Stream other than the default one (reference backend)."""
+    cuda_stream = 7
+
+    def __init__(self):
+        self.launches = 0
+
+    def __cuda_stream__(self):  # kaio reads the handle once per launch on this stream
+        self.launches += 1
+        return (0, 7)
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "layernorm", "softmax"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # resident kernel / general one
+def test_row_ops_on_a_side_stream_launch_there(op, dtype, reference, monkeypatch):
+    side = _SideStream()
+    seen = []
+    monkeypatch.setattr(T, "_stream", lambda t: seen.append(1) or side)
+    _check_op(op, (3, 2, 40), dtype, "cpu")
+    assert seen and side.launches >= 2  # the forward and the backward kernels went to the stream
+
+
 # --- on the GPU: CUDA tensors, torch's streams ---------------------------------------------------
 @pytest.fixture
 def cuda():

@@ -82,19 +82,23 @@ def _rows2d(x: torch.Tensor) -> torch.Tensor:
 
 
 def _row_op(op: str, dt: str, x2: torch.Tensor, *args) -> None:
-    """Launch row op ``op`` as the library does (:func:`norms.row_kernel`) on torch's current
-    stream. That launcher takes no stream: on torch's default stream (the legacy one, kaio's
-    default) it runs as is; on another stream, events order it after the stream's earlier work and
-    the stream's later work after it, without a host wait."""
-    run = norms.row_kernel(op, dt, dt, tuple(x2.shape))
+    """Launch row op ``op`` on torch's current stream: on the default (legacy) stream, kaio's
+    default, as the library does (:func:`norms.row_kernel`, autotuned on a GPU); on another stream
+    the untuned table's choice (the register-resident kernel when the row fits, else the general
+    one) launched on that stream, so the op also works inside CUDA-graph capture."""
     stream = _stream(x2)
     if stream is None or stream.cuda_stream == 0:
-        run(*args)
+        norms.row_kernel(op, dt, dt, tuple(x2.shape))(*args)
         return
-    default = torch.cuda.default_stream(x2.device)
-    default.wait_stream(stream)
-    run(*args)
-    stream.wait_stream(default)
+    rows, cols = x2.shape
+    plan = norms.resident_plan(cols) if dt != "f64" else None
+    if plan is None:
+        norms._GENERAL[op](dt, dt).on(stream)(*args)
+        return
+    vec = norms.resident_vec(dt, dt, cols)
+    threads, per = norms.resident_plan(cols, vec)
+    k = norms._RESIDENT[op](dt, dt, vec=vec, regs=norms.resident_regs(per))
+    k[(rows,), (threads,), 0, stream](*args, PER=per)
 
 
 # --- forward ops -------------------------------------------------------------------------------
