@@ -9,9 +9,10 @@ it). Needs torch with CUDA and kaio's cuda backend.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
+
+from bench_gemm import _time  # CUDA-event timing: median microseconds per call (sibling script)
 
 
 def _ops(T, F):
@@ -28,30 +29,14 @@ def _ops(T, F):
     }
 
 
-def _time(torch, fn, reps=20, rounds=5) -> float:
-    """Median microseconds per call of ``fn`` over ``rounds`` rounds of ``reps`` calls."""
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end) * 1e3 / reps)
-    return statistics.median(out)
-
-
 def _cells(torch, fns, args, up) -> list[str]:
     """Forward times (no grad) of kaio's op and torch's, then forward + backward times."""
     out = []
     for f in fns:
         with torch.no_grad():
-            out.append(f"{_time(torch, lambda f=f: f(*args)):.1f}")
+            out.append(f"{_time(lambda f=f: f(*args), 20, 5):.1f}")
     for f in fns:
-        out.append(f"{_time(torch, lambda f=f: f(*args).backward(up)):.1f}")
+        out.append(f"{_time(lambda f=f: f(*args).backward(up), 20, 5):.1f}")
     return out
 
 
