@@ -23,7 +23,7 @@ from ..passes.limits import (
     shared_layout,
 )
 from ..version import __version__
-from . import ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_workarounds, vector_access
+from . import half_pairs, ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_packed, ptx_workarounds, vector_access
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -97,6 +97,10 @@ class _Renderer:
         self.bufs: dict[int, ptx_mem.BufInfo] = {}
         self.n_arrays = 0
         self.vec: dict[int, vector_access.Group] = vector_access.plan_kernel(kernel)
+        # packed f16x2/bf16x2 instructions for pairs of ops on neighbouring lanes (every
+        # supported arch is sm_80+, which has them all but add/sub/mul.bf16x2)
+        self.pairs, self.load_words = half_pairs.plan_kernel(kernel, self.vec)
+        self.words: dict[tuple, str] = {}   # (lo value id, hi value id) -> packed b32 register
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
         self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
         # copies complete at every barrier, unless the kernel waits for them itself
@@ -185,14 +189,18 @@ class _Renderer:
 
     def block(self, block) -> None:
         rows = dict(self.rows)      # row addresses computed in this block live until its end
+        words = dict(self.words)    # so do broadcast words
         for op in block.ops:
             self.op(op)
-        self.rows = rows
+        self.rows, self.words = rows, words
 
     def op(self, op) -> None:
         if op.opcode in ("yield", "condition"):
             return  # handled by the parent control-flow op
         self.em.set_loc(op.loc)
+        pair = self.pairs.get(id(op))
+        if pair is not None:
+            return self._pair(pair) if op is pair.at else None
         handler = _HANDLERS.get(op.opcode)
         if handler is None:
             raise NotImplementedError(
@@ -219,6 +227,27 @@ class _Renderer:
     def op_unary(self, op):
         a = op.operands[0]
         self.set(op, ptx_ops.unary(self.em, op.opcode, a.type, self.v(a)))
+
+    def _pair(self, pair: half_pairs.Pair) -> None:
+        """One packed instruction for both ops of ``pair`` (kaio.backends.half_pairs); the
+        scalar registers of both results are its halves."""
+        em, lo, hi = self.em, pair.lo, pair.hi
+        t = lo.result.type
+        if lo.opcode == "cast":
+            w = ptx_packed.narrow(em, t, self.v(lo.operands[0]), self.v(hi.operands[0]))
+        else:
+            w = ptx_packed.arith(em, lo.opcode, t, [self._word(x, y)
+                                                    for x, y in zip(lo.operands, hi.operands)])
+        self.words[(lo.result.id, hi.result.id)] = w
+        ptx_packed.unpack(em, w, em.define(lo.result), em.define(hi.result))
+
+    def _word(self, x, y) -> str:
+        """The packed register of the values ``x`` (low) and ``y`` (high): a pair's or load
+        word's, or one value in both halves (packed once per block)."""
+        key = (x.id, y.id)
+        if key not in self.words:       # the same value or constant in both halves
+            self.words[key] = ptx_packed.pack(self.em, self.v(x), self.v(y))
+        return self.words[key]
 
     def op_fma(self, op):
         a, b, c = op.operands
@@ -349,10 +378,18 @@ class _Renderer:
                 self._split_word(p, t, w, regs[per * j:per * j + per])
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} ld.{space}.{mt} {r}, {at(k)}")
+            for j, w in enumerate(words if per == 2 else ()):   # words read by packed ops
+                key = (g.ops[2 * j].result.id, g.ops[2 * j + 1].result.id)
+                if key in self.load_words:      # (the fallback path packs them too)
+                    em.ins(f"@!{p} mov.b32 {w}, {{{regs[2 * j]}, {regs[2 * j + 1]}}}")
+                    self.words[key] = w
         else:
             regs = [self.v(o.operands[-1]) for o in g.ops]
-            words = [self._pack_word(p, t, regs[per * j:per * j + per]) for j in range(4)] \
-                if per > 1 else regs
+            vals = [o.operands[-1] for o in g.ops]
+            words = [self.words.get((vals[2 * j].id, vals[2 * j + 1].id)) if per == 2 else None
+                     for j in range(4)]
+            words = [w or self._pack_word(p, t, regs[per * j:per * j + per])
+                     for j, w in enumerate(words)] if per > 1 else regs
             em.ins(f"@{p} st.global.v4.{vt} {at(0)}, {{{', '.join(words)}}}")
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")

@@ -576,6 +576,8 @@ def execute(m: Machine, opc: list, ops: list) -> None:
     name = opc[0]
     if name == "bar":
         return
+    if any(x in _X2 for x in opc):
+        return _packed(m, opc, ops)
     ts = _types(opc)
     t = ts[-1] if ts else None
     if name == "mov":
@@ -653,6 +655,32 @@ def execute(m: Machine, opc: list, ops: list) -> None:
     if t in FORMATS:
         return _float_op(m, name, opc, t, ops)
     return _int_op(m, name, opc, t, ops)
+
+
+_X2 = {"f16x2": "f16", "bf16x2": "bf16"}
+
+
+def _packed(m, opc, ops):
+    """f16x2 / bf16x2: the scalar op on each 16-bit half of the b32 operands, independently;
+    ``cvt.rn.{f16,bf16}x2.f32 d, a, b`` rounds ``a`` into the high half and ``b`` into the low."""
+    t = _X2[next(x for x in opc if x in _X2)]
+    if opc[0] == "cvt":
+        if opc[1] != "rn":
+            raise PtxError(f"unsupported packed conversion {'.'.join(opc)}")
+        hi, lo = (fround(m.get(o, "f32"), t) for o in ops[1:])
+        m.regs[ops[0]] = to_bits(lo, t) | (to_bits(hi, t) << 16)
+        return
+    words, out = [m.raw(o) for o in ops[1:]], 0
+    for lane in (0, 1):
+        x = [from_bits((w >> (16 * lane)) & 0xFFFF, t) for w in words]
+        if opc[0] in ("add", "sub", "mul", "fma") and "rn" in opc:
+            r = _farith(opc[0], t, *x)
+        elif opc[0] in ("min", "max") and len(opc) == 2:
+            r = _minmax(opc[0], *x)
+        else:
+            raise PtxError(f"unsupported packed op {'.'.join(opc)}")
+        out |= to_bits(r, t) << (16 * lane)
+    m.regs[ops[0]] = out
 
 
 def _minmax(name, a, b):
