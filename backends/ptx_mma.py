@@ -219,8 +219,12 @@ def load(em, info, op, regs) -> str:
         return _load_ldmatrix(em, info, op, regs, t, trans)
     syms = _lane_syms(em)
     out = []
+    base = _shared_lane_base(em, info, op, regs, t, trans, syms)
     for _, ro, co in _tiles(t):
-        addrs = _element_addrs(em, info, op, regs, t, trans, syms, ro, co)
+        if base is not None:
+            addrs = _shared_offsets(op, t, trans, base, ro, co)
+        else:
+            addrs = _element_addrs(em, info, op, regs, t, trans, syms, ro, co)
         vals = [ptx_mem.load(em, info, t.dtype, a) for a in addrs]
         if t.role == "acc":
             out += vals
@@ -232,6 +236,34 @@ def load(em, info, op, regs) -> str:
                 em.ins(f"mov.b32 {w}, {{{lo}, {hi}}}")
                 out.append(w)
     return ",".join(out)
+
+
+def _shared_lane_base(em, info, op, regs, t, trans, syms) -> str | None:
+    """For a 2-d shared array of static shape: the address of this lane's first element of the
+    fragment (every element of a role shares the lane symbols, so the others lie at constant
+    offsets from it, :func:`_shared_offsets`); None for other buffers."""
+    bt = op.operands[0].type
+    if bt.space != "shared" or bt.ndim != 2 or bt.static_shape is None:
+        return None
+    (rs, _), (cs, _) = _LAYOUT[t.shape][t.role][0]
+    if trans:
+        rs, cs = cs, rs
+    r, c = em.tmp("r"), em.tmp("r")
+    em.ins(f"add.s32 {r}, {regs[0]}, {syms[rs]}")
+    em.ins(f"add.s32 {c}, {regs[1]}, {syms[cs]}")
+    return ptx_mem.address(em, info, t.dtype, [r, c])
+
+
+def _shared_offsets(op, t, trans, base: str, roff: int, coff: int) -> list[str]:
+    """``base+imm`` addresses of this lane's elements of the instruction tile at (roff, coff)."""
+    pitch = op.operands[0].type.static_shape[1]
+    out = []
+    for (_, ro), (_, co) in _LAYOUT[t.shape][t.role]:
+        ro, co = ro + roff, co + coff
+        if trans:
+            ro, co = co, ro
+        out.append(f"{base}+{(ro * pitch + co) * t.dtype.itemsize}")
+    return out
 
 
 def _pack_bytes(em, vals) -> str:
