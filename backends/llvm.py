@@ -464,7 +464,8 @@ class FunctionEmitter(MmaEmitter):
             wide = self.ins(f"load {vty}, {pty} {at(0)}, align 16")
         else:
             vals = [self.v(o.operands[-1]) for o in g.ops]
-            self.emit(f"store {vty} {self.pack(vty, ty, vals)}, {pty} {at(0)}, align 16")
+            self.emit(f"store {vty} {self.narrowed(g, vty) or self.pack(vty, ty, vals)}, "
+                      f"{pty} {at(0)}, align 16")
         self.emit(f"br label %{end_l}")
         self.start(scalar_l)
         if g.kind == "load":
@@ -481,6 +482,19 @@ class FunctionEmitter(MmaEmitter):
             whole = self.ins(f"phi {vty} [ {wide}, %{vec_l} ], [ {narrow}, %{scalar_l} ]")
             for k, o in enumerate(g.ops):
                 self.bind(o, self.ins(f"extractelement {vty} {whole}, i32 {k}"))
+
+    def narrowed(self, g: vector_access.Group, vty: str) -> str | None:
+        """When every value a 16-bit float store group stores is a cast from f32: one
+        ``fptrunc <n x float>`` of the f32 sources (LLVM makes it n/2 packed conversions,
+        ``cvt.rn.f16x2.f32`` on NVIDIA; each lane rounds as the scalar cast does), else None."""
+        casts = [o.operands[-1].owner for o in g.ops]
+        t = g.buf.type.dtype
+        if not (t.is_float and t.bits == 16) or not all(
+                getattr(c, "opcode", None) == "cast" and c.operands[0].type.name == "f32"
+                for c in casts):
+            return None
+        wide = self.pack(f"<{len(casts)} x float>", "float", [self.v(c.operands[0]) for c in casts])
+        return self.ins(f"fptrunc <{len(casts)} x float> {wide} to {vty}")
 
     def pack(self, vty: str, ty: str, vals: list[str]) -> str:
         """A vector of type ``vty`` holding the ``ty`` values ``vals``."""

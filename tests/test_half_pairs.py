@@ -6,6 +6,9 @@ bit-identical to the same kernel emitted without pairing and to the reference ba
 inf, NaN, subnormals and signed zeros among the inputs."""
 
 
+import re
+
+import llvm_host
 import numpy as np
 import pytest
 from ptx_sim import Machine
@@ -17,6 +20,7 @@ from kaio import bf16, f16, f32
 from kaio import dtypes as dt
 from kaio.backends import half_pairs
 from kaio.backends.ptx import emit_ptx
+from kaio.backends.targets import emit
 from kaio.passes import full_tiles, target_pipeline
 from kaio.regions import blocked
 
@@ -168,3 +172,29 @@ def test_a_value_used_before_its_partner_is_emitted_scalar():
     out = _run((ptx, _), [x, y, z], n, 0)
     assert out[1].tobytes() == (x * np.float16(2)).tobytes()
     assert out[2].tobytes() == (x * np.float16(2)).astype(np.float32).tobytes()
+
+
+# --- the LLVM path: a 16-bit store group of casts from f32 narrows as one <8 x float> -------
+@pytest.mark.parametrize("name, vty", [("f16", "half"), ("bf16", "bfloat")])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_llvm_narrows_a_store_group_in_one_vector_fptrunc(name, vty, arch):
+    k = KERNELS[name]["narrow"]
+    ir = k.specialize_ir()
+    text = emit(ir, "llvm", f"nvptx64-{arch}", k.options)
+    assert len(re.findall(rf"fptrunc <8 x float> %\w+ to <8 x {vty}>", text)) == 1
+    ptx = emit(ir, "ptx", f"nvptx64-{arch}", k.options)
+    assert len(re.findall(rf"cvt\.rn\.{name}x2\.f32", ptx)) >= 4   # (LLVM pairs some of the fallback)
+    ptxas(ptx, arch)
+
+
+@pytest.mark.parametrize("name", NP)
+def test_llvm_vector_narrowing_runs_bit_identical_on_host(name):
+    k = KERNELS[name]["narrow"]
+    rng = np.random.default_rng(5)
+    n = 56
+    x = _data(name, n, rng)
+    grid, block = blocked(8).launch_shape((n,))
+    y = np.zeros(n, NP[name])
+    llvm_host.run_on_host(k.specialize_ir(), [x, y], (grid[0], 1, 1), (block[0], 1, 1))
+    want = (x.astype(np.float32) * np.float32(0.3)).astype(NP[name])
+    _same(y, want)
