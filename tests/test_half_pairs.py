@@ -198,3 +198,40 @@ def test_llvm_vector_narrowing_runs_bit_identical_on_host(name):
     llvm_host.run_on_host(k.specialize_ir(), [x, y], (grid[0], 1, 1), (block[0], 1, 1))
     want = (x.astype(np.float32) * np.float32(0.3)).astype(NP[name])
     _same(y, want)
+
+
+# --- the library's 16-bit kernels: their stores narrow in pairs ---------------------------------
+def _library():
+    from kaio.kernels.ml import elementwise as ew
+    return {"gelu_exact": ew.gelu_exact_kernel, "gelu_tanh": ew.gelu_tanh_kernel,
+            "silu_gate": ew.silu_gate_kernel}
+
+
+@pytest.mark.parametrize("name", NP)
+@pytest.mark.parametrize("op", ["gelu_exact", "gelu_tanh", "silu_gate"])
+def test_library_elementwise_kernels_narrow_in_pairs(name, op):
+    """Eight f32 results per thread: four cvt.rn.x2 in the full tile; the only scalar rounding
+    left is the one-element tail's."""
+    k = _library()[op](name)
+    ptx, _ = emit_ptx(target_pipeline(k.specialize_ir(coarsen=True), 32), "sm_90",
+                      fast_math=k.fast_math)
+    assert ptx.count(f"cvt.rn.{name}x2.f32") == 4
+    assert ptx.count(f"cvt.rn.{name}.f32") == 1
+    ptxas(ptx, "sm_90")
+
+
+@pytest.mark.parametrize("name", NP)
+def test_library_gelu_exact_stays_bitwise(name):
+    """gelu_exact's conformance rule is bitwise: the coarsened PTX, run by ptx_sim, matches the
+    reference backend bit for bit (aligned: packed roundings; misaligned: the fallback)."""
+    k = _library()["gelu_exact"](name)
+    ptx_abi = emit_ptx(target_pipeline(k.specialize_ir(coarsen=True), 32), "sm_90")
+    n = 44
+    x = (np.linspace(-6, 6, n).astype(np.float32)).astype(NP[name])
+    ref = run_ref_with(full_tiles, k, [x, np.zeros(n, NP[name])], 1, n)[1]
+    for misalign in (0, 1):
+        y = np.zeros(n, NP[name])
+        ptx, abi = ptx_abi
+        args = [x.copy(), y]
+        Machine(ptx).launch(args, abi, (1, 1, 1), (8, 1, 1), 0, misalign=misalign)
+        assert args[1].tobytes() == ref.tobytes(), misalign
