@@ -97,3 +97,28 @@ def test_w4a16_ptx_matches_the_reference_backend_in_the_simulator(reference):
     _sim(quant_mma.w4a16_kernel("f16", 32), [x, packed, scales, y], (1, 1, 1), (128, 2, 1),
          group=16)
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.gpu
+def test_fragment_paths_on_the_gpu():
+    """On a GPU (either NVIDIA codegen): the tensor-core kernels are the ones launched, W8A8
+    bit-exact against numpy's arithmetic at a ragged shape, W4A16 within the f32-accumulation
+    bound; the registry's default sizes run in tests/test_kernels_ml.py."""
+    from kaio import backends as be
+    from kaio.showcase import pick_backend
+    previous = be._current
+    kaio.set_backend(pick_backend(None))
+    try:
+        assert quant.w8a8_launch(300, 260).kernel is quant_mma.w8a8_kernel(32)
+        a, b, sa, sb = _w8a8_inputs(300, 1000, 260, seed=5)
+        np.testing.assert_array_equal(ml.int8_matmul(a, b, sa, sb), _w8a8_expected(a, b, sa, sb))
+        assert quant.w4a16_launch("f16", 100, 300, 64).kernel is quant_mma.w4a16_kernel("f16", 32)
+        x, packed, scales = _w4a16_inputs(100, 512, 300, 64, np.float16, seed=6)
+        y = ml.int4_matmul(x, packed, scales, group=64).astype(np.float64)
+        w = quant.unpack_int4(packed).astype(np.float64) * np.repeat(scales.astype(np.float64), 64, axis=0)
+        exact = x.astype(np.float64) @ w
+        accumulation = 2 * 512 * 2.0**-24 * (np.abs(x.astype(np.float64)) @ np.abs(w))
+        bound = accumulation + 2.0**-11 * np.abs(exact) * 1.01
+        assert (np.abs(y - exact) <= bound + 2.0**-24).all()
+    finally:
+        be._current = previous
