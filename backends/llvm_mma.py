@@ -39,7 +39,7 @@ from .llvm_copy import CopyEmitter
 from .llvm_types import float_literal, llty, memty
 from .vector_access import _multiple_of
 
-_ELEM_TY = {"f16": "half", "bf16": "bfloat", "f32": "float"}
+_ELEM_TY = {"f16": "half", "bf16": "bfloat", "f32": "float", "i8": "i8", "i32": "i32"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,9 @@ class Piece:
 
 
 _G, _T2 = Sym(2, 7), Sym(0, 3, 2)             # PTX: groupID, 2 * threadID_in_group
+_T4 = Sym(0, 3, 4)                            # PTX m16n8k32: 4 * threadID_in_group
 _L16, _Q4 = Sym(0, 15), Sym(4, 3, 4)          # MFMA 16x16: lane % 16, 4 * (lane // 16)
+#: (scheme, role) -> the instruction operand's elements per lane; "nvvm-k32": m16n8k32 (int8)
 _ELEMS = {
     "nvvm": {
         "a": tuple(((_G, 8 * (i // 2 % 2)), (_T2, i % 2 + 8 * (i // 4))) for i in range(8)),
@@ -82,11 +84,20 @@ _ELEMS = {
         "b": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
         "acc": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
     },
+    "nvvm-k32": {     # mma.m16n8k32 .s8: four 8-bit elements per 32-bit register
+        "a": tuple(((_G, 8 * (i // 4 % 2)), (_T4, i % 4 + 16 * (i // 8))) for i in range(16)),
+        "b": tuple(((_T4, i % 4 + 16 * (i // 4)), (_G, 0)) for i in range(8)),
+        "acc": tuple(((_G, 8 * (i // 2)), (_T2, i % 2)) for i in range(4)),
+    },
 }
 #: scheme -> the warp width it is laid out for
 WARP = {"nvvm": 32, "mfma16": 64}
-#: the kaio.mma shapes lowered here (backends/targets.py refuses kernels using any other)
-SHAPES = ("m16n8k16",)
+#: scheme -> the kaio.mma shapes it lowers (backends/targets.py refuses kernels using any other)
+SHAPES = {"nvvm": ("m16n8k16", "m16n8k32"), "mfma16": ("m16n8k16",)}
+
+
+def _elems(scheme: str, t) -> tuple:
+    return _ELEMS["nvvm-k32" if t.shape == "m16n8k32" else scheme][t.role]
 
 
 def scheme_of(target) -> str | None:
@@ -101,7 +112,7 @@ def scheme_of(target) -> str | None:
 
 def pieces(scheme: str, t) -> list[Piece]:
     """The instruction operands fragment type ``t`` is made of, in lane-vector order."""
-    elems = _ELEMS[scheme][t.role]
+    elems = _elems(scheme, t)
     (tr, tc), (nr, nc) = t.tile_dims, t.tiles
     if scheme == "nvvm" or t.role == "a":     # one piece per instruction tile, row-major
         return [Piece(i * tr, j * tc, tr, tc, elems) for i in range(nr) for j in range(nc)]
@@ -112,7 +123,7 @@ def pieces(scheme: str, t) -> list[Piece]:
 
 def lane_length(scheme: str, t) -> int:
     """Elements per lane of a fragment of type ``t``."""
-    return len(pieces(scheme, t)) * len(_ELEMS[scheme][t.role])
+    return len(pieces(scheme, t)) * len(_elems(scheme, t))
 
 
 def mma_plan(scheme: str, ta, tb, tc) -> list[tuple[int, int, int]]:
@@ -194,18 +205,22 @@ def _slice(em, vec: str, vty: str, ety: str, start: int, n: int) -> str:
 
 
 def _nvvm_mma(em, dtype: str, a, b, c: list[str]) -> list[str]:
-    """One ``mma.sync.m16n8k16``: ``a``/``b`` are (vector, its type, first element) of the A and
-    B pieces, ``c`` the four f32 accumulator values; returns the four results."""
+    """One ``mma.sync.m16n8k16`` (f16, bf16) or ``m16n8k32`` (s8): ``a``/``b`` are (vector, its
+    type, first element) of the A and B pieces, ``c`` the four accumulator values (f32, or i32
+    for s8); returns the four results."""
     ety = _ELEM_TY[dtype]
+    per = 4 if dtype == "i8" else 2                  # elements per 32-bit register
     args = []
-    for vec, vty, start, n in ((*a, 8), (*b, 4)):
-        for k in range(start, start + n, 2):     # two elements per 32-bit register
-            pair = _slice(em, vec, vty, ety, k, 2)
-            args.append(("i32", em.ins(f"bitcast <2 x bfloat> {pair} to i32"))
-                        if dtype == "bf16" else (f"<2 x {ety}>", pair))
-    args += [("float", x) for x in c]
-    st = "{float, float, float, float}"
-    name = "llvm.nvvm.mma.m16n8k16.row.col." + ("bf16" if dtype == "bf16" else "f32.f32")
+    for vec, vty, start, n in ((*a, 4 * per), (*b, 2 * per)):
+        for k in range(start, start + n, per):
+            word = _slice(em, vec, vty, ety, k, per)
+            args.append(("i32", em.ins(f"bitcast <{per} x {ety}> {word} to i32"))
+                        if dtype != "f16" else (f"<2 x {ety}>", word))
+    cty = "i32" if dtype == "i8" else "float"
+    args += [(cty, x) for x in c]
+    st = "{" + ", ".join([cty] * 4) + "}"
+    name = "llvm.nvvm.mma." + {"f16": "m16n8k16.row.col.f32.f32", "bf16": "m16n8k16.row.col.bf16",
+                               "i8": "m16n8k32.row.col.s8"}[dtype]
     d = em.call(st, name, *args)
     return [em.ins(f"extractvalue {st} {d}, {i}") for i in range(4)]
 
@@ -236,7 +251,8 @@ def _ldmatrix_ok(op, t) -> bool:
     address is 16-byte aligned: shared arrays are)."""
     bt = op.operands[0].type
     shape = bt.static_shape
-    if bt.space != "shared" or bt.ndim != 2 or shape is None or t.role == "acc":
+    if bt.space != "shared" or bt.ndim != 2 or shape is None or t.role == "acc" or \
+            t.dtype.itemsize != 2:
         return False
     return (shape[1] * t.dtype.itemsize) % 16 == 0 and _multiple_of(op.operands[2], 8)
 
@@ -259,6 +275,10 @@ class MmaEmitter(CopyEmitter):
             what = "no NVVM mma / AMD MFMA lowering" if s is None else \
                 f"{s} fragments are laid out for {WARP[s]}-lane warps, not {self.t.warp_size}"
             raise self.error(op, f"kaio.mma fragments are not supported on this target ({what})")
+        t = next((v.type for v in (*getattr(op, "results", ()), *getattr(op, "operands", ()))
+                  if getattr(v.type, "kind", None) == "frag"), None)
+        if t is not None and t.shape not in SHAPES[s]:
+            raise self.error(op, f"kaio.mma shape {t.shape} is not lowered for {s} fragments")
         return s
 
     def _lane(self) -> str:
@@ -297,9 +317,10 @@ class MmaEmitter(CopyEmitter):
             ok = q if ok is None else self.ins(f"and i1 {ok}, {q}")
         return ok
 
-    def _elements(self, op, ftype, trans=False):
+    def _elements(self, op, ftype, trans=False, rc=None):
         """Per lane element: (pointer, pointer type, bounds index, padding validity) of the
-        element of the tile op addresses (operands: buf, row0, col0[, ld])."""
+        element of the tile op addresses (operands: buf, row0, col0[, ld]); ``rc``: a list to
+        receive each element's (row, column) in the buffer's matrix."""
         scheme = self._scheme(op)
         buf = op.operands[0]
         n_idx = 3 if buf.type.ndim == 1 else 2
@@ -311,6 +332,8 @@ class MmaEmitter(CopyEmitter):
                 r, c = c, r
             rr = lanes._once(("row", r), f"add i32 {row0}, {r}")
             cc = lanes._once(("col", c), f"add i32 {col0}, {c}")
+            if rc is not None:
+                rc.append((rr, cc))
             if valid is not None:     # padding reads the tile's origin (never used)
                 rr = self.ins(f"select i1 {valid}, i32 {rr}, i32 {row0}")
                 cc = self.ins(f"select i1 {valid}, i32 {cc}, i32 {col0}")
@@ -333,7 +356,8 @@ class MmaEmitter(CopyEmitter):
         for e, (ptr, pty, _, valid) in enumerate(self._elements(op, t, bool(op.attrs.get("trans")))):
             x = self.ins(f"load {ety}, {pty} {ptr}, align {t.dtype.itemsize}")
             if valid is not None:
-                x = self.ins(f"select i1 {valid}, {ety} {x}, {ety} {float_literal(0.0, t.dtype)}")
+                zero = float_literal(0.0, t.dtype) if t.dtype.is_float else "0"
+                x = self.ins(f"select i1 {valid}, {ety} {x}, {ety} {zero}")
             vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
         self.bind(op, vec)
 
@@ -396,7 +420,7 @@ class MmaEmitter(CopyEmitter):
         scheme = self._scheme(op)
         a, b, c = op.operands
         ta, tb, tc = (x.type for x in op.operands)
-        na, nb, nc = (len(_ELEMS[scheme][r]) for r in ("a", "b", "acc"))
+        na, nb, nc = (len(_elems(scheme, t)) for t in (ta, tb, tc))
         cty = self.vty(tc)
         cv = self.v(c)
         acc = [[self.ins(f"extractelement {cty} {cv}, i32 {p * nc + i}") for i in range(nc)]
@@ -406,8 +430,22 @@ class MmaEmitter(CopyEmitter):
             acc[pc] = _INSTR[scheme](self, ta.dtype.name, (*A, pa * na), (*B, pb * nb), acc[pc])
         vec = "poison"
         for e, x in enumerate(v for piece in acc for v in piece):
-            vec = self.ins(f"insertelement {cty} {vec}, float {x}, i32 {e}")
+            vec = self.ins(f"insertelement {cty} {vec}, {_ELEM_TY[tc.dtype.name]} {x}, i32 {e}")
         self.bind(op, vec)
+
+    def _dequant(self, op, x: str, row: str, col: str) -> str:
+        """``f32(x) * row_scale[row] * col_scale[col]``, a rounding per step (operands
+        [..., row_scale, col_scale, acc]; a 2-d row_scale is read at [row, 0])."""
+        rs, cs = op.operands[-3:-1]
+        f = self.ins(f"sitofp i32 {x} to float")
+        for buf, idx in ((rs, row), (cs, col)):
+            ptr, pty, _ = self._tile_addr(buf, idx, "0", None if buf.type.ndim == 2 else "1")
+            ety = llty(buf.type.dtype)
+            v = self.ins(f"load {ety}, {pty} {ptr}, align {buf.type.dtype.itemsize}")
+            if ety != "float":
+                v = self.ins(f"fpext {ety} {v} to float")
+            f = self.ins(f"fmul float {f}, {v}")
+        return f
 
     def op_mma_store(self, op):
         """Each element rounded to the buffer's dtype and stored where it is no padding and
@@ -421,7 +459,8 @@ class MmaEmitter(CopyEmitter):
         if scaled:
             alpha, beta = (self.v(x) for x in op.operands[-3:-1])
             read_old = self.ins(f"fcmp une float {beta}, 0.0")
-        for e, (ptr, pty, index, valid) in enumerate(self._elements(op, acc.type)):
+        rc: list = []
+        for e, (ptr, pty, index, valid) in enumerate(self._elements(op, acc.type, rc=rc)):
             ok = self._inside(buf, index)
             if valid is not None:
                 ok = self.ins(f"and i1 {ok}, {valid}")
@@ -429,6 +468,15 @@ class MmaEmitter(CopyEmitter):
             self.emit(f"br i1 {ok}, label %{st}, label %{nxt}")
             self.start(st)
             x = self.ins(f"extractelement {cty} {cv}, i32 {e}")
+            if not acc.type.dtype.is_float:      # i32: stored exactly, or dequantised into f32
+                if op.attrs.get("int_scaled"):
+                    x = self._dequant(op, x, *rc[e])
+                    if bt.name != "f32":
+                        x = self.ins(f"fptrunc float {x} to {ty}")
+                self.emit(f"store {ty} {x}, {pty} {ptr}, align {bt.itemsize}")
+                self.emit(f"br label %{nxt}")
+                self.start(nxt)
+                continue
             if scaled:
                 x = self.ins(f"fmul float {alpha}, {x}")
                 old_l, join = self.new_label("mold"), self.new_label("mjoin")

@@ -30,12 +30,12 @@ from typing import Callable
 
 from ..cache import cache_key
 from ..errors import CompileError
-from ..passes.limits import SHARED_LIMIT, check_static_shared
 from ..ir import print_kernel
 from ..ir.types import FragType
 from ..options import CompileOptions, KernelOptions
 from ..passes import target_pipeline
 from ..passes.bounds_check import with_record_param
+from ..passes.limits import SHARED_LIMIT, check_static_shared
 from . import ptx_workarounds
 from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
@@ -181,7 +181,7 @@ def _no_fragments(kernel, target: str) -> None:
     t = llvm_target(target)
     scheme = scheme_of(t)
     if scheme is not None and WARP[scheme] == t.warp_size:
-        _no_shape(kernel, target)
+        _no_shape(kernel, target, LLVM_SHAPES[scheme])
         return
     op = next((o for o in kernel.walk() if o.opcode.startswith("mma") and o.opcode != "mma_copy"),
               None)
@@ -193,14 +193,15 @@ def _no_fragments(kernel, target: str) -> None:
                  "gfx942, or use the reference backend")
 
 
-def _no_shape(kernel, target: str) -> None:
-    """Refuse, at its first op, a fragment of a shape :mod:`.llvm_mma` does not lower."""
+def _no_shape(kernel, target: str, shapes: tuple) -> None:
+    """Refuse, at its first op, a fragment of a shape :mod:`.llvm_mma` does not lower for the
+    target (``shapes``: the ones it does; int8's m16n8k32 is NVVM-only)."""
     for op in kernel.walk():
         t = next((v.type for v in (*op.results, *op.operands) if isinstance(v.type, FragType)), None)
-        if t is not None and t.shape not in LLVM_SHAPES:
+        if t is not None and t.shape not in shapes:
             raise CompileError.at(
                 op.loc, f"kaio.mma shape {t.shape} ({t.dtype.name} fragments) is not supported on "
-                        f"target {target} (the LLVM path lowers {', '.join(LLVM_SHAPES)})",
+                        f"target {target} (the LLVM path lowers {', '.join(shapes)} there)",
                 kernel=kernel.name,
                 hint="use kaio's own PTX path for NVIDIA (the default KAIO_CUDA_CODEGEN=ptx), or "
                      "the reference backend")

@@ -293,6 +293,14 @@ def test_gfx1100_refuses_fragments_at_the_op():
 
 
 # --- 3. the NVVM PTX executed in the PTX simulator ---------------------------------------------
+def _split_vector_load(m) -> str:
+    """``ld.space.vN.bW {r0, ..}, [base+off]`` -> N scalar loads (the simulator has none)."""
+    space, bits, regs, base, off = m.group(1), int(m.group(2)), m.group(3).split(","), m.group(4), \
+        int(m.group(5) or 0)
+    return "\n".join(f"ld.{space}.b{bits} {r.strip()}, [{base}+{off + i * bits // 8}];"
+                     for i, r in enumerate(regs))
+
+
 def _sim_llvm(k, args, grid, block, arch="sm_80", **consts):
     """Compile ``k`` on the LLVM nvptx64 path, assemble it, and run it in tests/ptx_sim.py.
     LLVM's PTX is normalised to the simulator's dialect: parameters renamed to the ABI's names,
@@ -305,6 +313,8 @@ def _sim_llvm(k, args, grid, block, arch="sm_80", **consts):
     ptx = re.sub(rf"\b{abi.entry}_param_(\d+)\b", lambda m: abi.params[int(m.group(1))].name,
                  arts["ptx"])
     ptx = re.sub(r"[ \t]+", " ", ptx)
+    ptx = re.sub(r"\b(0x[0-9a-fA-F]+|\d+)U\b", r"\1", ptx)      # LLVM's unsigned immediates
+    ptx = re.sub(r"ld\.(\w+)\.v\d\.b(\d+) \{([^}]*)\}, \[(%\w+)(?:\+(\d+))?\];", _split_vector_load, ptx)
     ptx = re.sub(r"(mma\.sync[.\w]+)\s*\n((?:\s*\{[^}]*\},?\s*\n?)+)",
                  lambda m: m.group(1) + " " + " ".join(m.group(2).split()), ptx)
     Machine(ptx).launch(args, abi, grid, block)
@@ -403,6 +413,71 @@ def test_nvvm_copy_wait_pipeline_waits_by_group_and_runs_exactly():
     want = sum(a[:, j:j + 16].astype(np.float32) for j in range(0, 96, 16)) @ b.astype(np.float32)
     np.testing.assert_array_equal(c, want)
     assert "cp.async" not in _llvm(k, "gfx90a")      # element copies: complete at once
+
+
+# --- int8 (m16n8k32) on nvptx64: NVVM mma .s8 ------------------------------------------------------
+def test_int8_lane_mapping_reconstructs_the_product():
+    """m16n8k32's table (PTX ISA: a_i at (gid + 8 ((i / 4) % 2), 4 tig + i % 4 + 16 (i / 8)),
+    b_i at (4 tig + i % 4 + 16 (i / 4), gid)) through the module's mapping, exact in int64."""
+    ta, tb, tc = (frag_type(r, "m16n8k32", d, s) for r, d, s in
+                  (("a", kaio.i8, (2, 2)), ("b", kaio.i8, (2, 3)), ("acc", kaio.i32, (2, 3))))
+    g = np.random.default_rng(40)
+    A, B, C = (g.integers(-128, 128, t.dims).astype(np.float64) for t in (ta, tb, tc))
+    a, b, c = (_distribute("nvvm", t, x) for t, x in ((ta, A), (tb, B), (tc, C)))
+
+    def hw(a, b, c):
+        Am, Bm, Cm = np.zeros((16, 32)), np.zeros((32, 8)), np.zeros((16, 8))
+        for lane in range(32):
+            gid, tig = lane >> 2, lane % 4
+            for i in range(16):
+                row = gid + (8 if i in (4, 5, 6, 7, 12, 13, 14, 15) else 0)
+                Am[row, 4 * tig + i % 4 + (16 if i >= 8 else 0)] = a[lane, i]
+            for i in range(8):
+                Bm[4 * tig + i % 4 + (16 if i >= 4 else 0), gid] = b[lane, i]
+            for i in range(4):
+                Cm[gid + (8 if i >= 2 else 0), 2 * tig + i % 2] = c[lane, i]
+        D = Cm + Am @ Bm
+        return np.array([[D[(ln >> 2) + (8 if i >= 2 else 0), 2 * (ln % 4) + i % 2] for i in range(4)]
+                         for ln in range(32)])
+    for pa, pb, pc in M.mma_plan("nvvm", ta, tb, tc):
+        c[:, pc * 4:pc * 4 + 4] = hw(a[:, pa * 16:pa * 16 + 16], b[:, pb * 8:pb * 8 + 8],
+                                     c[:, pc * 4:pc * 4 + 4])
+    np.testing.assert_array_equal(_gather("nvvm", tc, c), C + A @ B)
+
+
+def test_int8_fragments_run_exactly_and_amd_refuses_them():
+    """tests/test_mma_int8.py's kernels on the LLVM path, in the simulator: wrapping i32
+    accumulation, warp tiles from shared, transposed A, 1-d C, the dequantising store."""
+    from test_mma_int8 import (
+        _dequant_case,
+        _ints,
+        _wrap,
+        accumulate,
+        dequant_store,
+        shared_k_by_n,
+        shared_warp_tiles,
+    )
+    for arch in NV:
+        ptxas(accumulate.emit("ptx", f"nvptx64-{arch}"), arch)
+    a, b = _ints((32, 64), 1), _ints((64, 16), 2)
+    c0 = np.random.default_rng(3).integers(-2**31, 2**31, (32, 16)).astype(np.int32)
+    c0[0, 0] = 2**31 - 1                       # wraps
+    c = np.zeros_like(c0)
+    _sim_llvm(accumulate, [a, b, c0, c], (2, 1, 1), (64, 1, 1))
+    np.testing.assert_array_equal(c, _wrap(c0.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)))
+    a, bt = _ints((32, 64), 4), _ints((16, 64), 5)
+    c = np.zeros((32, 16), np.int32)
+    _sim_llvm(shared_warp_tiles, [a, bt, c], (1, 1, 1), (64, 1, 1))
+    np.testing.assert_array_equal(c, 7 + a.astype(np.int64) @ bt.T.astype(np.int64))
+    at, b = _ints((32, 16), 6), _ints((32, 8), 7)
+    c1 = np.zeros(128, np.int32)
+    _sim_llvm(shared_k_by_n, [at, b, c1], (1, 1, 1), (32, 1, 1))
+    np.testing.assert_array_equal(c1.reshape(16, 8), at.T.astype(np.int64) @ b.astype(np.int64))
+    args, want = _dequant_case(21)
+    _sim_llvm(dequant_store, args, (1, 1, 1), (32, 1, 1))
+    np.testing.assert_array_equal(args[-1], want)
+    with pytest.raises(kaio.CompileError, match="m16n8k32"):
+        accumulate.emit("llvm", "gfx942")
 
 
 # --- 4. on the GPU: the LLVM NVIDIA path against the reference ----------------------------------
