@@ -160,7 +160,7 @@ def availability(name: str) -> tuple[bool, str]:
 def get_backend(name: str | None = None) -> Backend:
     """The named backend, or the current one (set_backend / KAIO_BACKEND / best available), on
     this thread's current device (:func:`set_device`)."""
-    name = name or current_name()
+    name = name or _current or current_name()
     be = _instances.get(name)
     if be is None:
         ok, why = availability(name)

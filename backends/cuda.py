@@ -32,7 +32,7 @@ from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
 from .cublas import Cublas
-from .runtime import DeviceArray, Transfers, buffer_arg, capture_target, capturing
+from .runtime import DeviceArray, Transfers, buffer_arg, capture_state, capture_target
 from .targets import get_target, nvptx_target_for
 
 #: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
@@ -53,6 +53,7 @@ class ArgPacker:
     def __init__(self, abi: KernelABI):
         fmt, offsets, off = "=", [], 0
         self.convert: list[tuple[int, object]] = []
+        self.codes: list[str] = []  # struct code of each flat parameter
         for i, p in enumerate(abi.params):
             code = _STRUCT.get(p.dtype)
             if code is None:
@@ -61,6 +62,7 @@ class ArgPacker:
             fmt += "x" * pad
             off += pad
             offsets.append(off)
+            self.codes.append(code)
             fmt += code
             off += struct.calcsize("=" + code)
             if p.dtype == "bf16":
@@ -69,11 +71,16 @@ class ArgPacker:
                 self.convert.append((i, int))  # bool -> 0 / 1
         self.struct = struct.Struct(fmt)
         self.offsets = offsets
-        self.buffer = ctypes.create_string_buffer(max(off, 8))
-        base = ctypes.addressof(self.buffer)
-        self.pointers = (ctypes.c_void_p * max(len(offsets), 1))(*[base + o for o in offsets])
-        self.address = ctypes.addressof(self.pointers) if offsets else 0
+        self.size = off
+        self.buffer, self.pointers, self.address = self.new_buffer()
         self.lock = threading.Lock()  # the buffer is shared: pack + launch under it
+
+    def new_buffer(self) -> tuple:
+        """(parameter buffer, its array of pointers to each argument, that array's address)."""
+        buffer = ctypes.create_string_buffer(max(self.size, 8))
+        base = ctypes.addressof(buffer)
+        pointers = (ctypes.c_void_p * max(len(self.offsets), 1))(*[base + o for o in self.offsets])
+        return buffer, pointers, ctypes.addressof(pointers) if self.offsets else 0
 
     def pack(self, values: list) -> int:
         """Write ``values`` (flat, in ABI order) and return the kernelParams address."""
@@ -147,6 +154,45 @@ class LoadedKernel:
         drv.last_launched = self.name
         if r[0]:  # CUresult is an int enum: nonzero is an error
             drv.check("cuLaunchKernel", r, self.name)
+
+
+def planned_launcher(lk: LoadedKernel, ctx, grid, block, values: list, scalars: list):
+    """``launch(args, shared_bytes, stream_handle)`` for one argument signature of ``lk``:
+    parameter buffers of its own with ``values`` (flat, ABI order) packed once, into which a
+    launch writes only the scalars (``scalars``: (flat index, argument index) pairs). The driver
+    reads the buffer during the call, with the GIL released, so each thread that writes
+    scalars has its own buffer (no lock on the hot path). ``launch.shared_limit``: the most
+    dynamic shared memory it takes (above it the function must opt in first)."""
+    packer = lk.packer
+
+    def packed() -> tuple:
+        buffer, pointers, address = packer.new_buffer()
+        packer.struct.pack_into(buffer, 0, *values)
+        return buffer, address, pointers
+
+    convert = dict(packer.convert)
+    slots = [(i, struct.Struct("=" + packer.codes[f]).pack_into, packer.offsets[f], convert.get(f))
+             for f, i in scalars]
+    cu_launch, function, name, own = lk._cuLaunchKernel, lk.function, lk.name, lk.own_shared
+    (gx, gy, gz), (bx, by, bz) = grid, block
+    tls, mine = drv.current_context, threading.local()
+
+    def launch(args, shared_bytes, hstream):
+        if tls.current is not ctx:
+            ctx.make_current()
+        try:
+            buffer, address, _ = mine.buffer
+        except AttributeError:  # this thread's first launch of the signature
+            buffer, address, _ = mine.buffer = packed()
+        for i, pack, offset, conv in slots:
+            pack(buffer, offset, args[i] if conv is None else conv(args[i]))
+        r = cu_launch(function, gx, gy, gz, bx, by, bz, shared_bytes + own, hstream, address, 0)
+        drv.last_launched = name
+        if r[0]:  # CUresult is an int enum: nonzero is an error
+            drv.check("cuLaunchKernel", r, name)
+
+    launch.shared_limit = _DEFAULT_DYN_SHARED - own
+    return launch
 
 
 def _param_plan(compiled: Compiled) -> list:
@@ -233,41 +279,36 @@ class CudaBackend(Backend):
 
     # --- launching ------------------------------------------------------------------------
     def _launch_planned(self, compiled: Compiled, plan, args, shared_bytes=0, stream=None):
-        """A checked launch whose buffers are all this device's kaio arrays takes the plan's
-        flat parameters, packed once per signature (pointers and extents are in it); only the
-        scalars are written per launch. Anything else (numpy copies, foreign arrays, syncing
-        after every launch, more than 48 KiB of dynamic shared memory) goes through ``_launch``."""
+        """A checked launch whose buffers are all this device's kaio arrays runs the plan's own
+        launcher (:func:`planned_launcher`: pointers and extents packed once per signature, only
+        the scalars written per launch). Anything else (numpy copies, foreign arrays, syncing
+        after every launch, more than 48 KiB of dynamic shared memory, a graph capture, which
+        counts its launches) goes through ``_launch``."""
         fast = plan.data
         if fast is None:
-            fast = plan.data = self._flat_template(compiled, args)
-        if (not fast or shared_bytes + compiled.handle.own_shared > _DEFAULT_DYN_SHARED
-                or self.sync_every_launch
-                or capturing() is not None):  # a capture counts its launches: the full path
-            return self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
-        values, slots = fast
-        values = values.copy()
-        for f, i in slots:
-            values[f] = args[i]
-        hstream = 0 if stream is None else self.runtime.stream_handle(stream)
-        self.ctx.make_current()
-        compiled.handle.launch(plan.grid, plan.block, int(shared_bytes), hstream, values)
+            fast = plan.data = self._planned_launcher(compiled, plan, args)
+        if fast and shared_bytes <= fast.shared_limit and capture_state.graph is None:
+            fast(args, shared_bytes, 0 if stream is None else self.runtime.stream_handle(stream))
+        else:
+            self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
 
-    def _flat_template(self, compiled: Compiled, args):
-        """(flat values with each buffer's pointer and extents in place, [(flat index, argument
-        index) of each scalar]) when every buffer is a live kaio array of this device; False
-        otherwise. Keyed by the plan's signature, which holds those pointers and shapes."""
-        plan = compiled.launch_plan or _param_plan(compiled)
-        rt, values, slots = self.runtime, [], []
-        for i, (a, t) in enumerate(zip(args, plan)):
+    def _planned_launcher(self, compiled: Compiled, plan, args):
+        """The plan's launcher when every buffer is a live kaio array of this device (the plan's
+        signature holds their pointers and shapes) and launches need no sync; False otherwise."""
+        if self.sync_every_launch:
+            return False
+        params = compiled.launch_plan or _param_plan(compiled)
+        rt, values, scalars = self.runtime, [], []
+        for i, (a, t) in enumerate(zip(args, params)):
             if t is None:
-                slots.append((len(values), i))
-                values.append(None)
+                scalars.append((len(values), i))
+                values.append(0)
             elif type(a) is DeviceArray and a.runtime is rt and (a.ptr or not a.nbytes):
                 values.append(a.ptr)
                 values.extend(a.shape)
             else:
                 return False
-        return values, slots
+        return planned_launcher(compiled.handle, self.ctx, plan.grid, plan.block, values, scalars)
 
     def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a launch that ``Backend.launch`` checked; ``args`` in IR parameter order."""

@@ -24,6 +24,8 @@ class _Local(threading.local):
 
 
 _tls = _Local()
+#: this thread's current context as ``current_context.current`` (read on every launch)
+current_context = _tls
 _contexts: dict[int, "Context"] = {}
 
 #: errors after which the context is unusable (a kernel faulted); named so messages can say so

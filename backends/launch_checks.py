@@ -62,7 +62,7 @@ _LAUNCH_MEMO: dict = {}
 
 def normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
     """(grid, block) as validated 3-tuples; valid shapes are memoised (launches repeat)."""
-    plain = _plain_dims(grid) and _plain_dims(block)  # bools hash like ints: keep them out
+    plain = plain_dims(grid) and plain_dims(block)  # bools hash like ints: keep them out
     if plain:
         hit = _LAUNCH_MEMO.get((grid, block))
         if hit is not None:
@@ -73,7 +73,8 @@ def normalize_launch(kernel: str, grid, block) -> tuple[tuple, tuple]:
     return out
 
 
-def _plain_dims(v) -> bool:
+def plain_dims(v) -> bool:
+    """Whether a grid or block is an int or a tuple of ints (no bools: they hash like ints)."""
     if type(v) is int:
         return True
     if type(v) is not tuple:
@@ -295,11 +296,38 @@ class LaunchChecks:
                         args = list(args)
                         args[i] = v
                 return p, args
+        given = args
         grid, block, args = self(grid, block, args)
-        p = LaunchPlan(grid, block)
+        p = LaunchPlan(grid, block, None if key is None else self._guard(given))
         if key is not None and len(self.plans) < _MEMO_SIZE:
             self.plans[key] = p
         return p, args
+
+    def _guard(self, args):
+        """What another launch must match, attribute by attribute, to have this launch's
+        signature (:meth:`LaunchPlan.matches`); None where a scalar is no Python bool, int or
+        float (those are converted on every launch). Each scalar keeps the range its checks
+        accept (its value, where the index bounds read it)."""
+        bufs, scalars, bounded = [], [], set(self.scalars)
+        for i, is_buf in self.kinds:
+            a, t = args[i], self.types[i]
+            if is_buf:
+                bufs.append((i, type(a), a.runtime, a.ptr, a.shape, a.dtype))
+                continue
+            ty = type(a)
+            if ty not in (bool, int, float):
+                return None
+            if i in bounded:
+                lo = hi = a
+            elif ty is bool:
+                lo, hi = False, True
+            elif t.is_float:
+                hi = _float_max(t)
+                lo = -hi
+            else:
+                lo, hi = t.min_value(), t.max_value()
+            scalars.append((i, ty, lo, hi))
+        return len(args), tuple(bufs), tuple(scalars)
 
     def signature(self, grid, block, args):
         """What every check of a launch depends on, or None where it cannot be keyed: the
@@ -307,7 +335,7 @@ class LaunchChecks:
         and dtype (dtype, rank, extents, partitions and aliasing follow from them) or a
         scalar's Python type, plus the values of the scalars the index bounds read."""
         if len(args) != len(self.types) or not (
-                grid is None and block is None or _plain_dims(grid) and _plain_dims(block)):
+                grid is None and block is None or plain_dims(grid) and plain_dims(block)):
             return None  # bools hash like ints: a shape of bools must reach the checks
         key = [grid, block]
         for i, is_buf in self.kinds:
@@ -384,10 +412,31 @@ class LaunchPlan:
     ``data``: the backend's own plan for it (e.g. the CUDA backend's pre-packed parameters),
     None until the backend builds it, False where it has none."""
 
-    __slots__ = ("grid", "block", "data")
+    __slots__ = ("grid", "block", "data", "nargs", "buffers", "scalars")
 
-    def __init__(self, grid, block):
+    def __init__(self, grid, block, guard=None):
         self.grid, self.block, self.data = grid, block, None
+        # the guard (LaunchChecks._guard): argument count, buffers, scalars; -1: none kept
+        self.nargs, self.buffers, self.scalars = guard or (-1, (), ())
+
+    def matches(self, args) -> bool:
+        """Whether ``args`` have this plan's signature (the launch shape aside), so that every
+        check it passed holds for them: the same array objects' class, runtime, address, shape
+        and dtype (compared by identity, which only errs towards a miss), each scalar's type,
+        and each scalar within its checked range (a NaN or an infinity misses, and is checked
+        in full). False for a plan that keeps no guard."""
+        if len(args) != self.nargs:
+            return False
+        for i, cls, rt, ptr, shape, dtype in self.buffers:
+            a = args[i]
+            if (type(a) is not cls or a.ptr != ptr or a.shape != shape or a.dtype is not dtype
+                    or a.runtime is not rt):
+                return False
+        for i, ty, lo, hi in self.scalars:
+            a = args[i]
+            if type(a) is not ty or not lo <= a <= hi:
+                return False
+        return True
 
 
 def _grid_for(part, shape, grid, block, declared, buffer, kernel) -> tuple:

@@ -545,6 +545,8 @@ class _Local(threading.local):
 
 
 _tls = _Local()
+#: ``capture_state.graph`` is :func:`capturing` without the call (read on every launch)
+capture_state = _tls
 
 
 def capturing() -> "Graph | None":

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from . import backends
-from .backends.launch_checks import normalize_launch
+from .backends.launch_checks import normalize_launch, plain_dims, plan_launch
 from .backends.runtime import DeviceArray
 from .checked import fault_record, raise_fault
 from .config import settings
@@ -66,6 +66,8 @@ class KernelFunction(KaioFunction):
         self._has_consts = any(p.kind == "const" for p in self.params)
         self._buffers = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
         self._last = (None, None, None, None)  # (backend, settings, coarsen, Compiled) of the last call
+        self._auto = _BoundLaunch(self, None, None, 0, None)  # k(args): kaio picks the shape
+        self._configs: dict = {}  # k[grid, block(, shared)] as written -> its _BoundLaunch
 
     # --- specialisation ---------------------------------------------------------------
     def _const_values(self, values: list) -> dict:
@@ -164,6 +166,15 @@ class KernelFunction(KaioFunction):
 
     # --- launching --------------------------------------------------------------------
     def __getitem__(self, config) -> "_BoundLaunch":
+        bound = self._configs.get(config) if _plain_config(config) else None
+        if bound is not None:
+            return bound  # a launch written in a loop keeps its recent plans
+        bound = self._bind(config)
+        if _plain_config(config) and len(self._configs) < _CONFIGS:
+            self._configs[config] = bound
+        return bound
+
+    def _bind(self, config) -> "_BoundLaunch":
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise LaunchError(f"kernel '{self.name}': use kernel[grid, block], kernel[grid, block, "
                               f"shared_bytes] or kernel[grid, block, shared_bytes, stream]")
@@ -174,9 +185,11 @@ class KernelFunction(KaioFunction):
         stream = config[3] if len(config) > 3 else None
         return _BoundLaunch(self, grid, block, shared, stream)
 
-    @public_entry
     def __call__(self, *args, **kwargs):
-        return self._launch(None, None, 0, None, args, kwargs)
+        bound = self._auto
+        if bound.recent and not kwargs and _launch_recent(bound, args):
+            return None
+        return bound._checked(args, kwargs)
 
     def on(self, stream) -> "_BoundLaunch":
         """``k.on(stream)(args...)``: the launch kaio shapes (as ``k(args...)``) on ``stream``
@@ -184,7 +197,8 @@ class KernelFunction(KaioFunction):
         None: the default stream)."""
         return _BoundLaunch(self, None, None, 0, stream)
 
-    def _launch(self, grid, block, shared_bytes, stream, args, kwargs):
+    def _launch(self, bound: "_BoundLaunch", args, kwargs):
+        grid, block, shared_bytes, stream = bound.grid, bound.block, bound.shared, bound.stream
         if not kwargs and len(args) == len(self.params):
             values = args  # the common call: all arguments positional
         else:
@@ -216,19 +230,66 @@ class KernelFunction(KaioFunction):
             grid, block = backend.launch(compiled, grid, block, [*runtime, fault], shared_bytes, stream)
             raise_fault(compiled, fault, runtime, grid, block)
             return
-        backend.launch(compiled, grid, block, runtime, shared_bytes, stream)
+        # Backend.launch, with the plan kept for the next call of this launch configuration
+        plan, checked_args = plan_launch(compiled, grid, block, runtime)
+        backend._launch_planned(compiled, plan, checked_args, shared_bytes, stream)
+        if plan.nargs >= 0 and not kwargs and not self._has_consts:
+            bound.remember((backend, settings(), compiled, plan))
 
     def __repr__(self):
         return f"<kaio.kernel {self.name}({', '.join(p.name for p in self.params)})>"
 
 
+#: launch configurations kept per kernel (``k[grid, block]`` written in a loop), and plans kept
+#: per configuration (the signatures a loop alternates between, e.g. swapped buffers)
+_CONFIGS, _RECENT = 64, 4
+
+
+def _plain_config(config) -> bool:
+    """A ``k[...]`` configuration of ints and int tuples with no stream: one to key the kernel's
+    bound launches by (bools hash like ints, and a stream is kept alive by its key)."""
+    return (type(config) is tuple and 2 <= len(config) <= 3 and plain_dims(config[0])
+            and plain_dims(config[1]) and (len(config) == 2 or type(config[2]) is int))
+
+
 class _BoundLaunch:
+    """A kernel with its launch configuration (None: kaio picks the shape), and the plans of
+    the argument signatures it launched last. A call whose arguments match one of them
+    (:meth:`LaunchPlan.matches`: every check that plan passed holds for them) on the same backend
+    and settings goes straight to the backend; any other call takes the checked path."""
+
+    __slots__ = ("kernel", "grid", "block", "shared", "stream", "recent")
+
     def __init__(self, kernel, grid, block, shared, stream):
         self.kernel, self.grid, self.block, self.shared, self.stream = kernel, grid, block, shared, stream
+        self.recent = ()  # (backend, settings, Compiled, LaunchPlan), newest first
+
+    def __call__(self, *args, **kwargs):
+        if self.recent and not kwargs:  # _launch_recent, inline: this is the hot path
+            be, st = backends.get_backend(None), settings()
+            for e_be, e_st, compiled, plan in self.recent:
+                if e_be is be and e_st is st and plan.matches(args):
+                    return be._launch_planned(compiled, plan, args, self.shared, self.stream)
+        return self._checked(args, kwargs)
 
     @public_entry
-    def __call__(self, *args, **kwargs):
-        return self.kernel._launch(self.grid, self.block, self.shared, self.stream, args, kwargs)
+    def _checked(self, args, kwargs):
+        return self.kernel._launch(self, args, kwargs)
+
+    def remember(self, entry) -> None:
+        if not any(e[3] is entry[3] and e[0] is entry[0] and e[1] is entry[1] for e in self.recent):
+            self.recent = (entry, *self.recent[:_RECENT - 1])  # one assignment: thread-safe
+
+
+def _launch_recent(bound: _BoundLaunch, args) -> bool:
+    """Launch ``args`` through one of ``bound``'s recent plans, if they match one on this
+    thread's backend and the current settings (which pick the Compiled); False otherwise."""
+    be, st = backends.get_backend(None), settings()
+    for e_be, e_st, compiled, plan in bound.recent:
+        if e_be is be and e_st is st and plan.matches(args):
+            be._launch_planned(compiled, plan, args, bound.shared, bound.stream)
+            return True
+    return False
 
 
 def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None,

@@ -616,6 +616,15 @@ def _saxpy_k(a: kaio.f32, x: kaio.In[kaio.f32], y: kaio.Out[kaio.f32]):
         y[i] = a * x[i]
 
 
+def scale_impl(fake, params, grid, block):
+    """A kernel (a: f32, x: In[f32], y: Out[f32]) with y = a * x, as the fake runs it."""
+    a = _arg(params, 0, ctypes.c_float)
+    xp, n = _arg(params, 1, ctypes.c_uint64), _arg(params, 2, ctypes.c_int32)
+    yp = _arg(params, 3, ctypes.c_uint64)
+    x = np.frombuffer(fake.read(xp, 4 * n), np.float32)
+    fake.write(yp, (np.float32(a) * x).tobytes())
+
+
 def test_kernel_function_end_to_end(fake, monkeypatch):
     """@kaio.kernel -> real PTX emitter -> (fake) driver: ABI order, intents, launch shape."""
     pytest.importorskip("kaio.backends.ptx")
@@ -624,13 +633,7 @@ def test_kernel_function_end_to_end(fake, monkeypatch):
     monkeypatch.setattr(backends, "_instances", {})
     monkeypatch.setattr(backends, "_current", "cuda")
 
-    def impl(fake, params, grid, block):
-        a = _arg(params, 0, ctypes.c_float)
-        xp, n = _arg(params, 1, ctypes.c_uint64), _arg(params, 2, ctypes.c_int32)
-        yp = _arg(params, 3, ctypes.c_uint64)
-        x = np.frombuffer(fake.read(xp, 4 * n), np.float32)
-        fake.write(yp, (np.float32(a) * x).tobytes())
-    fake.kernels["_saxpy_k"] = impl
+    fake.kernels["_saxpy_k"] = scale_impl
     x = np.linspace(-1, 1, 1000, dtype=np.float32)
     y = np.zeros(1000, np.float32)
     transfer_stats().reset()

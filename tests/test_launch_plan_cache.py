@@ -13,17 +13,22 @@ import kaio
 from kaio.backends.launch_checks import LaunchChecks
 
 
-@pytest.fixture
-def full_checks(monkeypatch):
-    """Counts the launches whose checks ran in full."""
+def counted_calls(monkeypatch, method: str) -> list:
+    """The names of the kernels whose ``LaunchChecks.<method>`` ran, in order."""
     runs = []
-    original = LaunchChecks.__call__
+    original = getattr(LaunchChecks, method)
 
     def counted(self, grid, block, args):
         runs.append(self.name)
         return original(self, grid, block, args)
-    monkeypatch.setattr(LaunchChecks, "__call__", counted)
+    monkeypatch.setattr(LaunchChecks, method, counted)
     return runs
+
+
+@pytest.fixture
+def full_checks(monkeypatch):
+    """Counts the launches whose checks ran in full."""
+    return counted_calls(monkeypatch, "__call__")
 
 
 def _cold(kernel):
@@ -103,8 +108,8 @@ def test_cuda_packs_each_signature_once(fake, monkeypatch):  # noqa: F811 (the f
     fake.kernels["saxpy"] = _saxpy_impl
     c = _compiled(be, _saxpy_ir("region"))
     builds = []
-    original = CudaBackend._flat_template
-    monkeypatch.setattr(CudaBackend, "_flat_template",
+    original = CudaBackend._planned_launcher
+    monkeypatch.setattr(CudaBackend, "_planned_launcher",
                         lambda self, *a: builds.append(1) or original(self, *a))
     rt = be.runtime
     x = kaio.DeviceArray(8, np.float32, runtime=rt)

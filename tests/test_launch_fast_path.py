@@ -1,0 +1,144 @@
+"""The fast path of a repeated call (kaio.launch._BoundLaunch.recent): a call whose arguments
+match one of the recent plans of its launch configuration goes straight to the backend, without
+even the plan lookup; a call that changes the signature (a dtype, a shape, a numpy array for a
+device array, a freed array, a scalar's type or range) or the backend's settings takes the
+checked path and raises exactly what it raises there."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from test_cuda_runtime_fake import fake, scale_impl  # noqa: F401 (the fixture)
+from test_launch_checks import saxpy  # a Region: y = a * x + y
+from test_launch_plan_cache import _cold, _dev, counted_calls, full_checks  # noqa: F401 (the fixture)
+
+import kaio
+from kaio import config
+
+
+@pytest.fixture
+def lookups(monkeypatch):
+    """Counts the launches that reached the plan lookup (LaunchChecks.planned)."""
+    return counted_calls(monkeypatch, "planned")
+
+
+def _forget(kernel):
+    """Forget the kernel's bound launch configurations and their recent plans (a freed array's
+    address may come back, and with it another test's plan), and every plan."""
+    kernel._configs.clear()
+    kernel._auto.recent = ()
+    _cold(kernel)
+
+
+def test_a_repeated_call_skips_the_plan_lookup(reference, lookups):
+    _forget(saxpy)
+    x, y = _dev(8, 2.0), _dev(8, 1.0)
+    for _ in range(3):
+        saxpy[(1,), (8,)](1.0, x, y)
+        saxpy[1, 8]  # the same configuration written otherwise: bound once more
+        saxpy(1.0, x, y)
+    assert lookups == ["saxpy", "saxpy"]  # once per launch configuration
+    np.testing.assert_array_equal(y.to_host(), np.full(8, 13.0, np.float32))
+    assert saxpy[(1,), (8,)] is saxpy[(1,), (8,)]
+    with pytest.raises(kaio.LaunchError, match="grid must be an int"):
+        saxpy[True, 8]  # True == 1 and hashes alike: it must not find a bound [1, 8]
+    z = _dev(8, 0.0)
+    for step in range(4):  # two signatures in turn (swapped buffers): both stay on the fast path
+        saxpy[(1,), (8,)](1.0, x, (y, z)[step % 2])
+    assert lookups == ["saxpy", "saxpy", "saxpy"]
+    np.testing.assert_array_equal(z.to_host(), np.full(8, 4.0, np.float32))
+
+
+def test_a_changed_signature_on_the_fast_path_is_checked_again(reference, full_checks, lookups):  # noqa: F811
+    _forget(saxpy)
+    x, y = _dev(8, 1.0), _dev(8, 0.0)
+    run = saxpy[(1,), (8,)]
+    run(1.0, x, y)
+    run(1.0, x, y)
+    assert full_checks == ["saxpy"] and lookups == ["saxpy"]
+    freed = _dev(8)
+    run(1.0, x, freed)
+    freed.free()
+    bad = {
+        "dtype": (lambda: run(1.0, _dev(8, dtype=np.float64), y), TypeError, "expects dtype f32"),
+        "shape": (lambda: run(1.0, x, _dev(16)), kaio.LaunchError, "8 elements would be left unowned"),
+        "freed array": (lambda: run(1.0, x, freed), Exception, "freed|released|null|0x0"),
+        "scalar type": (lambda: run(True, x, y), TypeError, "expects a f32 scalar"),
+        "scalar range": (lambda: run(1e39, x, y), ValueError, "overflows"),
+    }
+    expected = 1.0 * 2  # y after the two launches above
+    for what, (launch, error, match) in bad.items():
+        checked, looked = len(full_checks), len(lookups)
+        with pytest.raises(error, match=match):
+            launch()
+        assert len(lookups) == looked + 1, what  # the checked path: the plan lookup ...
+        # ... and every check, or for a known signature its scalars' (LaunchChecks.planned)
+        assert len(full_checks) == checked + (what != "scalar range"), what
+        run(1.0, x, y)                           # the good signature: still the fast path
+        expected += 1.0
+        assert len(lookups) == looked + 1, what
+    np.testing.assert_array_equal(y.to_host(), np.full(8, expected, np.float32))
+    host = np.zeros(8, np.float32)  # a numpy array where a device array was: checked, copied
+    checked = len(full_checks)
+    run(3.0, x, host)
+    run(3.0, x, host)
+    assert len(full_checks) == checked + 2  # numpy arrays have no signature: checked every time
+    np.testing.assert_array_equal(host, np.full(8, 6.0, np.float32))
+    run(float("nan"), x, y)  # a NaN is a valid f32 the guard leaves to the checks
+    assert np.isnan(y.to_host()).all()
+
+
+def test_changed_settings_leave_the_fast_path(reference, lookups, monkeypatch):
+    _forget(saxpy)
+    x, y = _dev(8, 1.0), _dev(8, 0.0)
+    saxpy(1.0, x, y)
+    saxpy(1.0, x, y)
+    assert lookups == ["saxpy"]
+    monkeypatch.setenv("KAIO_CHECKED", "1")  # the compile options change: another Compiled
+    config.reload()
+    try:
+        saxpy(1.0, x, y)
+        assert lookups == ["saxpy", "saxpy"]
+        assert saxpy.compile().options.checked
+    finally:
+        monkeypatch.delenv("KAIO_CHECKED")
+        config.reload()
+    np.testing.assert_array_equal(y.to_host(), np.full(8, 3.0, np.float32))
+
+
+@kaio.kernel
+def _scale(a: kaio.f32, x: kaio.In[kaio.f32], y: kaio.Out[kaio.f32]):
+    for i in y.owned():
+        y[i] = a * x[i]
+
+
+def test_cuda_fast_path_packs_each_signature_and_thread_apart(fake, lookups):  # noqa: F811
+    """On the (fake) CUDA driver, which reads the parameters as the GPU would: two signatures
+    in turn, each with its own scalar per launch, from two threads."""
+    pytest.importorskip("kaio.backends.ptx")
+    fake.kernels["_scale"] = scale_impl
+    pairs = [(kaio.to_device(np.arange(32, dtype=np.float32) + k), kaio.device_array(32, kaio.f32))
+             for k in range(2)]
+    run = _scale[(1,), (32,)]
+    for step in range(6):
+        x, y = pairs[step % 2]
+        run(float(step), x, y)
+        np.testing.assert_array_equal(y.to_host(), np.float32(step) * x.to_host())
+    assert len(lookups) == 2  # one plan per pair, then the fast path
+    errors = []
+
+    def other_thread():
+        try:
+            x, y = pairs[0]
+            run(7.0, x, y)
+            np.testing.assert_array_equal(y.to_host(), np.float32(7.0) * x.to_host())
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert not errors and len(lookups) == 2
+    x, y = pairs[0]
+    run(0.5, x, y)  # this thread's buffer still holds its own pointers
+    np.testing.assert_array_equal(y.to_host(), np.float32(0.5) * x.to_host())
