@@ -156,13 +156,14 @@ class LoadedKernel:
             drv.check("cuLaunchKernel", r, self.name)
 
 
-def planned_launcher(lk: LoadedKernel, ctx, grid, block, values: list, scalars: list):
-    """``launch(args, shared_bytes, stream_handle)`` for one argument signature of ``lk``:
-    parameter buffers of its own with ``values`` (flat, ABI order) packed once, into which a
-    launch writes only the scalars (``scalars``: (flat index, argument index) pairs). The driver
-    reads the buffer during the call, with the GIL released, so each thread that writes
-    scalars has its own buffer (no lock on the hot path). ``launch.shared_limit``: the most
-    dynamic shared memory it takes (above it the function must opt in first)."""
+def planned_launcher(lk: LoadedKernel, ctx, rt, grid, block, values: list, scalars: list):
+    """``launch(args, shared_bytes, stream) -> bool`` for one argument signature of ``lk`` on
+    ``ctx``: parameter buffers of its own with ``values`` (flat, ABI order) packed once, into
+    which a launch writes only the scalars (``scalars``: (flat index, argument index) pairs).
+    The driver reads the buffer during the call, with the GIL released, so each thread has a
+    buffer of its own (no lock on the hot path). It returns False, launching nothing, where the
+    full path must run: above 48 KiB of dynamic shared memory (the function must opt in first)
+    or in a graph capture (which counts its launches)."""
     packer = lk.packer
 
     def packed() -> tuple:
@@ -175,9 +176,13 @@ def planned_launcher(lk: LoadedKernel, ctx, grid, block, values: list, scalars: 
              for f, i in scalars]
     cu_launch, function, name, own = lk._cuLaunchKernel, lk.function, lk.name, lk.own_shared
     (gx, gy, gz), (bx, by, bz) = grid, block
-    tls, mine = drv.current_context, threading.local()
+    limit, tls, capture = _DEFAULT_DYN_SHARED - own, drv.current_context, capture_state
+    mine = threading.local()
 
-    def launch(args, shared_bytes, hstream):
+    def launch(args, shared_bytes, stream) -> bool:
+        if shared_bytes > limit or capture.graph is not None:
+            return False
+        hstream = 0 if stream is None else rt.stream_handle(stream)
         if tls.current is not ctx:
             ctx.make_current()
         try:
@@ -190,8 +195,8 @@ def planned_launcher(lk: LoadedKernel, ctx, grid, block, values: list, scalars: 
         drv.last_launched = name
         if r[0]:  # CUresult is an int enum: nonzero is an error
             drv.check("cuLaunchKernel", r, name)
+        return True
 
-    launch.shared_limit = _DEFAULT_DYN_SHARED - own
     return launch
 
 
@@ -287,9 +292,7 @@ class CudaBackend(Backend):
         fast = plan.data
         if fast is None:
             fast = plan.data = self._planned_launcher(compiled, plan, args)
-        if fast and shared_bytes <= fast.shared_limit and capture_state.graph is None:
-            fast(args, shared_bytes, 0 if stream is None else self.runtime.stream_handle(stream))
-        else:
+        if not (fast and fast(args, shared_bytes, stream)):
             self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
 
     def _planned_launcher(self, compiled: Compiled, plan, args):
@@ -308,7 +311,7 @@ class CudaBackend(Backend):
                 values.extend(a.shape)
             else:
                 return False
-        return planned_launcher(compiled.handle, self.ctx, plan.grid, plan.block, values, scalars)
+        return planned_launcher(compiled.handle, self.ctx, rt, plan.grid, plan.block, values, scalars)
 
     def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a launch that ``Backend.launch`` checked; ``args`` in IR parameter order."""
