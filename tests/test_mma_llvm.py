@@ -522,3 +522,17 @@ def test_gpu_llvm_copy_tile_and_scaled_edge_store(llvm_cuda):
     c = c0.copy()
     staged_edge[grid[:2], 32](a, bt, c, 0.5, -2.0)
     np.testing.assert_array_equal(c, want)          # integers: exact on any matrix unit
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+def test_gpu_llvm_int8_fragments_wrap_and_dequantize(llvm_cuda):
+    from test_mma_int8 import _dequant_case, _ints, _wrap, accumulate, dequant_store
+    a, b = _ints((64, 128), 11), _ints((128, 32), 12)
+    c0 = np.random.default_rng(13).integers(-2**31, 2**31, (64, 32)).astype(np.int32)
+    c = np.zeros_like(c0)
+    accumulate[4, 64](a, b, c0, c)
+    np.testing.assert_array_equal(c, _wrap(c0.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)))
+    args, want = _dequant_case(22)
+    dequant_store[1, 32](*args)
+    np.testing.assert_array_equal(args[-1], want)
