@@ -89,44 +89,67 @@ def w8a8_launch_config(m: int, n: int, warp_size: int = 32):
 
 @functools.lru_cache(maxsize=None)
 def w4a16_kernel(dt: str, warp_size: int = 32):
-    """y = x @ dequant(w) on f16/bf16 fragments (``dt``), weights split into hi + lo parts."""
+    """y = x @ dequant(w) on f16/bf16 fragments (``dt``), weights split into hi + lo parts;
+    double-buffered: the block stages K-step k + 1 (x by copy_tile, the weights dequantized)
+    while its warps multiply step k, one barrier per step."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
     nthreads = threads(QBM, QBN, QWM, QWN, warp_size)
+    rows = nthreads // QBN          # the 2-d block's y extent
 
     @kaio.func
     def dequant(Wh, Wl, packed, scales, k0, col0, group):
-        """Block-cooperative: Wh + Wl = q * s of the K-step at k0 (zeros outside the weights)."""
-        nn = kaio.thread_idx.x                        # this thread's column, rows in turn
-        for kk in range(kaio.thread_idx.y, QBK, nthreads // QBN):
-            k = k0 + kk
-            n = col0 + nn
-            w = f32(0.0)
-            if k < 2 * packed.shape[0] and n < packed.shape[1]:
-                w = f32(int4_at(packed[k // 2, n], k % 2)) * f32(scales[k // group, n])
-            hi = T(w)
-            Wh[kk, nn] = hi
-            Wl[kk, nn] = T(w - f32(hi))       # exact: w - hi fits f32
+        """Block-cooperative: Wh + Wl = q * s of the K-step at k0 (zeros outside the weights);
+        each thread takes one byte (two k) of its column at a time."""
+        n = col0 + kaio.thread_idx.x
+        for kp in range(kaio.thread_idx.y, QBK // 2, rows):
+            byte = kaio.u8(0)
+            if k0 // 2 + kp < packed.shape[0] and n < packed.shape[1]:
+                byte = packed[k0 // 2 + kp, n]
+            for h in kaio.static_range(2):
+                k = k0 + 2 * kp + h
+                w = f32(0.0)
+                if k < 2 * packed.shape[0] and n < packed.shape[1]:
+                    w = f32(int4_at(byte, h)) * f32(scales[k // group, n])
+                hi = T(w)
+                Wh[2 * kp + h, kaio.thread_idx.x] = hi
+                Wl[2 * kp + h, kaio.thread_idx.x] = T(w - f32(hi))     # exact: w - hi fits f32
 
-    @kaio.kernel(block=(QBN, nthreads // QBN))     # 2-d: x walks the weight tile's columns
+    @kaio.func
+    def stage(Xs, Wh, Wl, x, packed, scales, row0, col0, k0, group):
+        kaio.mma.copy_tile(Xs, x, row0, k0, cols=QBK)
+        dequant(Wh, Wl, packed, scales, k0, col0, group)
+
+    @kaio.func
+    def step(Xs, Wh, Wl, wm, wn, acc):
+        for kk in kaio.static_range(QBK // 16):
+            a = kaio.mma.load_a(Xs, wm, kk * 16, m=QWM, k=16)
+            acc = kaio.mma.mma(a, kaio.mma.load_b(Wh, kk * 16, wn, k=16, n=QWN), acc)
+            acc = kaio.mma.mma(a, kaio.mma.load_b(Wl, kk * 16, wn, k=16, n=QWN), acc)
+        return acc
+
+    @kaio.kernel(block=(QBN, rows))     # 2-d: x walks the weight tile's columns
     def matmul_w4a16_mma(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2], scales: kaio.In[T, 2],
                          y: kaio.Raw[T, 2], group: kaio.Const[int]):
-        Xs = kaio.shared_array(T, (QBM, QBK + QPAD))
-        Wh = kaio.shared_array(T, (QBK, QBN + QPAD))
-        Wl = kaio.shared_array(T, (QBK, QBN + QPAD))
+        Xs0 = kaio.shared_array(T, (QBM, QBK + QPAD))
+        Wh0 = kaio.shared_array(T, (QBK, QBN + QPAD))
+        Wl0 = kaio.shared_array(T, (QBK, QBN + QPAD))
+        Xs1 = kaio.shared_array(T, (QBM, QBK + QPAD))
+        Wh1 = kaio.shared_array(T, (QBK, QBN + QPAD))
+        Wl1 = kaio.shared_array(T, (QBK, QBN + QPAD))
         warp = (kaio.thread_idx.y * QBN + kaio.thread_idx.x) // kaio.warp_size
         wm = (warp // (QBN // QWN)) * QWM
         wn = (warp % (QBN // QWN)) * QWN
         row0 = kaio.block_idx.y * QBM
         col0 = kaio.block_idx.x * QBN
         acc = kaio.mma.fill(f32, 0.0, m=QWM, n=QWN)
-        for k0 in range(0, x.shape[1], QBK):
-            kaio.mma.copy_tile(Xs, x, row0, k0, cols=QBK)
-            dequant(Wh, Wl, packed, scales, k0, col0, group)
+        stage(Xs0, Wh0, Wl0, x, packed, scales, row0, col0, 0, group)
+        kaio.sync()
+        for k0 in range(0, x.shape[1], 2 * QBK):
+            stage(Xs1, Wh1, Wl1, x, packed, scales, row0, col0, k0 + QBK, group)
+            acc = step(Xs0, Wh0, Wl0, wm, wn, acc)
             kaio.sync()
-            for kk in kaio.static_range(QBK // 16):
-                a = kaio.mma.load_a(Xs, wm, kk * 16, m=QWM, k=16)
-                acc = kaio.mma.mma(a, kaio.mma.load_b(Wh, kk * 16, wn, k=16, n=QWN), acc)
-                acc = kaio.mma.mma(a, kaio.mma.load_b(Wl, kk * 16, wn, k=16, n=QWN), acc)
+            stage(Xs0, Wh0, Wl0, x, packed, scales, row0, col0, k0 + 2 * QBK, group)
+            acc = step(Xs1, Wh1, Wl1, wm, wn, acc)
             kaio.sync()
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
 
