@@ -11,13 +11,15 @@
   ``q * s`` (int4 times an f16/bf16 scale) needs up to 15 significant bits, more than f16 or
   bf16 hold, so it is split into ``hi = T(q * s)`` and ``lo = T(q * s - hi)`` (exact in f32)
   and both are multiplied: ``x @ hi + x @ lo`` with f32 accumulation equals ``x @ (q * s)``
-  up to the f32 accumulation the scalar kernel has too (a ``lo`` below T's normal range may
-  lose bits: below 2**-24 relative to the weight for f16 scales, none for bf16). The output is
-  rounded once to T (``kaio.mma.store``).
+  up to the f32 accumulation the scalar kernel has too. (``q * s`` has at most 15 significant
+  bits, and ``lo`` the ones ``hi`` lacks; both are exact for bf16, and for f16 whenever the
+  scales are normal, >= 2**-14; smaller f16 scales lose at most 2**-25 absolute per weight in
+  ``lo``.) The output is rounded once to T (``kaio.mma.store``).
 
-Both are kaio's PTX path's and the reference backend's; :mod:`kaio.kernels.ml.quant` falls back
-to its scalar kernels where a target does not compile them (the LLVM paths have no
-``m16n8k32``) or the dtype has no fragments (f32 activations).
+:mod:`kaio.kernels.ml.quant` launches them where the backend compiles them (W4A16 everywhere
+fragments are lowered; W8A8 on 32-lane targets with ``m16n8k32``: kaio's PTX path, the LLVM
+nvptx64 path, the reference backend) and falls back to its scalar kernels elsewhere (AMD's MFMA
+path has no int8 form) and for f32 activations.
 """
 import functools
 
