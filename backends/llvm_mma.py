@@ -1,17 +1,18 @@
 """kaio.mma fragments on the LLVM paths: NVVM ``mma`` intrinsics (nvptx64) and AMD MFMA (gfx90a,
 gfx942).
 
-A fragment is one LLVM vector per lane, ``<E x half|bfloat|float>``, so it flows through phis
+A fragment is one LLVM vector per lane (``<E x half>``, ``<E x i8>``...), so it flows through phis
 like any value. Which matrix element each lane's element e holds is the target's *scheme*:
 
-- ``nvvm`` (32-lane warps): the fragment is a row-major grid of ``m16n8k16`` instruction tiles,
-  each laid out as PTX's ``mma.sync`` wants it (the same table as kaio's PTX path,
-  :mod:`kaio.backends.ptx_mma`); ``mma`` is ``llvm.nvvm.mma.m16n8k16.row.col.f32.f32`` (f16) or
-  ``.bf16`` per tile triple.
-- ``mfma16`` (64-lane wavefronts): ``v_mfma_f32_16x16x16{f16,bf16_1k}``. An A tile (16 x 16) is
-  one MFMA A operand: lane l holds row ``l % 16``, columns ``4 * (l // 16) + 0..3``. B and the
+- ``nvvm`` (32-lane warps): the fragment is a row-major grid of instruction tiles, each laid
+  out as PTX's ``mma.sync`` wants it (the same tables as kaio's PTX path,
+  :mod:`kaio.backends.ptx_mma`); ``mma`` is ``llvm.nvvm.mma.m16n8k16.row.col.f32.f32`` (f16),
+  ``.bf16``, or ``llvm.nvvm.mma.m16n8k32.row.col.s8`` (i8) per tile triple.
+- ``mfma16`` (64-lane wavefronts): ``v_mfma_f32_16x16x16{f16,bf16_1k}``, and
+  ``v_mfma_i32_16x16x32_i8`` for int8 on gfx942. An A tile is one MFMA A operand: lane l holds
+  row ``l % 16``, columns ``q * (l // 16) + 0..q-1`` (q = 4, or 8 for i8). B and the
   accumulator pair adjacent n-tiles (16 x 8 each) into one 16 x 16 MFMA operand: B's lane l
-  holds rows ``4 * (l // 16) + 0..3`` of column ``l % 16``, the accumulator rows
+  holds rows ``q * (l // 16) + 0..q-1`` of column ``l % 16``, the accumulator rows
   ``4 * (l // 16) + 0..3`` of column ``l % 16``. A fragment with an odd number of n-tiles has
   a lone last tile: its MFMA still computes 16 columns, and columns 8..15 (the lanes with
   ``l % 16 >= 8``) are padding: loaded as 0, never stored (half of that MFMA's work is wasted;
@@ -72,6 +73,7 @@ class Piece:
 _G, _T2 = Sym(2, 7), Sym(0, 3, 2)             # PTX: groupID, 2 * threadID_in_group
 _T4 = Sym(0, 3, 4)                            # PTX m16n8k32: 4 * threadID_in_group
 _L16, _Q4 = Sym(0, 15), Sym(4, 3, 4)          # MFMA 16x16: lane % 16, 4 * (lane // 16)
+_Q8 = Sym(4, 3, 8)                            # MFMA 16x16x32 i8: 8 * (lane // 16)
 #: (scheme, role) -> the instruction operand's elements per lane; "nvvm-k32": m16n8k32 (int8)
 _ELEMS = {
     "nvvm": {
@@ -84,6 +86,11 @@ _ELEMS = {
         "b": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
         "acc": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
     },
+    "mfma16-k32": {   # v_mfma_i32_16x16x32_i8 (gfx942): eight 8-bit elements per lane
+        "a": tuple(((_L16, 0), (_Q8, i)) for i in range(8)),
+        "b": tuple(((_Q8, i), (_L16, 0)) for i in range(8)),
+        "acc": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
+    },
     "nvvm-k32": {     # mma.m16n8k32 .s8: four 8-bit elements per 32-bit register
         "a": tuple(((_G, 8 * (i // 4 % 2)), (_T4, i % 4 + 16 * (i // 8))) for i in range(16)),
         "b": tuple(((_T4, i % 4 + 16 * (i // 4)), (_G, 0)) for i in range(8)),
@@ -92,12 +99,21 @@ _ELEMS = {
 }
 #: scheme -> the warp width it is laid out for
 WARP = {"nvvm": 32, "mfma16": 64}
-#: scheme -> the kaio.mma shapes it lowers (backends/targets.py refuses kernels using any other)
-SHAPES = {"nvvm": ("m16n8k16", "m16n8k32"), "mfma16": ("m16n8k16",)}
+#: scheme -> the kaio.mma shapes it lowers (int8's m16n8k32 on AMD: gfx942 only, see shapes_of)
+SHAPES = {"nvvm": ("m16n8k16", "m16n8k32"), "mfma16": ("m16n8k16", "m16n8k32")}
+
+
+def shapes_of(target) -> tuple:
+    """The kaio.mma shapes lowered for an LLVM target (backends/targets.py refuses the others):
+    gfx90a has no 16x16x32 int8 MFMA."""
+    s = scheme_of(target)
+    if s is None:
+        return ()
+    return ("m16n8k16",) if target.cpu == "gfx90a" else SHAPES[s]
 
 
 def _elems(scheme: str, t) -> tuple:
-    return _ELEMS["nvvm-k32" if t.shape == "m16n8k32" else scheme][t.role]
+    return _ELEMS[f"{scheme}-k32" if t.shape == "m16n8k32" else scheme][t.role]
 
 
 def scheme_of(target) -> str | None:
@@ -226,20 +242,27 @@ def _nvvm_mma(em, dtype: str, a, b, c: list[str]) -> list[str]:
 
 
 def _mfma16(em, dtype: str, a, b, c: list[str]) -> list[str]:
-    """One ``v_mfma_f32_16x16x16`` (f16, or bf16_1k): operands as for :func:`_nvvm_mma`."""
+    """One ``v_mfma_f32_16x16x16`` (f16, or bf16_1k) or ``v_mfma_i32_16x16x32_i8`` (i8, gfx942):
+    operands as for :func:`_nvvm_mma`."""
     ety = _ELEM_TY[dtype]
+    n = 8 if dtype == "i8" else 4
     args = []
     for vec, vty, start in (a, b):
-        v = _slice(em, vec, vty, ety, start, 4)
-        args.append(("<4 x i16>", em.ins(f"bitcast <4 x bfloat> {v} to <4 x i16>"))
-                    if dtype == "bf16" else ("<4 x half>", v))
+        v = _slice(em, vec, vty, ety, start, n)
+        if dtype == "f16":
+            args.append(("<4 x half>", v))
+        else:           # bf16_1k takes <4 x i16>, the i8 form an i64 of eight bytes
+            it = "i64" if dtype == "i8" else "<4 x i16>"
+            args.append((it, em.ins(f"bitcast <{n} x {ety}> {v} to {it}")))
+    cty = "i32" if dtype == "i8" else "float"
     acc = "poison"
     for i, x in enumerate(c):
-        acc = em.ins(f"insertelement <4 x float> {acc}, float {x}, i32 {i}")
-    name = "llvm.amdgcn.mfma.f32.16x16x16" + ("bf16.1k" if dtype == "bf16" else "f16")
-    d = em.call("<4 x float>", name, *args, ("<4 x float>", acc), ("i32", "0"), ("i32", "0"),
+        acc = em.ins(f"insertelement <4 x {cty}> {acc}, {cty} {x}, i32 {i}")
+    name = "llvm.amdgcn.mfma." + {"f16": "f32.16x16x16f16", "bf16": "f32.16x16x16bf16.1k",
+                                  "i8": "i32.16x16x32.i8"}[dtype]
+    d = em.call(f"<4 x {cty}>", name, *args, (f"<4 x {cty}>", acc), ("i32", "0"), ("i32", "0"),
                 ("i32", "0"))
-    return [em.ins(f"extractelement <4 x float> {d}, i32 {i}") for i in range(4)]
+    return [em.ins(f"extractelement <4 x {cty}> {d}, i32 {i}") for i in range(4)]
 
 
 _INSTR = {"nvvm": _nvvm_mma, "mfma16": _mfma16}
@@ -277,7 +300,7 @@ class MmaEmitter(CopyEmitter):
             raise self.error(op, f"kaio.mma fragments are not supported on this target ({what})")
         t = next((v.type for v in (*getattr(op, "results", ()), *getattr(op, "operands", ()))
                   if getattr(v.type, "kind", None) == "frag"), None)
-        if t is not None and t.shape not in SHAPES[s]:
+        if t is not None and t.shape not in shapes_of(self.t):
             raise self.error(op, f"kaio.mma shape {t.shape} is not lowered for {s} fragments")
         return s
 

@@ -41,8 +41,7 @@ from .abi import SUPPORTED_ARCHS, kernel_abi
 from .codeobject import validate_code_object
 from .llvm import emit_llvm
 from .llvm_compile import link_code_object, llvm_to_asm, llvm_to_object
-from .llvm_mma import SHAPES as LLVM_SHAPES
-from .llvm_mma import WARP, scheme_of
+from .llvm_mma import WARP, scheme_of, shapes_of
 from .llvm_targets import get_target as llvm_target
 from .llvm_targets import module_flags
 from .ptx import emit_ptx
@@ -181,7 +180,7 @@ def _no_fragments(kernel, target: str) -> None:
     t = llvm_target(target)
     scheme = scheme_of(t)
     if scheme is not None and WARP[scheme] == t.warp_size:
-        _no_shape(kernel, target, LLVM_SHAPES[scheme])
+        _no_shape(kernel, target, shapes_of(t))
         return
     op = next((o for o in kernel.walk() if o.opcode.startswith("mma") and o.opcode != "mma_copy"),
               None)
@@ -195,7 +194,7 @@ def _no_fragments(kernel, target: str) -> None:
 
 def _no_shape(kernel, target: str, shapes: tuple) -> None:
     """Refuse, at its first op, a fragment of a shape :mod:`.llvm_mma` does not lower for the
-    target (``shapes``: the ones it does; int8's m16n8k32 is NVVM-only)."""
+    target (``shapes``: the ones it does; int8's m16n8k32 is not lowered on gfx90a)."""
     for op in kernel.walk():
         t = next((v.type for v in (*op.results, *op.operands) if isinstance(v.type, FragType)), None)
         if t is not None and t.shape not in shapes:

@@ -188,8 +188,8 @@ def _mma_case(int8=False) -> ConformanceCase:
 @needs_ptxas
 def test_fragments_compile_on_every_nvidia_column():
     """f16 (m16n8k16) and int8 (m16n8k32) fragments: mma.sync on kaio's PTX path and the NVVM
-    mma intrinsics on the LLVM one, compiled and validated on every sm_8x column (AMD, which
-    has no int8 MFMA lowering, shows that row as not available: tests/test_mma_llvm.py)."""
+    mma intrinsics on the LLVM one, compiled and validated on every sm_8x column (gfx90a, which
+    has no int8 MFMA lowering, refuses that row: tests/test_mma_llvm.py)."""
     rep = run_suite(Options(["reference", "sm_80", "sm_80-llvm", "sm_89-llvm"],
                             cases=[_mma_case(int8=True), _mma_case()], log=lambda m: None))
     for row in rep.rows:

@@ -150,13 +150,13 @@ def test_ptx_instructions_and_ptxas(arch):
     ptxas(ptx, arch)
 
 
-def test_amd_refuses_the_shape_by_name():
-    """The LLVM nvptx64 path lowers m16n8k32 (NVVM mma .s8: tests/test_mma_llvm.py); AMD's
-    MFMA lowering has no int8 form yet."""
+def test_gfx90a_refuses_the_shape_by_name():
+    """The LLVM paths lower m16n8k32 on nvptx64 (NVVM mma .s8) and gfx942 (MFMA 16x16x32 i8:
+    tests/test_mma_llvm.py); gfx90a has no such MFMA and says so."""
     assert "@llvm.nvvm.mma.m16n8k32.row.col.s8(" in accumulate.emit("llvm", "nvptx64-sm_80")
-    for target in ("gfx942", "gfx90a"):
-        with pytest.raises(kaio.CompileError, match=f"shape m16n8k32 .*target {target}"):
-            accumulate.emit("llvm", target)
+    assert "@llvm.amdgcn.mfma.i32.16x16x32.i8(" in accumulate.emit("llvm", "gfx942")
+    with pytest.raises(kaio.CompileError, match="shape m16n8k32 .*target gfx90a"):
+        accumulate.emit("llvm", "gfx90a")
 
 
 def test_frontend_checks():

@@ -477,7 +477,39 @@ def test_int8_fragments_run_exactly_and_amd_refuses_them():
     _sim_llvm(dequant_store, args, (1, 1, 1), (32, 1, 1))
     np.testing.assert_array_equal(args[-1], want)
     with pytest.raises(kaio.CompileError, match="m16n8k32"):
-        accumulate.emit("llvm", "gfx942")
+        accumulate.emit("llvm", "gfx90a")
+
+
+def _mfma_i8_hw(a, b, c):
+    """v_mfma_i32_16x16x32_i8 for 64 lanes, 8 bytes of A and B and 4 i32 of C per lane: A's
+    (i, k) in lane i + 16 * (k // 8), byte k % 8; B's (k, j) in lane j + 16 * (k // 8), byte
+    k % 8; C/D's (i, j) in lane j + 16 * (i // 4), item i % 4."""
+    A = np.array([[a[i + 16 * (k // 8), k % 8] for k in range(32)] for i in range(16)])
+    B = np.array([[b[j + 16 * (k // 8), k % 8] for j in range(16)] for k in range(32)])
+    C = np.array([[c[j + 16 * (i // 4), i % 4] for j in range(16)] for i in range(16)])
+    D = C + A @ B
+    return np.array([[D[4 * (ln // 16) + i, ln % 16] for i in range(4)] for ln in range(64)])
+
+
+@pytest.mark.parametrize("tn", [1, 2, 3])
+def test_mfma_int8_lane_mapping_reconstructs_the_product(tn):
+    ta, tb, tc = (frag_type(r, "m16n8k32", d, s) for r, d, s in
+                  (("a", kaio.i8, (2, 2)), ("b", kaio.i8, (2, tn)), ("acc", kaio.i32, (2, tn))))
+    g = np.random.default_rng(41 + tn)
+    A, B, C = (g.integers(-128, 128, t.dims).astype(np.float64) for t in (ta, tb, tc))
+    a, b, c = (_distribute("mfma16", t, x) for t, x in ((ta, A), (tb, B), (tc, C)))
+    for pa, pb, pc in M.mma_plan("mfma16", ta, tb, tc):
+        c[:, pc * 4:pc * 4 + 4] = _mfma_i8_hw(a[:, pa * 8:pa * 8 + 8], b[:, pb * 8:pb * 8 + 8],
+                                              c[:, pc * 4:pc * 4 + 4])
+    np.testing.assert_array_equal(_gather("mfma16", tc, c), C + A @ B)
+
+
+def test_gfx942_int8_code_objects_build_and_validate():
+    from test_mma_int8 import accumulate, dequant_store, shared_k_by_n, shared_warp_tiles
+    for k in (accumulate, dequant_store, shared_warp_tiles, shared_k_by_n):
+        head = k.emit("report", "gfx942").splitlines()[0]
+        assert "[gfx942] ok:" in head, head
+        assert "v_mfma_i32_16x16x32_i8" in k.emit("asm", "gfx942")
 
 
 # --- 4. on the GPU: the LLVM NVIDIA path against the reference ----------------------------------
