@@ -277,16 +277,23 @@ class LaunchChecks:
                       if self.types[i].intent != "in" or self.types[j].intent != "in"]
         self.memo: dict = {}
         self.plans: dict = {}  # signature -> LaunchPlan (see planned)
+        self.last = (LaunchPlan(None, None), (), ())  # the last plan, its grid and block as given
 
     def planned(self, grid, block, args) -> tuple["LaunchPlan", list]:
         """``(plan, args)`` for one launch: the checks run once per argument signature
         (:meth:`signature`); a repeated signature re-checks only its scalars' types and ranges,
         everything else being what the signature fixes. Arguments with no signature (numpy
-        arrays, foreign arrays) are checked in full on every launch, with a plan of their own."""
+        arrays, foreign arrays) are checked in full on every launch, with a plan of their own.
+        The last plan is tried first, by its guard (:meth:`LaunchPlan.matches`), where the launch
+        shape is the very objects it was given (tuples do not change)."""
+        last = self.last
+        if last[1] is grid and last[2] is block and last[0].matches(args):
+            return last[0], args  # matches: every scalar a Python value in its checked range
         key = self.signature(grid, block, args)
         if key is not None:
             p = self.plans.get(key)
             if p is not None:
+                self.last = (p, grid, block)
                 for i, n, t, fmax in self.scalar_plan:
                     a = args[i]
                     if type(a) is float and fmax is not None and (abs(a) <= fmax or a != a):
@@ -296,11 +303,13 @@ class LaunchChecks:
                         args = list(args)
                         args[i] = v
                 return p, args
-        given = args
+        given, given_grid, given_block = args, grid, block
         grid, block, args = self(grid, block, args)
         p = LaunchPlan(grid, block, None if key is None else self._guard(given))
-        if key is not None and len(self.plans) < _MEMO_SIZE:
-            self.plans[key] = p
+        if key is not None:
+            self.last = (p, given_grid, given_block)
+            if len(self.plans) < _MEMO_SIZE:
+                self.plans[key] = p
         return p, args
 
     def _guard(self, args):

@@ -166,11 +166,12 @@ class KernelFunction(KaioFunction):
 
     # --- launching --------------------------------------------------------------------
     def __getitem__(self, config) -> "_BoundLaunch":
-        bound = self._configs.get(config) if _plain_config(config) else None
+        plain = _plain_config(config)
+        bound = self._configs.get(config) if plain else None
         if bound is not None:
             return bound  # a launch written in a loop keeps its recent plans
         bound = self._bind(config)
-        if _plain_config(config) and len(self._configs) < _CONFIGS:
+        if plain and len(self._configs) < _CONFIGS:
             self._configs[config] = bound
         return bound
 
@@ -199,6 +200,7 @@ class KernelFunction(KaioFunction):
 
     def _launch(self, bound: "_BoundLaunch", args, kwargs):
         grid, block, shared_bytes, stream = bound.grid, bound.block, bound.shared, bound.stream
+        st = settings()  # before compiling: the plan kept below is for the Compiled these pick
         if not kwargs and len(args) == len(self.params):
             values = args  # the common call: all arguments positional
         else:
@@ -234,7 +236,7 @@ class KernelFunction(KaioFunction):
         plan, checked_args = plan_launch(compiled, grid, block, runtime)
         backend._launch_planned(compiled, plan, checked_args, shared_bytes, stream)
         if plan.nargs >= 0 and not kwargs and not self._has_consts:
-            bound.remember((backend, settings(), compiled, plan))
+            bound.remember((backend, st, compiled, plan))
 
     def __repr__(self):
         return f"<kaio.kernel {self.name}({', '.join(p.name for p in self.params)})>"
@@ -248,8 +250,13 @@ _CONFIGS, _RECENT = 64, 4
 def _plain_config(config) -> bool:
     """A ``k[...]`` configuration of ints and int tuples with no stream: one to key the kernel's
     bound launches by (bools hash like ints, and a stream is kept alive by its key)."""
-    return (type(config) is tuple and 2 <= len(config) <= 3 and plain_dims(config[0])
-            and plain_dims(config[1]) and (len(config) == 2 or type(config[2]) is int))
+    if type(config) is not tuple:
+        return False
+    n = len(config)
+    if n == 2 and type(config[0]) is int and type(config[1]) is int:
+        return True  # k[blocks, threads]: the common case, without the calls below
+    return (2 <= n <= 3 and plain_dims(config[0]) and plain_dims(config[1])
+            and (n == 2 or type(config[2]) is int))
 
 
 class _BoundLaunch:

@@ -37,6 +37,7 @@ def _cold(kernel):
         if c.checks is not None:
             c.checks.plans.clear()
             c.checks.memo.clear()
+            c.checks.last = LaunchChecks(c.kernel).last
 
 
 def _dev(n, v=1.0, dtype=np.float32):
