@@ -142,3 +142,23 @@ def test_cuda_fast_path_packs_each_signature_and_thread_apart(fake, lookups):  #
     x, y = pairs[0]
     run(0.5, x, y)  # this thread's buffer still holds its own pointers
     np.testing.assert_array_equal(y.to_host(), np.float32(0.5) * x.to_host())
+
+
+def test_backend_launch_tries_the_last_plan_first(reference, monkeypatch):
+    """Backend.launch with the same launch shape objects: the last plan's guard, no signature;
+    a changed argument is checked as ever."""
+    signatures = counted_calls(monkeypatch, "signature")
+    be, compiled = kaio.get_backend(), saxpy.compile()
+    grid, block = (1,), (8,)
+    x, y = _dev(8, 1.0), _dev(8, 0.0)
+    for _ in range(3):
+        be.launch(compiled, grid, block, [1.0, x, y])
+    assert len(signatures) == 1
+    with pytest.raises(TypeError, match="expects dtype f32"):
+        be.launch(compiled, grid, block, [1.0, _dev(8, dtype=np.float64), y])
+    with pytest.raises(ValueError, match="overflows"):
+        be.launch(compiled, grid, block, [1e39, x, y])
+    with pytest.raises(TypeError, match="expects a f32 scalar"):
+        be.launch(compiled, grid, block, [True, x, y])
+    be.launch(compiled, grid, block, [1.0, x, y])
+    np.testing.assert_array_equal(y.to_host(), np.full(8, 4.0, np.float32))
