@@ -190,8 +190,16 @@ class Recorder:
         return c
 
     def launch(self, compiled, grid, block, args, shared_bytes=0, stream=None):
-        self.log.append(self._options.get(id(compiled), (compiled.kernel, KernelOptions())))
+        self._record(compiled)
         return self.inner.launch(compiled, grid, block, args, shared_bytes, stream)
+
+    def _launch_planned(self, compiled, plan, args, shared_bytes=0, stream=None):
+        # kaio's repeated-call fast path reaches the backend here, past Backend.launch
+        self._record(compiled)
+        return self.inner._launch_planned(compiled, plan, args, shared_bytes, stream)
+
+    def _record(self, compiled) -> None:
+        self.log.append(self._options.get(id(compiled), (compiled.kernel, KernelOptions())))
 
     def __getattr__(self, attr):
         return getattr(self.inner, attr)
