@@ -6,6 +6,9 @@ Rules (docs/regions.md has examples):
 - Region/Out buffers: every load, store and atomic must be at an index the partition gives the
   current thread, proved by :mod:`.affine` from loop ranges, guards and thread geometry.
   Out buffers additionally may be read only where this thread already wrote the same index.
+- Fragment stores (``kaio.mma.store``) into Region/Out buffers: the warp's own tile under a
+  per-warp partition (:mod:`.frag_stores`, :mod:`.warp_tiles`); plain accesses of such buffers
+  are refused.
 - Shared memory (:mod:`.shared`) and barrier uniformity (:mod:`.uniformity`).
 - Every integer's polynomial is its machine value: arithmetic that may wrap is opaque
   (:mod:`.widths`), so neither an index nor an unreachable branch rests on exact arithmetic
