@@ -67,6 +67,14 @@ def test_every_declared_tiling_computes_the_product(backend, tile):
     """Each configuration the autotuner may pick, with edge tiles and both transposes."""
     a, b, c0 = _operands(150, 70, 40, True, True, "f16", "f32", seed=7, ints=True)
     c = c0.copy()
+    from kaio.passes.limits import MAX_STATIC_SHARED, shared_layout
+    kern = G.gemm_kernel("f16", "f32", True, True, tile)
+    if (backend == "cuda" and kaio.config.settings().cuda_codegen == "llvm"
+            and shared_layout(kern.specialize_ir({}))[1] > MAX_STATIC_SHARED):
+        # the LLVM path keeps shared arrays static (48 KiB); the autotuner skips such tilings
+        with pytest.raises(kaio.CompileError, match="LLVM path"):
+            kern[G.launch_config(150, 70, tile)](a, b, c, 1.0, 1.0)
+        return
     w = kaio.backends.get_backend().warp_size
     G.gemm_kernel("f16", "f32", True, True, tile, w)[G.launch_config(150, 70, tile, w)](a, b, c, 1.0, 1.0)
     np.testing.assert_array_equal(c, c0 + a.T.astype(np.float32) @ b.T.astype(np.float32))

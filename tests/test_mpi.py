@@ -98,7 +98,9 @@ def test_cuda_aware_follows_the_setting_then_the_library(monkeypatch):
 
 
 def _mpiexec(n: int, *args, env=None, timeout=300):
-    full = {**os.environ, "KAIO_BACKEND": "reference", **(env or {})}
+    # Open MPI refuses to run as root (the GPU image's tests do) unless told twice
+    full = {**os.environ, "KAIO_BACKEND": "reference", "OMPI_ALLOW_RUN_AS_ROOT": "1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", **(env or {})}
     r = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args], cwd=ROOT, env=full,
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"mpiexec -n {n} failed:\n{r.stdout}\n{r.stderr}"

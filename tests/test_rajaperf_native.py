@@ -112,7 +112,8 @@ def test_twins_agree_with_kaio_on_the_gpu(on_cuda):
 
 
 @pytest.mark.cuda
-def test_runner_with_cuda_writes_ratios(tmp_path, capsys, on_cuda):
+def test_runner_with_cuda_writes_ratios(tmp_path, capsys, on_cuda, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")      # the summary table's columns, whole
     rc = runner.main(["-k", "Stream", "DAXPY", "JACOBI_2D", "--repfact", "0.1", "--backend", "cuda",
                       "--variants", "kaio,kaio_graph,cuda", "--outdir", str(tmp_path)])
     out = capsys.readouterr().out

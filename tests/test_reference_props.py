@@ -16,7 +16,10 @@ from kaio import dtypes as dt
 from kaio import semantics as S
 
 SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                           # f32 -> f16 draws many values outside f16's range
+                                           # and filters them (seen on a loaded 12-worker run)
+                                           HealthCheck.filter_too_much])
 #: for the many-parameter cast tests
 FEW = settings(SETTINGS, max_examples=20)
 
