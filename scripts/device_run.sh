@@ -16,6 +16,7 @@
 #             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
+#   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
 #   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 #   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
@@ -67,6 +68,9 @@ for step in "$@"; do
     conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
     gemm) run bench_gemm 300 python3 -m kaio.cli bench --gemm --out "$OUT" ;;
+    gemm-ncu) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+              run gemm_ncu 200 "$NCU" --section SpeedOfLight --section WarpStateStats --section Occupancy \
+                  --section MemoryWorkloadAnalysis -k regex:gemm python3 scripts/profile_gemm.py ;;
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
