@@ -167,12 +167,10 @@ class _Renderer:
             p = both
         return p
 
-    def _warp_mask(self) -> str:
-        """Member mask of this thread's warp: all 32 lanes, or the lanes that exist in the last,
-        partial warp of a block whose size is not a multiple of 32 (naming absent lanes in a
-        ``.sync`` warp op is not allowed)."""
+    def _linear_thread(self) -> tuple[str, str]:
+        """Registers (this thread's linear id in its block, the block's thread count)."""
         em = self.em
-        r = {n: em.tmp("r") for n in ("tx", "ty", "tz", "nx", "ny", "nz", "lin", "tot", "n", "m")}
+        r = {n: em.tmp("r") for n in ("tx", "ty", "tz", "nx", "ny", "nz", "lin", "tot")}
         for ax in "xyz":
             em.ins(f"mov.u32 {r['t' + ax]}, %tid.{ax}")
             em.ins(f"mov.u32 {r['n' + ax]}, %ntid.{ax}")
@@ -180,6 +178,15 @@ class _Renderer:
         em.ins(f"mad.lo.u32 {r['lin']}, {r['lin']}, {r['nx']}, {r['tx']}")
         em.ins(f"mul.lo.u32 {r['tot']}, {r['nx']}, {r['ny']}")
         em.ins(f"mul.lo.u32 {r['tot']}, {r['tot']}, {r['nz']}")
+        return r["lin"], r["tot"]
+
+    def _warp_mask(self) -> str:
+        """Member mask of this thread's warp: all 32 lanes, or the lanes that exist in the last,
+        partial warp of a block whose size is not a multiple of 32 (naming absent lanes in a
+        ``.sync`` warp op is not allowed)."""
+        em = self.em
+        r = {n: em.tmp("r") for n in ("n", "m")}
+        r["lin"], r["tot"] = self._linear_thread()
         em.ins(f"and.b32 {r['lin']}, {r['lin']}, 0xFFFFFFE0")      # first thread of the warp
         em.ins(f"sub.u32 {r['n']}, {r['tot']}, {r['lin']}")
         em.ins(f"min.u32 {r['n']}, {r['n']}, 32")
@@ -539,19 +546,11 @@ class _Renderer:
 
     def op_mma_copy(self, op):
         dst, src, row0, col0 = op.operands
-        em = self.em
-        r = {n: em.tmp("r") for n in ("tx", "ty", "tz", "nx", "ny", "nz", "lin", "tot")}
-        for ax in "xyz":
-            em.ins(f"mov.u32 {r['t' + ax]}, %tid.{ax}")
-            em.ins(f"mov.u32 {r['n' + ax]}, %ntid.{ax}")
-        em.ins(f"mad.lo.u32 {r['lin']}, {r['tz']}, {r['ny']}, {r['ty']}")
-        em.ins(f"mad.lo.u32 {r['lin']}, {r['lin']}, {r['nx']}, {r['tx']}")
-        em.ins(f"mul.lo.u32 {r['tot']}, {r['nx']}, {r['ny']}")
-        em.ins(f"mul.lo.u32 {r['tot']}, {r['tot']}, {r['nz']}")
+        lin, tot = self._linear_thread()
         declared = self.k.attrs.get("block")      # @kaio.kernel(block=...): unroll the copy
         threads = declared[0] * declared[1] * declared[2] if declared else None
-        ptx_mma.copy_tile(em, op, self._buf(dst), self._buf(src), self.v(row0), self.v(col0),
-                          r["lin"], r["tot"], threads)
+        ptx_mma.copy_tile(self.em, op, self._buf(dst), self._buf(src), self.v(row0),
+                          self.v(col0), lin, tot, threads)
 
     # --- control flow ------------------------------------------------------------------
     def _moves(self, dsts: list[str], srcs: list[str], types) -> None:

@@ -99,6 +99,15 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
             acc = kaio.mma.mma(a, b, acc)
         return acc
 
+    @kaio.func
+    def origins(A):
+        """(this warp's tile in the block tile: row, column; the block tile's origin in C: row,
+        column; K), with the warps row-major over the block tile (kaio.regions.warp_tiles)."""
+        warp = kaio.thread_idx.x // kaio.warp_size
+        K = A.shape[0] if trans_a else A.shape[1]
+        return ((warp // (BN // WN)) * WM, (warp % (BN // WN)) * WN,
+                kaio.block_idx.y * BM, kaio.block_idx.x * BN, K)
+
     @kaio.kernel(block=(threads,))
     def gemm(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Region[ot, 2, out_tiles], alpha: f32,
              beta: f32):
@@ -106,12 +115,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
         Bs0 = kaio.shared_array(dt, b_tile)
         As1 = kaio.shared_array(dt, a_tile)
         Bs1 = kaio.shared_array(dt, b_tile)
-        warp = kaio.thread_idx.x // kaio.warp_size
-        wm = (warp // (BN // WN)) * WM
-        wn = (warp % (BN // WN)) * WN
-        row0 = kaio.block_idx.y * BM
-        col0 = kaio.block_idx.x * BN
-        K = A.shape[0] if trans_a else A.shape[1]
+        wm, wn, row0, col0, K = origins(A)
         acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
         stage(As0, Bs0, A, B, row0, col0, 0)
         kaio.sync()
@@ -138,12 +142,7 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
                   kaio.shared_array(dt, a_tile), kaio.shared_array(dt, a_tile))
             Bs = (kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile),
                   kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile))
-        warp = kaio.thread_idx.x // kaio.warp_size
-        wm = (warp // (BN // WN)) * WM
-        wn = (warp % (BN // WN)) * WN
-        row0 = kaio.block_idx.y * BM
-        col0 = kaio.block_idx.x * BN
-        K = A.shape[0] if trans_a else A.shape[1]
+        wm, wn, row0, col0, K = origins(A)
         acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
         for s in kaio.static_range(S - 1):
             stage(As[s], Bs[s], A, B, row0, col0, s * BK)
