@@ -68,7 +68,7 @@ def test_fragment_paths_are_chosen_where_they_compile(reference):
     assert quant._compiles(quant_mma.w8a8_kernel(32))
     assert quant._compiles(quant_mma.w4a16_kernel("f16", 32), group=32)
     with pytest.raises(kaio.CompileError, match="m16n8k32"):      # -> the scalar W8A8 there
-        quant_mma.w8a8_kernel(64).emit("llvm", "gfx942")
+        quant_mma.w8a8_kernel(64).emit("llvm", "gfx90a")
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

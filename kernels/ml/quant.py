@@ -24,9 +24,12 @@ import numpy as np
 
 import kaio
 from kaio import f32, i32, regions
+from kaio.backends import get_backend
 
 from .._launch import kdtype
+from . import quant_mma
 from .elementwise import _name
+from .quant_mma import int4_at
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,13 +123,6 @@ def w8a8_launch_config(m: int, n: int):
     return ((-(-n // TILE), -(-m // TILE)), (TILE, TILE))
 
 
-@kaio.func
-def int4_at(packed_byte, high):
-    """The signed int4 in one nibble of a byte (as i32): low nibble when high == 0."""
-    nib = (i32(packed_byte) >> (4 * high)) & 15
-    return nib - ((nib & 8) << 1)
-
-
 @functools.lru_cache(maxsize=None)
 def w4a16_kernel(dt: str):
     """y = x @ dequant(w): TILE x TILE tiles of x and of the dequantized weights
@@ -207,7 +203,6 @@ def dequantize(q: np.ndarray, scale: np.ndarray, out_dtype=np.float32) -> np.nda
 
 
 def _warp_size() -> int:
-    from kaio.backends import get_backend
     return get_backend().warp_size
 
 
@@ -224,9 +219,8 @@ def w8a8_launch(m: int, n: int):
     """The launch (kernel[grid, block]) of c = diag(sa) (a @ b) diag(sb) for an [m, n] output:
     the fragment kernel (:mod:`.quant_mma`) where the backend compiles it, else the scalar
     kernel; both take (a, b, sa [M, 1], sb, c)."""
-    from . import quant_mma
     w = _warp_size()
-    if w == 32 and _compiles(quant_mma.w8a8_kernel(w)):
+    if _compiles(quant_mma.w8a8_kernel(w)):
         return quant_mma.w8a8_kernel(w)[quant_mma.w8a8_launch_config(m, n, w)]
     return w8a8_kernel()[w8a8_launch_config(m, n)]
 
@@ -243,7 +237,6 @@ def w4a16_launch(dt: str, m: int, n: int, group: int):
     """The launch (kernel[grid, block]) of y = x @ dequant(packed, scales) for activations of
     ``dt`` and an [m, n] output: f16/bf16 fragments (:mod:`.quant_mma`) where the backend
     compiles them, else (and for f32) the scalar kernel; both take (x, packed, scales, y, group)."""
-    from . import quant_mma
     w = _warp_size()
     if dt in ("f16", "bf16") and _compiles(quant_mma.w4a16_kernel(dt, w), group=group):
         return quant_mma.w4a16_kernel(dt, w)[quant_mma.w4a16_launch_config(m, n, w)]

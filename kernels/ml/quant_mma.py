@@ -17,16 +17,22 @@
   ``lo``.) The output is rounded once to T (``kaio.mma.store``).
 
 :mod:`kaio.kernels.ml.quant` launches them where the backend compiles them (W4A16 everywhere
-fragments are lowered; W8A8 on 32-lane targets with ``m16n8k32``: kaio's PTX path, the LLVM
-nvptx64 path, the reference backend) and falls back to its scalar kernels elsewhere (AMD's MFMA
-path has no int8 form) and for f32 activations.
+fragments are lowered; W8A8 where ``m16n8k32`` is: kaio's PTX path, the LLVM nvptx64 path,
+gfx942, the reference backend) and falls back to its scalar kernels elsewhere (gfx90a has no
+int8 MFMA lowering) and for f32 activations.
 """
 import functools
 
 import kaio
 from kaio import f32, i32
 
-from .quant import int4_at
+
+@kaio.func
+def int4_at(packed_byte, high):
+    """The signed int4 in one nibble of a byte (as i32): low nibble when high == 0."""
+    nib = (i32(packed_byte) >> (4 * high)) & 15
+    return nib - ((nib & 8) << 1)
+
 
 #: W8A8 block tile, K step and warp tile; PAD: bytes of row padding of the shared i8 tiles
 BM, BN, BK, WM, WN = 128, 128, 64, 64, 32
@@ -101,17 +107,18 @@ def w4a16_kernel(dt: str, warp_size: int = 32):
     @kaio.func
     def dequant(Wh, Wl, packed, scales, k0, col0, group):
         """Block-cooperative: Wh + Wl = q * s of the K-step at k0 (zeros outside the weights);
-        each thread takes one byte (two k) of its column at a time."""
+        each thread takes one byte (two k, one group: the group size is even) of its column at
+        a time."""
         n = col0 + kaio.thread_idx.x
         for kp in range(kaio.thread_idx.y, QBK // 2, rows):
+            kb = k0 // 2 + kp
             byte = kaio.u8(0)
-            if k0 // 2 + kp < packed.shape[0] and n < packed.shape[1]:
-                byte = packed[k0 // 2 + kp, n]
+            s = f32(0.0)
+            if kb < packed.shape[0] and n < packed.shape[1]:
+                byte = packed[kb, n]
+                s = f32(scales[(2 * kb) // group, n])
             for h in kaio.static_range(2):
-                k = k0 + 2 * kp + h
-                w = f32(0.0)
-                if k < 2 * packed.shape[0] and n < packed.shape[1]:
-                    w = f32(int4_at(byte, h)) * f32(scales[k // group, n])
+                w = f32(int4_at(byte, h)) * s
                 hi = T(w)
                 Wh[2 * kp + h, kaio.thread_idx.x] = hi
                 Wl[2 * kp + h, kaio.thread_idx.x] = T(w - f32(hi))     # exact: w - hi fits f32
