@@ -3,7 +3,7 @@
     xq, sx = quantize_rows(x)                     # per-token symmetric int8
     Q = W8A8(xq, Wq) ; K = W8A8(xq, Wk) ; V = W8A8(xq, Wv)   # int32 accumulate, f32 out
     P = softmax(Q K^T / sqrt(d) [+ causal mask])  # one block per query row
-    O = P V                                       # f32
+    O = P V                                       # f32 (tensor cores: split f16 operands)
 
 Single head; batch and heads are independent and map to more launches (or more rows).
 """
@@ -13,8 +13,11 @@ import kaio
 from kaio import f32, regions
 
 from .._bench import empty
-from ..rajaperf._tiled import matmul_tiled, tiled_launcher
+from ..rajaperf._tiled import tiled_launcher
+from . import attention_mma
 from .quant import (
+    _compiles,
+    _warp_size,
     int8_matmul,
     int8_matmul_ref,
     quantize_rows,
@@ -66,6 +69,17 @@ def _scores_kernel():
 _SCORES = None
 
 
+def pv_launcher(p, v, o):
+    """A zero-argument launch of o = p @ v (f32): split-f16 fragments (:mod:`.attention_mma`)
+    where the backend compiles them, else the shared-memory tiled kernel."""
+    w = _warp_size()
+    k = attention_mma.matmul_kernel(w)
+    if _compiles(k):
+        bound = k[attention_mma.launch_config(o.shape[0], o.shape[1], w)]
+        return lambda: bound(p, v, o)
+    return tiled_launcher(p, v, o)
+
+
 def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:
     """Attention over x [S, Dm] (f32) with int8 weights w* [Dm, D] and per-column scales s* [D]."""
     global _SCORES
@@ -77,7 +91,9 @@ def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.n
     v = int8_matmul(xq, wv, sx, sv)
     p = np.empty((x.shape[0], x.shape[0]), dtype=np.float32)
     _SCORES(q, k, p, float(1.0 / np.sqrt(q.shape[1])), bool(causal))
-    return matmul_tiled(p, v)   # shared-memory tiles, f32 accumulation
+    o = np.zeros((x.shape[0], v.shape[1]), np.float32)
+    pv_launcher(p, v, o)()
+    return o
 
 
 def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None):
@@ -97,7 +113,7 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
     p = alloc((s, s), np.float32)
     quantize = quantize_rows_kernel("f32")[(s,), (256,)]
     project = w8a8_launch(s, d)     # int8 tensor cores where the backend has them
-    pv = tiled_launcher(p, v, o)
+    pv = pv_launcher(p, v, o)
     scale = float(1.0 / np.sqrt(d))
 
     def launch():

@@ -1,0 +1,60 @@
+"""quantized_attention's P V on f16 fragments with split operands (kaio.kernels.ml.attention_mma):
+within the split's bound of the float64 product on the reference backend at a ragged shape,
+bit-identical to the reference backend in the PTX simulator, ptxas for sm_80/sm_90, and chosen by
+the attention pipeline (the registry cases check the whole pipeline against numpy)."""
+
+import numpy as np
+import pytest
+from test_mma import _sim
+from test_ptx import ptxas
+
+from kaio.kernels.ml import attention, attention_mma
+
+
+def _inputs(m, k, n, seed):
+    g = np.random.default_rng(seed)
+    return g.uniform(0, 1, (m, k)).astype(np.float32), g.normal(0, 2, (k, n)).astype(np.float32)
+
+
+def _run(a, b):
+    c = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
+    attention_mma.matmul_kernel(32)[attention_mma.launch_config(*c.shape)](a, b, c)
+    return c
+
+
+def _check(c, a, b, gpu=1):
+    """Three split products: each term within ~2**-21 of |a b| (two dropped/rounded low parts),
+    plus f32 accumulation over K (doubled for a matrix unit's order); a plain f16 rounding of
+    either operand (2**-11) would not be."""
+    mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    err = np.abs(c.astype(np.float64) - a.astype(np.float64) @ b.astype(np.float64))
+    assert (err <= (gpu * a.shape[1] * 2.0**-24 + 2.0**-20) * mag).all()
+    assert err.max() > 0          # not trivially exact: the bound is what is tested
+
+
+def test_split_product_is_within_its_bound(reference):
+    a, b = _inputs(37, 70, 45, 0)
+    _check(_run(a, b), a, b)
+
+
+def test_attention_uses_the_fragment_pv(reference):
+    p, v = _inputs(20, 20, 8, 1)
+    o = np.zeros((20, 8), np.float32)
+    attention.pv_launcher(p, v, o)()
+    np.testing.assert_array_equal(o, _run(p, v))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptx_assembles(arch):
+    ptx = attention_mma.matmul_kernel(32).emit("ptx", arch)
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 3 * 2 * 4
+    ptxas(ptx, arch)
+
+
+def test_ptx_in_the_simulator():
+    """The simulator's mma rounds each tile's sum once (the reference after every addition), so
+    the check is the bound: any misplaced lane, register or split part is far outside it."""
+    a, b = _inputs(24, 40, 20, 2)
+    c = np.full((24, 20), np.nan, np.float32)
+    _sim(attention_mma.matmul_kernel(32), [a, b, c], (1, 1, 1), (32, 4, 1))
+    _check(c, a, b, gpu=2)
