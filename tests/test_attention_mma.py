@@ -16,9 +16,9 @@ def _inputs(m, k, n, seed):
     return g.uniform(0, 1, (m, k)).astype(np.float32), g.normal(0, 2, (k, n)).astype(np.float32)
 
 
-def _run(a, b):
-    c = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
-    attention_mma.matmul_kernel(32)[attention_mma.launch_config(*c.shape)](a, b, c)
+def _run(a, b, trans_b=False):
+    c = np.full((a.shape[0], b.shape[0] if trans_b else b.shape[1]), np.nan, np.float32)
+    attention_mma.matmul_kernel(32, trans_b)[attention_mma.launch_config(*c.shape)](a, b, c)
     return c
 
 
@@ -35,6 +35,21 @@ def _check(c, a, b, gpu=1):
 def test_split_product_is_within_its_bound(reference):
     a, b = _inputs(37, 70, 45, 0)
     _check(_run(a, b), a, b)
+    q, k = _inputs(33, 40, 0, 3)[0], np.random.default_rng(4).normal(0, 2, (50, 40)).astype(np.float32)
+    _check(_run(q, k, trans_b=True), q, k.T)         # Q K^T: k held as N x K
+
+
+def test_softmax_of_precomputed_scores_matches_its_own_dot_products(reference):
+    """The fragment Q K^T feeding the softmax (precomputed=True) against the softmax kernel's
+    scalar f32 dot products (the fallback), within the attention case's tolerance."""
+    g = np.random.default_rng(5)
+    q, k = (g.normal(0, 2, (40, 16)).astype(np.float32) for _ in range(2))
+    scores = attention._scores_kernel()
+    p_frag, p_dot = (np.zeros((40, 40), np.float32) for _ in range(2))
+    attention.qk_launcher(q, k, p_frag)()
+    scores(q, k, p_frag, 0.25, True, True)
+    scores(q, k, p_dot, 0.25, True, False)
+    np.testing.assert_allclose(p_frag, p_dot, rtol=1e-5, atol=1e-7)
 
 
 def test_attention_uses_the_fragment_pv(reference):
@@ -46,9 +61,11 @@ def test_attention_uses_the_fragment_pv(reference):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_assembles(arch):
-    ptx = attention_mma.matmul_kernel(32).emit("ptx", arch)
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 3 * 2 * 4
-    ptxas(ptx, arch)
+    for trans_b in (False, True):
+        ptx = attention_mma.matmul_kernel(32, trans_b).emit("ptx", arch)
+        assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 3 * 2 * 4
+        assert "ldmatrix" in ptx
+        ptxas(ptx, arch)
 
 
 def test_ptx_in_the_simulator():
@@ -58,3 +75,7 @@ def test_ptx_in_the_simulator():
     c = np.full((24, 20), np.nan, np.float32)
     _sim(attention_mma.matmul_kernel(32), [a, b, c], (1, 1, 1), (32, 4, 1))
     _check(c, a, b, gpu=2)
+    bt = np.ascontiguousarray(b.T)
+    c2 = np.full((24, 20), np.nan, np.float32)
+    _sim(attention_mma.matmul_kernel(32, True), [a, bt, c2], (1, 1, 1), (32, 4, 1), "sm_90")
+    _check(c2, a, b, gpu=2)

@@ -3,7 +3,11 @@
     xq, sx = quantize_rows(x)                     # per-token symmetric int8
     Q = W8A8(xq, Wq) ; K = W8A8(xq, Wk) ; V = W8A8(xq, Wv)   # int32 accumulate, f32 out
     P = softmax(Q K^T / sqrt(d) [+ causal mask])  # one block per query row
-    O = P V                                       # f32 (tensor cores: split f16 operands)
+    O = P V                                       # f32
+
+Q K^T and P V run on f16 tensor cores with split operands (:mod:`.attention_mma`) where the
+backend compiles them; otherwise the softmax kernel computes the dot products itself and P V
+takes the tiled f32 kernel.
 
 Single head; batch and heads are independent and map to more launches (or more rows).
 """
@@ -43,13 +47,17 @@ def dot_row(q, i, k, j):
 def _scores_kernel():
     @kaio.kernel
     def attention_probs(q: kaio.In[f32, 2], k: kaio.In[f32, 2], p: kaio.Region[f32, _rows()],
-                        scale: f32, causal: kaio.Const[bool]):
-        # pass 1: scaled scores (masked ones -inf) and this thread's running maximum
+                        scale: f32, causal: kaio.Const[bool], precomputed: kaio.Const[bool]):
+        # pass 1: scaled scores (masked ones -inf) and this thread's running maximum; with
+        # ``precomputed``, p holds Q K^T already (the fragment matmul)
         m = f32(-kaio.math.inf)
         for r, j in p.owned():
             sc = f32(-kaio.math.inf)
             if not causal or j <= r:
-                sc = dot_row(q, r, k, j) * scale
+                if precomputed:
+                    sc = p[r, j] * scale
+                else:
+                    sc = dot_row(q, r, k, j) * scale
             p[r, j] = sc
             m = kaio.math.max(m, sc)
         row_max = kaio.block_max(m)
@@ -67,6 +75,17 @@ def _scores_kernel():
 
 
 _SCORES = None
+
+
+def qk_launcher(q, k, p):
+    """A zero-argument launch of p = q @ k.T on split-f16 fragments, or None where the backend
+    does not compile them (the softmax kernel then computes the dot products)."""
+    w = _warp_size()
+    kern = attention_mma.matmul_kernel(w, True)
+    if not _compiles(kern):
+        return None
+    bound = kern[attention_mma.launch_config(p.shape[0], p.shape[1], w)]
+    return lambda: bound(q, k, p)
 
 
 def pv_launcher(p, v, o):
@@ -90,7 +109,10 @@ def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.n
     k = int8_matmul(xq, wk, sx, sk)
     v = int8_matmul(xq, wv, sx, sv)
     p = np.empty((x.shape[0], x.shape[0]), dtype=np.float32)
-    _SCORES(q, k, p, float(1.0 / np.sqrt(q.shape[1])), bool(causal))
+    qk = qk_launcher(q, k, p)
+    if qk is not None:
+        qk()
+    _SCORES(q, k, p, float(1.0 / np.sqrt(q.shape[1])), bool(causal), qk is not None)
     o = np.zeros((x.shape[0], v.shape[1]), np.float32)
     pv_launcher(p, v, o)()
     return o
@@ -113,6 +135,7 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
     p = alloc((s, s), np.float32)
     quantize = quantize_rows_kernel("f32")[(s,), (256,)]
     project = w8a8_launch(s, d)     # int8 tensor cores where the backend has them
+    qk = qk_launcher(q, k, p)
     pv = pv_launcher(p, v, o)
     scale = float(1.0 / np.sqrt(d))
 
@@ -121,7 +144,9 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
         project(xq, wq, sx, sq, q)
         project(xq, wk, sx, sk, k)
         project(xq, wv, sx, sv, v)
-        _SCORES(q, k, p, scale, bool(causal))
+        if qk is not None:
+            qk()
+        _SCORES(q, k, p, scale, bool(causal), qk is not None)
         pv()
     launch.output = o
     return launch
