@@ -79,3 +79,24 @@ def test_ptx_in_the_simulator():
     c2 = np.full((24, 20), np.nan, np.float32)
     _sim(attention_mma.matmul_kernel(32, True), [a, bt, c2], (1, 1, 1), (32, 4, 1), "sm_90")
     _check(c2, a, b, gpu=2)
+
+
+def test_a_func_returning_a_fragment_twice_is_refused_by_name():
+    """Several returns need a placeholder value of the returned type, and a fragment has none
+    (this crashed the frontend before: 'FragType' object has no attribute 'bits')."""
+    import kaio
+    from kaio import f16, f32
+
+    @kaio.func
+    def pick(A, first):
+        if first:
+            return kaio.mma.load_a(A, 0, 0)
+        return kaio.mma.load_a(A, 16, 0)
+
+    @kaio.kernel
+    def two_returns(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 2], first: kaio.i32):
+        acc = kaio.mma.mma(pick(A, first > 0), kaio.mma.load_b(B, 0, 0), kaio.mma.fill(f32, 0.0))
+        kaio.mma.store(C, 0, 0, acc)
+
+    with pytest.raises(kaio.CompileError, match="returns a matrix fragment from more than one"):
+        two_returns.specialize_ir({})

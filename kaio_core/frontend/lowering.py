@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..errors import CompileError
 from ..ir.builder import Builder
 from ..ir.core import Param, Value
-from ..ir.types import BufType
+from ..ir.types import BufType, FragType
 from ..regions import Coarsened, Elementwise
 from .analysis import always_returns, contains_return
 from .control import ControlMixin
@@ -341,7 +341,7 @@ class Lowerer(ExprMixin, IntrinsicsMixin, MmaMixin, ControlMixin, TypingMixin):
                                hint="end the function with a return statement")
             frame.ret_template = self.return_types(body, with_value)
             frame.retval = self.fresh("retval")
-            self.env[frame.retval] = self.zero_of(frame.ret_template)
+            self.env[frame.retval] = self.zero_of(frame.ret_template, tree)
         self.lower_block(body)
         return self.env[frame.retval] if with_value else Lit(None)
 
@@ -377,11 +377,16 @@ class Lowerer(ExprMixin, IntrinsicsMixin, MmaMixin, ControlMixin, TypingMixin):
         raise self.err(node, f"returns {b.name} here but {a.name} on another path",
                        hint="cast the returned values to one type")
 
-    def zero_of(self, template):
+    def zero_of(self, template, node):
         if isinstance(template, tuple):
-            return TupleV(tuple(self.zero_of(t) for t in template))
+            return TupleV(tuple(self.zero_of(t, node) for t in template))
         if isinstance(template, Lit):
             template = dt.literal_dtype(template.value)
+        if isinstance(template, FragType):   # no placeholder value: fragments are warp-collective
+            raise self.err(node, f"@kaio.func '{node.name}' returns a matrix fragment from more "
+                                 "than one return statement",
+                           hint="assign the fragment to one variable on every path and return it "
+                                "once, at the end")
         return self.b.const(0, template)
 
 
