@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..passes import constfold, cse, dce, verify
-from ..regions.checker import check as check_regions
 from ..passes.limits import check_static_shared
+from ..regions.checker import check as check_regions
 from .lowering import Lowerer
 
 
