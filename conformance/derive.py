@@ -26,8 +26,10 @@ EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfin
 
 def features(ir_kernels) -> dict:
     """What in the kernels' target-lowered IR breaks bit reproducibility:
-    {'fast': [...], 'native_math': [...], 'float_atomics': [...]} (function / op names)."""
-    found = {"fast": set(), "native_math": set(), "float_atomics": set()}
+    {'fast': [...], 'native_math': [...], 'float_atomics': [...], 'matrix_units': [...]}
+    (function / op / dtype names; matrix units: float fragment multiplies, whose sums the
+    hardware orders its own way; integer ones are exact)."""
+    found = {"fast": set(), "native_math": set(), "float_atomics": set(), "matrix_units": set()}
     for kernel, options in ir_kernels:
         copts = get_target("reference-w32").options(options)   # portable mode resolved
         fast_kernel = copts.fast_math
@@ -38,6 +40,8 @@ def features(ir_kernels) -> dict:
                     found["fast"].add(fn)
                 elif fn not in EXACT_MATH:
                     found["native_math"].add(fn)
+            elif op.opcode == "mma" and op.operands[0].type.dtype.is_float:
+                found["matrix_units"].add(op.operands[0].type.dtype.name)
             elif op.opcode == "atomic" and op.attrs.get("kind", op.attrs.get("op")) in ("add", "sub"):
                 t = op.operands[0].type.dtype
                 if t.is_float:
@@ -62,10 +66,14 @@ def derive_rule(case, ir_kernels, found: dict | None = None) -> Rule:
                        f"double-rounding ties")
     if f["float_atomics"]:
         reasons.append(f"float atomic add in hardware scheduling order ({', '.join(f['float_atomics'])})")
+    if f.get("matrix_units"):
+        reasons.append(f"matrix-unit sums in the hardware's order ({', '.join(f['matrix_units'])} "
+                       f"fragments; docs/language.md states the bound)")
     if not reasons:
         return BITWISE
     why = "; ".join(reasons)
-    if case.native_math_rule is not None and not f["fast"] and not f["float_atomics"]:
+    if (case.native_math_rule is not None and not f["fast"] and not f["float_atomics"]
+            and not f.get("matrix_units")):
         r = case.native_math_rule
         return Rule(r.kind, r.bound, r.atol, f"{why}; {r.why}" if r.why else why)
     tol = case.vs_numpy
@@ -82,6 +90,8 @@ def order_reason(case, found: dict) -> str:
         return case.order_dependent
     if found.get("float_atomics"):
         return f"float atomics order ({', '.join(found['float_atomics'])} atomic add)"
+    if found.get("matrix_units"):
+        return f"matrix-unit accumulation order ({', '.join(found['matrix_units'])} fragments)"
     return ""
 
 

@@ -315,3 +315,18 @@ def test_pipelined_gemm_runs_exactly_in_the_simulator():
     _sim(G.gemm_kernel("f16", "f32", False, True, tile), [a, b, c, 1.0, 1.0],
          G.launch_config(m, n, tile, 32)[0] + (1,), (256, 1, 1))
     np.testing.assert_array_equal(c, c0 + a.astype(np.float32) @ b.T.astype(np.float32))
+
+
+def test_conformance_holds_float_fragment_kernels_to_a_bound_not_bitwise():
+    """Matrix units sum in their own order: the GEMM's derived rule is its stated bound, and the
+    report names the order (the H200 run of 19:29 had it bitwise, and failing by 2 ulps)."""
+    from kaio.conformance.cases import from_library
+    from kaio.conformance.derive import derive_rule, features, order_reason
+    from kaio.kernels import get
+    case = from_library(get("ml/gemm_f16"))
+    launched = [(G.gemm_kernel("f16", "f32", False, False).specialize_ir({}), None)]
+    found = features(launched)
+    assert found["matrix_units"] == ["f16"]
+    rule = derive_rule(case, launched, found)
+    assert rule.kind != "bitwise" and "matrix-unit" in rule.why
+    assert "matrix-unit accumulation order" in order_reason(case, found)
