@@ -25,6 +25,8 @@ from kaio import f32
 from kaio.autotune import Autotuner, Config
 from kaio.backends import get_backend
 
+from .tiled import double_buffered, warp_origins
+
 PAD = 8                         # elements of row padding in shared memory (16 bytes)
 #: block tile (BM, BN), K step BK, warp tile (WM, WN) and pipeline stages S of each
 #: configuration. The first is the default and, at 2 * (BM (BK + PAD) + BK (BN + PAD)) * 2
@@ -99,14 +101,8 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
             acc = kaio.mma.mma(a, b, acc)
         return acc
 
-    @kaio.func
-    def origins(A):
-        """(this warp's tile in the block tile: row, column; the block tile's origin in C: row,
-        column; K), with the warps row-major over the block tile (kaio.regions.warp_tiles)."""
-        warp = kaio.thread_idx.x // kaio.warp_size
-        K = A.shape[0] if trans_a else A.shape[1]
-        return ((warp // (BN // WN)) * WM, (warp % (BN // WN)) * WN,
-                kaio.block_idx.y * BM, kaio.block_idx.x * BN, K)
+    origins = warp_origins(BM, BN, WM, WN)
+    k_loop = double_buffered(stage, step, BK)
 
     @kaio.kernel(block=(threads,))
     def gemm(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Region[ot, 2, out_tiles], alpha: f32,
@@ -115,17 +111,10 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
         Bs0 = kaio.shared_array(dt, b_tile)
         As1 = kaio.shared_array(dt, a_tile)
         Bs1 = kaio.shared_array(dt, b_tile)
-        wm, wn, row0, col0, K = origins(A)
+        wm, wn, row0, col0 = origins()
+        K = A.shape[0] if trans_a else A.shape[1]
         acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
-        stage(As0, Bs0, A, B, row0, col0, 0)
-        kaio.sync()
-        for k0 in range(0, K, 2 * BK):
-            stage(As1, Bs1, A, B, row0, col0, k0 + BK)
-            acc = step(As0, Bs0, wm, wn, acc)
-            kaio.sync()
-            stage(As0, Bs0, A, B, row0, col0, k0 + 2 * BK)
-            acc = step(As1, Bs1, wm, wn, acc)
-            kaio.sync()
+        acc = k_loop(As0, Bs0, As1, Bs1, A, B, row0, col0, wm, wn, acc, K)
         kaio.mma.store(C, row0 + wm, col0 + wn, acc, alpha=alpha, beta=beta)
 
     @kaio.kernel(block=(threads,))
@@ -142,7 +131,8 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
                   kaio.shared_array(dt, a_tile), kaio.shared_array(dt, a_tile))
             Bs = (kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile),
                   kaio.shared_array(dt, b_tile), kaio.shared_array(dt, b_tile))
-        wm, wn, row0, col0, K = origins(A)
+        wm, wn, row0, col0 = origins()
+        K = A.shape[0] if trans_a else A.shape[1]
         acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
         for s in kaio.static_range(S - 1):
             stage(As[s], Bs[s], A, B, row0, col0, s * BK)

@@ -26,6 +26,8 @@ import functools
 import kaio
 from kaio import f32, i32
 
+from .tiled import double_buffered, warp_origins
+
 
 @kaio.func
 def int4_at(packed_byte, high):
@@ -63,6 +65,9 @@ def w8a8_kernel(warp_size: int = 32):
                                kaio.mma.load_b(Bs, kk * 32, wn, k=32, n=WN), acc)
         return acc
 
+    origins = warp_origins(BM, BN, WM, WN)
+    k_loop = double_buffered(stage, step, BK)
+
     @kaio.kernel(block=(nthreads,))
     def matmul_w8a8_mma(a: kaio.In[kaio.i8, 2], b: kaio.In[kaio.i8, 2], sa: kaio.In[f32, 2],
                         sb: kaio.In[f32], c: kaio.Raw[f32, 2]):
@@ -70,21 +75,9 @@ def w8a8_kernel(warp_size: int = 32):
         Bs0 = kaio.shared_array(kaio.i8, (BK, BN + PAD))
         As1 = kaio.shared_array(kaio.i8, (BM, BK + PAD))
         Bs1 = kaio.shared_array(kaio.i8, (BK, BN + PAD))
-        warp = kaio.thread_idx.x // kaio.warp_size
-        wm = (warp // (BN // WN)) * WM
-        wn = (warp % (BN // WN)) * WN
-        row0 = kaio.block_idx.y * BM
-        col0 = kaio.block_idx.x * BN
+        wm, wn, row0, col0 = origins()
         acc = kaio.mma.fill(i32, 0, m=WM, n=WN)
-        stage(As0, Bs0, a, b, row0, col0, 0)
-        kaio.sync()
-        for k0 in range(0, a.shape[1], 2 * BK):
-            stage(As1, Bs1, a, b, row0, col0, k0 + BK)
-            acc = step(As0, Bs0, wm, wn, acc)
-            kaio.sync()
-            stage(As0, Bs0, a, b, row0, col0, k0 + 2 * BK)
-            acc = step(As1, Bs1, wm, wn, acc)
-            kaio.sync()
+        acc = k_loop(As0, Bs0, As1, Bs1, a, b, row0, col0, wm, wn, acc, a.shape[1])
         kaio.mma.store(c, row0 + wm, col0 + wn, acc, row_scale=sa, col_scale=sb)
 
     return matmul_w8a8_mma
