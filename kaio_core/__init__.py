@@ -103,6 +103,7 @@ from .lang import (
     warp_sum,
 )
 from .launch import KernelFunction, kernel
+from .residency import resident
 from .version import __version__
 
 

@@ -24,6 +24,7 @@ from .errors import ArgumentTypeError, LaunchError, public_entry
 from .ir import print_kernel
 from .lang import KaioFunction
 from .options import KernelOptions
+from .residency import substitute
 from .signature import bind, parse_signature
 
 
@@ -205,6 +206,7 @@ class KernelFunction(KaioFunction):
             values = args  # the common call: all arguments positional
         else:
             values = bind(self.name, self.params, args, kwargs)
+        values = substitute(self.name, self.params, values)   # kaio.resident scopes' mirrors
         backend = backends.get_backend(None)
         coarsen = grid is None and block is None
         last = self._last

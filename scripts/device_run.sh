@@ -16,6 +16,7 @@
 #             git archive REV | tar -x -C .baseline), then the current tree's, compared cell by cell
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
+#   resident  benchmarks/bench_resident.py: Jacobi-1D with numpy arguments, in kaio.resident, and manual
 #   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
 #   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
@@ -72,6 +73,7 @@ for step in "$@"; do
               run gemm_ncu 200 "$NCU" --section SpeedOfLight --section WarpStateStats --section Occupancy \
                   --section MemoryWorkloadAnalysis -k regex:gemm python3 scripts/profile_gemm.py ;;
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
+    resident) run bench_resident 200 python3 benchmarks/bench_resident.py ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
     rowsweep) run row_ops_sweep 240 python3 benchmarks/row_ops_sweep.py --out "$OUT" ;;

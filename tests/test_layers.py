@@ -51,7 +51,7 @@ LAYERS = [
     ("frontend", 3, ["kaio.frontend", "kaio.lang", "kaio.math", "kaio.mma", "kaio.signature"]),
     ("backends", 3, ["kaio.backends"]),
     ("api", 4, ["kaio", "kaio.launch", "kaio.device", "kaio.devices", "kaio.graphs", "kaio.blas",
-                "kaio.dlpack", "kaio.checked", "kaio.mpi", "kaio.autotune"]),
+                "kaio.dlpack", "kaio.checked", "kaio.mpi", "kaio.autotune", "kaio.residency"]),
     ("tools", 5, ["kaio.kernels", "kaio.conformance", "kaio.cli", "kaio.showcase", "kaio.bench",
                   "kaio.progress", "kaio.roofline"]),
 ]
