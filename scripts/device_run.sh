@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: install kaio, run the GPU tests, smoke tests and benchmarks,
 # writing every log under $OUT. Usage: scripts/device_run.sh STEP... where STEP is one of
+#   probe     the image's Python, pip packages of interest (mpi4py, nvmath, ...), ncu, mpiexec
+#   fir-fmad  kaio rajaperf FIR with its CUDA twin built with -fmad=false (checksum without contraction)
 #   smoke     kaio info, PTX and LLVM-nvptx smoke tests
 #   gpu       the gpu/cuda-marked tests
 #   suite     the whole test suite with KAIO_BACKEND=cuda (kaio's PTX)
@@ -59,6 +61,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.lo
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/summary.txt" 2>&1
 for step in "$@"; do
   case "$step" in
+    probe) run probe 60 bash -c 'python3 -VV; python3 -m pip list 2>/dev/null | grep -iE "mpi|nvmath|cuda|torch|triton|numpy|llvmlite|cupy|pathfinder"; command -v mpiexec ncu nvcc; ls /usr/local/cuda/lib64 | grep -E "cublas|cufft" | head; nproc' ;;
+    fir-fmad) run fir_fmad 120 env COLUMNS=200 KAIO_RAJAPERF_NVCC_FLAGS=-fmad=false python3 -m kaio.cli rajaperf --backend cuda --variants kaio,cuda --kernels FIR --outdir "$OUT/rajaperf_fir" ;;
     smoke) run info 60 python3 -m kaio.cli info
            run ptx_smoke 120 python3 scripts/ptx_smoke.py
            run llvm_smoke 120 python3 scripts/llvm_nvptx_smoke.py ;;

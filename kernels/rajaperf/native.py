@@ -56,14 +56,17 @@ def nvcc() -> str | None:
 
 def build(out_dir: str | os.PathLike | None = None, arch: str = "native") -> Path:
     """Compile every twin into ``librajaperf.so`` (nvcc -O3, ``-arch=arch``); reuses an earlier
-    build of the same sources and arch. Raises RuntimeError with nvcc's message on failure."""
+    build of the same sources and arch. Extra nvcc flags come from ``KAIO_RAJAPERF_NVCC_FLAGS``
+    (e.g. ``-fmad=false``, to compare checksums without FMA contraction). Raises RuntimeError
+    with nvcc's message on failure."""
     cu = sources()
+    extra = os.environ.get("KAIO_RAJAPERF_NVCC_FLAGS", "").split()
     if not cu:
         raise RuntimeError(f"no rajaperf_*.cu under {SOURCE_DIR}")
     compiler = nvcc()
     if compiler is None:
         raise RuntimeError("nvcc not found (put it on PATH or set CUDA_HOME)")
-    digest = hashlib.sha256(arch.encode())
+    digest = hashlib.sha256(" ".join([arch, *extra]).encode())
     for f in [*cu, SOURCE_DIR / "rajaperf_common.cuh"]:
         digest.update(f.read_bytes())
     base = Path(out_dir) if out_dir else Path(os.environ.get("KAIO_CACHE_DIR") or
@@ -73,7 +76,8 @@ def build(out_dir: str | os.PathLike | None = None, arch: str = "native") -> Pat
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
     tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [compiler, "-O3", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC", "-o", str(tmp), *map(str, cu)]
+    cmd = [compiler, "-O3", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC", *extra,
+           "-o", str(tmp), *map(str, cu)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
