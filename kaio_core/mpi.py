@@ -249,10 +249,35 @@ class Decomposition:
 
     def gather(self, owned, root: int = 0):
         """The global array assembled on ``root`` from every rank's owned slab (numpy or
-        device array of ``owned_shape``); None on the other ranks. For checking results."""
+        device array of ``owned_shape``); None on the other ranks. For checking results.
+
+        Slabs travel as raw buffers, point to point, in pieces under MPI's 2**31-element
+        count limit, so a slab of any size gathers (a pickled gather fails past 2 GiB)."""
         part = owned.to_host() if isinstance(owned, DeviceArray) else np.ascontiguousarray(owned)
-        parts = self.comm.gather(part, root=root)
-        return None if parts is None else np.concatenate(parts, axis=self.axis)
+        if self.rank != root:
+            for piece in _pieces(part):
+                self.comm.Send(piece, dest=root, tag=_GATHER_TAG)
+            return None
+        parts = []
+        for r in range(self.size):
+            if r == self.rank:
+                parts.append(part)
+                continue
+            got = np.empty(self._with_axis(self.sizes[r]), dtype=part.dtype)
+            for piece in _pieces(got):
+                self.comm.Recv(piece, source=r, tag=_GATHER_TAG)
+            parts.append(got)
+        return np.concatenate(parts, axis=self.axis)
+
+
+_GATHER_TAG = 7301
+_PIECE_BYTES = 1 << 30   # well under MPI's int count limit for MPI_BYTE
+
+
+def _pieces(array):
+    """Contiguous byte views of ``array`` of at most _PIECE_BYTES each, in order."""
+    flat = array.reshape(-1).view(np.uint8)
+    return [flat[i:i + _PIECE_BYTES] for i in range(0, flat.size, _PIECE_BYTES)] or [flat]
 
 
 _AXIS0 = "kaio.mpi: device arrays are split along axis 0 (contiguous slabs); this one splits axis {}"
