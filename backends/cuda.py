@@ -156,48 +156,92 @@ class LoadedKernel:
             drv.check("cuLaunchKernel", r, self.name)
 
 
+#: memoryview formats of the flat scalar codes a planned launch writes through a view (f16's
+#: "e" has none: it is packed with struct)
+_VIEW_CODES = frozenset("bBhHiIqQfd")
+
+#: the planned launch, as source: one function per signature, with that signature's constants
+#: (``run_env``) as globals, so a launch is one Python frame with no loops (issue 15: the
+#: checked call within 1.2x of a raw cuLaunchKernel)
+_RUN = """
+def run(args, shared_bytes, stream):
+{guard}    if shared_bytes > LIMIT or capture.graph is not None:
+        return DECLINE(args, shared_bytes, stream)
+    hstream = 0 if stream is None else stream_handle(stream)
+    if tls.current is not CTX:
+        CTX.make_current()
+    try:
+        mine = local.mine
+    except AttributeError:  # this thread's first launch of the signature
+        mine = local.mine = per_thread()
+{writes}    r = cu_launch(FUNCTION, GX, GY, GZ, BX, BY, BZ, shared_bytes + OWN, hstream, mine[0], 0)
+    drv.last_launched = NAME
+    if r[0]:  # CUresult is an int enum: nonzero is an error
+        drv.check("cuLaunchKernel", r, NAME)
+    return True
+"""
+
+
 def planned_launcher(lk: LoadedKernel, ctx, rt, grid, block, values: list, scalars: list):
     """``launch(args, shared_bytes, stream) -> bool`` for one argument signature of ``lk`` on
     ``ctx``: parameter buffers of its own with ``values`` (flat, ABI order) packed once, into
-    which a launch writes only the scalars (``scalars``: (flat index, argument index) pairs).
-    The driver reads the buffer during the call, with the GIL released, so each thread has a
-    buffer of its own (no lock on the hot path). It returns False, launching nothing, where the
-    full path must run: above 48 KiB of dynamic shared memory (the function must opt in first)
-    or in a graph capture (which counts its launches)."""
+    which a launch writes only the scalars (``scalars``: (flat index, argument index) pairs),
+    each through a memoryview of its slot. The driver reads the buffer during the call, with the
+    GIL released, so each thread has a buffer of its own (no lock on the hot path). It returns
+    False, launching nothing, where the full path must run: above 48 KiB of dynamic shared
+    memory (the function must opt in first) or in a graph capture (which counts its launches).
+    ``launch.guarded(plan, full)`` is the same launch behind ``plan``'s guard
+    (:meth:`LaunchPlan.guard_source`): False where the arguments do not match, ``full(args,
+    shared_bytes, stream)`` where this launch declines (made once per plan)."""
     packer = lk.packer
+    convert = dict(packer.convert)
+    view_slots = [(i, f) for f, i in scalars if packer.codes[f] in _VIEW_CODES]
+    struct_slots = [(i, f) for f, i in scalars if packer.codes[f] not in _VIEW_CODES]
 
-    def packed() -> tuple:
+    def per_thread() -> tuple:
+        """(kernelParams address, a view per view slot, the buffers they keep alive)."""
         buffer, pointers, address = packer.new_buffer()
         packer.struct.pack_into(buffer, 0, *values)
-        return buffer, address, pointers
+        raw = memoryview(buffer).cast("B")
+        views = [raw[packer.offsets[f]:packer.offsets[f] + struct.calcsize(packer.codes[f])]
+                 .cast(packer.codes[f]) for _, f in view_slots]
+        return (address, *views, buffer, pointers)
 
-    convert = dict(packer.convert)
-    slots = [(i, struct.Struct("=" + packer.codes[f]).pack_into, packer.offsets[f], convert.get(f))
-             for f, i in scalars]
-    cu_launch, function, name, own = lk._cuLaunchKernel, lk.function, lk.name, lk.own_shared
     (gx, gy, gz), (bx, by, bz) = grid, block
-    limit, tls, capture = _DEFAULT_DYN_SHARED - own, drv.current_context, capture_state
-    mine = threading.local()
+    env = {"LIMIT": _DEFAULT_DYN_SHARED - lk.own_shared, "capture": capture_state,
+           "stream_handle": rt.stream_handle, "tls": drv.current_context, "CTX": ctx,
+           "local": threading.local(), "per_thread": per_thread, "cu_launch": lk._cuLaunchKernel,
+           "FUNCTION": lk.function, "GX": gx, "GY": gy, "GZ": gz, "BX": bx, "BY": by, "BZ": bz,
+           "OWN": lk.own_shared, "NAME": lk.name, "drv": drv, "DECLINE": lambda *a: False}
+    writes = []
+    for k, (i, f) in enumerate(view_slots, 1):
+        env[f"CONV{f}"] = convert.get(f)
+        value = f"args[{i}]" if f not in convert else f"CONV{f}(args[{i}])"
+        writes.append(f"    mine[{k}][0] = {value}\n")
+    for i, f in struct_slots:  # f16: struct's "e"
+        env[f"PACK{f}"] = struct.Struct("=" + packer.codes[f]).pack_into
+        env[f"OFF{f}"] = packer.offsets[f]
+        writes.append(f"    PACK{f}(mine[-2], OFF{f}, args[{i}])\n")
+    writes = "".join(writes)
+    launch = _compile_run(env, "", writes)
+    made = []  # the guarded launch, made once (a launcher serves one plan)
 
-    def launch(args, shared_bytes, stream) -> bool:
-        if shared_bytes > limit or capture.graph is not None:
-            return False
-        hstream = 0 if stream is None else rt.stream_handle(stream)
-        if tls.current is not ctx:
-            ctx.make_current()
-        try:
-            buffer, address, _ = mine.buffer
-        except AttributeError:  # this thread's first launch of the signature
-            buffer, address, _ = mine.buffer = packed()
-        for i, pack, offset, conv in slots:
-            pack(buffer, offset, args[i] if conv is None else conv(args[i]))
-        r = cu_launch(function, gx, gy, gz, bx, by, bz, shared_bytes + own, hstream, address, 0)
-        drv.last_launched = name
-        if r[0]:  # CUresult is an int enum: nonzero is an error
-            drv.check("cuLaunchKernel", r, name)
-        return True
-
+    def guarded(plan, full):
+        if not made:
+            genv = dict(env, DECLINE=full)
+            guard = plan.guard_source(genv)
+            made.append(_compile_run(genv, guard, writes))
+        return made[0]
+    launch.guarded = guarded
     return launch
+
+
+def _compile_run(env: dict, guard: str, writes: str):
+    """:data:`_RUN` with its guard and scalar writes, as a function whose globals are ``env``."""
+    code = compile(_RUN.format(guard=guard, writes=writes), "<kaio planned launch>", "exec")
+    scope = dict(env)
+    exec(code, scope)
+    return scope["run"]
 
 
 def _param_plan(compiled: Compiled) -> list:
@@ -294,6 +338,19 @@ class CudaBackend(Backend):
             fast = plan.data = self._planned_launcher(compiled, plan, args)
         if not (fast and fast(args, shared_bytes, stream)):
             self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
+
+    def _guarded_launch(self, compiled: Compiled, plan):
+        """``run(args, shared_bytes, stream) -> bool`` for a repeated call (kaio.launch): the
+        plan's guard and its launcher in one function, False where the arguments do not match
+        the plan; None where the plan has no launcher of its own (it runs ``_launch``)."""
+        fast = plan.data
+        if not fast:
+            return None
+
+        def full(args, shared_bytes, stream) -> bool:
+            self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
+            return True
+        return fast.guarded(plan, full)
 
     def _planned_launcher(self, compiled: Compiled, plan, args):
         """The plan's launcher when every buffer is a live kaio array of this device (the plan's

@@ -447,6 +447,24 @@ class LaunchPlan:
                 return False
         return True
 
+    def guard_source(self, env: dict) -> str:
+        """:meth:`matches` as the opening lines of a function of ``args`` (indented, one test
+        per argument, ``return False`` where one fails), for a backend that compiles its planned
+        launch into one function; the objects the lines name are added to ``env``."""
+        lines = [f"if len(args) != {self.nargs}: return False"]
+        for i, cls, rt, ptr, shape, dtype in self.buffers:
+            env.update({f"CLS{i}": cls, f"RT{i}": rt, f"PTR{i}": ptr, f"SHAPE{i}": shape,
+                        f"DTYPE{i}": dtype})
+            lines += [f"a = args[{i}]",
+                      f"if type(a) is not CLS{i} or a.ptr != PTR{i} or a.dtype is not DTYPE{i}: "
+                      "return False",
+                      f"if a.runtime is not RT{i} or a.shape is not SHAPE{i} and a.shape != SHAPE{i}: "
+                      "return False"]
+        for i, ty, lo, hi in self.scalars:
+            env.update({f"TY{i}": ty, f"LO{i}": lo, f"HI{i}": hi})
+            lines += [f"a = args[{i}]", f"if type(a) is not TY{i} or not LO{i} <= a <= HI{i}: return False"]
+        return "".join(f"    {line}\n" for line in lines)
+
 
 def _grid_for(part, shape, grid, block, declared, buffer, kernel) -> tuple:
     """A grid for the declared block where the partition's default launch has another block:

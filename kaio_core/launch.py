@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import backends
+from . import backends, residency, warm
 from .backends.launch_checks import normalize_launch, plain_dims, plan_launch
 from .backends.runtime import DeviceArray
 from .checked import fault_record, raise_fault
@@ -24,7 +24,7 @@ from .errors import ArgumentTypeError, LaunchError, public_entry
 from .ir import print_kernel
 from .lang import KaioFunction
 from .options import KernelOptions
-from .residency import substitute
+from .residency import substitute, swap
 from .signature import bind, parse_signature
 
 
@@ -66,6 +66,8 @@ class KernelFunction(KaioFunction):
         self._lock = threading.Lock()
         self._has_consts = any(p.kind == "const" for p in self.params)
         self._buffers = [i for i, p in enumerate(self.params) if p.kind == "buffer"]
+        # (index, written) per buffer: what a kaio.resident scope swaps (residency.swap)
+        self._resident = [(i, self.params[i].spec.intent != "in") for i in self._buffers]
         self._last = (None, None, None, None)  # (backend, settings, coarsen, Compiled) of the last call
         self._auto = _BoundLaunch(self, None, None, 0, None)  # k(args): kaio picks the shape
         self._configs: dict = {}  # k[grid, block(, shared)] as written -> its _BoundLaunch
@@ -136,7 +138,9 @@ class KernelFunction(KaioFunction):
         be = backend if hasattr(backend, "compile") else backends.get_backend(backend)
         checked = self.options.checked  # None: KAIO_CHECKED decides, so it is part of the key
         portable = self.options.portable  # likewise KAIO_PORTABLE
-        coarsen = bool(coarsen and self.coarsening())
+        # as asked (the warm path knows the coarsening without the frontend's analysis)
+        coarsen = bool(coarsen and self.options.block is None
+                       and "coarsen" not in self.options.disabled_passes)
         key = (id(be), tuple(sorted(consts.items())) if consts else (),
                settings().checked if checked is None else checked, coarsen,
                settings().portable if portable is None else portable)
@@ -145,7 +149,7 @@ class KernelFunction(KaioFunction):
         # freed backend's id reused by another would otherwise return the wrong Compiled
         if hit is not None and hit[0] is be:
             return hit[1]
-        c = be.compile(self.specialize_ir(consts, coarsen), self.options)
+        c = warm.compile_kernel(self, be, consts, coarsen)  # the disk cache, then the frontend
         self._compiled[key] = (be, c)
         return c
 
@@ -189,8 +193,11 @@ class KernelFunction(KaioFunction):
 
     def __call__(self, *args, **kwargs):
         bound = self._auto
-        if bound.recent and not kwargs and _launch_recent(bound, args):
-            return None
+        if bound.recent and not kwargs:
+            if residency.active:  # a scope is open in some thread: its mirrors, if this one's
+                args = swap(self._resident, args)
+            if _launch_recent(bound, args):
+                return None
         return bound._checked(args, kwargs)
 
     def on(self, stream) -> "_BoundLaunch":
@@ -238,7 +245,7 @@ class KernelFunction(KaioFunction):
         plan, checked_args = plan_launch(compiled, grid, block, runtime)
         backend._launch_planned(compiled, plan, checked_args, shared_bytes, stream)
         if plan.nargs >= 0 and not kwargs and not self._has_consts:
-            bound.remember((backend, st, compiled, plan))
+            bound.remember(backend, st, compiled, plan)
 
     def __repr__(self):
         return f"<kaio.kernel {self.name}({', '.join(p.name for p in self.params)})>"
@@ -275,28 +282,50 @@ class _BoundLaunch:
 
     def __call__(self, *args, **kwargs):
         if self.recent and not kwargs:  # _launch_recent, inline: this is the hot path
+            if residency.active:
+                args = swap(self.kernel._resident, args)
             be, st = backends.get_backend(None), settings()
-            for e_be, e_st, compiled, plan in self.recent:
-                if e_be is be and e_st is st and plan.matches(args):
-                    return be._launch_planned(compiled, plan, args, self.shared, self.stream)
+            for e_be, e_st, run, _ in self.recent:
+                if e_be is be and e_st is st and run(args, self.shared, self.stream):
+                    return None
         return self._checked(args, kwargs)
 
     @public_entry
     def _checked(self, args, kwargs):
         return self.kernel._launch(self, args, kwargs)
 
-    def remember(self, entry) -> None:
-        if not any(e[3] is entry[3] and e[0] is entry[0] and e[1] is entry[1] for e in self.recent):
-            self.recent = (entry, *self.recent[:_RECENT - 1])  # one assignment: thread-safe
+    def remember(self, backend, st, compiled, plan) -> None:
+        """Keep ``plan`` (checked on ``backend`` under settings ``st``) among the recent ones."""
+        if any(e[3] is plan and e[0] is backend and e[1] is st for e in self.recent):
+            return
+        entry = (backend, st, _guarded_launch(backend, compiled, plan), plan)
+        self.recent = (entry, *self.recent[:_RECENT - 1])  # one assignment: thread-safe
+
+
+def _guarded_launch(backend, compiled, plan):
+    """``run(args, shared_bytes, stream) -> bool``: launch ``args`` through ``plan`` if they
+    match it (:meth:`LaunchPlan.matches`), else False. The backend's own where it has one (the
+    CUDA backend compiles the guard and the launch into one function)."""
+    own = getattr(backend, "_guarded_launch", None)
+    fused = own(compiled, plan) if own is not None else None
+    if fused is not None:
+        return fused
+    matches, launch = plan.matches, backend._launch_planned
+
+    def run(args, shared_bytes, stream) -> bool:
+        if not matches(args):
+            return False
+        launch(compiled, plan, args, shared_bytes, stream)
+        return True
+    return run
 
 
 def _launch_recent(bound: _BoundLaunch, args) -> bool:
     """Launch ``args`` through one of ``bound``'s recent plans, if they match one on this
     thread's backend and the current settings (which pick the Compiled); False otherwise."""
     be, st = backends.get_backend(None), settings()
-    for e_be, e_st, compiled, plan in bound.recent:
-        if e_be is be and e_st is st and plan.matches(args):
-            be._launch_planned(compiled, plan, args, bound.shared, bound.stream)
+    for e_be, e_st, run, _ in bound.recent:
+        if e_be is be and e_st is st and run(args, bound.shared, bound.stream):
             return True
     return False
 

@@ -20,7 +20,8 @@ residency scope keeps the arrays it names on the device instead:
   disagree with the mirror); pass the array itself.
 
 Scopes nest (the innermost that names an array serves it) and belong to the thread that opened
-them.
+them. A launch swaps in the mirrors (:func:`swap`) before its repeated-call fast path, so a loop
+inside a scope launches as one on device arrays does: checked once per signature.
 """
 from __future__ import annotations
 
@@ -28,10 +29,18 @@ import threading
 
 import numpy as np
 
-from .device import to_device
 from .errors import ArgumentTypeError, ArgumentValueError
 
 _local = threading.local()
+_count_lock = threading.Lock()
+#: scopes open in any thread: a launch looks for this thread's only while some are
+active = 0
+
+
+def _opened(n: int) -> None:
+    global active
+    with _count_lock:
+        active += n
 
 
 def _scopes() -> list:
@@ -53,7 +62,9 @@ class Residency:
                 raise ArgumentValueError(f"kaio.resident: argument {i} must be a C-contiguous, "
                                          "writable numpy array (np.ascontiguousarray makes one)")
         self.arrays = list(arrays)
-        self._mirror: dict[int, object] = {}     # id(array) -> device mirror
+        # id(array) -> device mirror; self.arrays keeps each array alive, so while the scope is
+        # open an id found here is that very array (no other live object has its id)
+        self._mirror: dict[int, object] = {}
         self._written: set[int] = set()
 
     # --- the scope ---------------------------------------------------------------------------
@@ -67,10 +78,12 @@ class Residency:
             self._free()
             raise
         _scopes().append(self)
+        _opened(1)
         return self
 
     def __exit__(self, *exc) -> None:
         _scopes().remove(self)
+        _opened(-1)
         try:
             for a in self.arrays:
                 if id(a) in self._written:
@@ -107,29 +120,49 @@ def resident(*arrays: np.ndarray) -> Residency:
     return Residency(arrays)
 
 
-def substitute(kernel_name: str, params, values):
-    """``values`` with each resident numpy argument replaced by its device mirror (the innermost
-    open scope's), or ``values`` itself when no scope is open on this thread."""
+def swap(buffers, args):
+    """``args`` with each argument that is an array resident in an open scope of this thread
+    replaced by its device mirror (the innermost scope's), marked written where the parameter is
+    not ``kaio.In``; ``args`` itself when none is. ``buffers``: (argument index, written) of the
+    kernel's buffer parameters. Anything else (views of resident arrays too) is left for the
+    checked path (:func:`substitute`)."""
     scopes = getattr(_local, "scopes", None)
     if not scopes:
-        return values
-    out = list(values)
-    for i, (p, v) in enumerate(zip(params, values)):
-        if p.kind != "buffer" or not isinstance(v, np.ndarray):
+        return args
+    out = None
+    for i, written in buffers:
+        v = args[i]
+        if not isinstance(v, np.ndarray):
             continue
         for scope in reversed(scopes):
             m = scope._mirror.get(id(v))
-            if m is not None and any(a is v for a in scope.arrays):
+            if m is not None:
+                if out is None:
+                    out = list(args)
                 out[i] = m
-                if p.spec.intent != "in":
+                if written:
                     scope._written.add(id(v))
                 break
-        else:
-            for scope in scopes:
-                for a in scope.arrays:
-                    if np.shares_memory(a, v):
-                        raise ArgumentValueError(
-                            f"kernel '{kernel_name}': parameter '{p.name}' is a view of an array "
-                            "resident in an open kaio.resident scope; it would be copied on its "
-                            "own and disagree with the device copy: pass the array itself")
+    return args if out is None else out
+
+
+def substitute(kernel_name: str, params, values):
+    """``values`` with each resident numpy argument replaced by its device mirror (:func:`swap`),
+    or ``values`` itself when no scope is open on this thread; a view of a resident array is
+    refused (ArgumentValueError)."""
+    scopes = getattr(_local, "scopes", None)
+    if not scopes:
+        return values
+    out = swap([(i, p.spec.intent != "in") for i, p in enumerate(params) if p.kind == "buffer"],
+               values)
+    for p, v in zip(params, out):
+        if p.kind != "buffer" or not isinstance(v, np.ndarray):
+            continue
+        for scope in scopes:
+            for a in scope.arrays:
+                if np.shares_memory(a, v):
+                    raise ArgumentValueError(
+                        f"kernel '{kernel_name}': parameter '{p.name}' is a view of an array "
+                        "resident in an open kaio.resident scope; it would be copied on its "
+                        "own and disagree with the device copy: pass the array itself")
     return out

@@ -162,3 +162,38 @@ def test_backend_launch_tries_the_last_plan_first(reference, monkeypatch):
         be.launch(compiled, grid, block, [True, x, y])
     be.launch(compiled, grid, block, [1.0, x, y])
     np.testing.assert_array_equal(y.to_host(), np.full(8, 4.0, np.float32))
+
+
+def test_cuda_compiled_guard_refuses_what_its_plan_was_not_checked_for(fake, lookups):  # noqa: F811
+    """The CUDA backend compiles a plan's guard and launch into one function
+    (kaio.backends.cuda.planned_launcher): every argument change the plan was not checked for
+    leaves it for the checked path, which raises what it raises there; the good signature stays
+    on it."""
+    pytest.importorskip("kaio.backends.ptx")
+    fake.kernels["_scale"] = scale_impl
+    x = kaio.to_device(np.arange(32, dtype=np.float32))
+    y = kaio.device_array(32, kaio.f32)
+    run = _scale[(1,), (32,)]
+    run(2.0, x, y)
+    run(3.0, x, y)
+    assert len(lookups) == 1 and run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
+    freed = kaio.device_array(32, kaio.f32)
+    run(1.0, x, freed)
+    freed.free()
+    bad = {
+        "dtype": (lambda: run(1.0, kaio.device_array(32, kaio.f64), y), TypeError, "expects dtype f32"),
+        "shape": (lambda: run(1.0, x, kaio.device_array(64, kaio.f32)), kaio.LaunchError, "unowned"),
+        "freed array": (lambda: run(1.0, x, freed), Exception, "freed|released|null|0x0"),
+        "scalar type": (lambda: run(True, x, y), TypeError, "expects a f32 scalar"),
+        "scalar range": (lambda: run(1e39, x, y), ValueError, "overflows"),
+        "argument count": (lambda: run(1.0, x), TypeError, "missing argument"),
+    }
+    for what, (launch, error, match) in bad.items():
+        launched = len(fake.launches)
+        with pytest.raises(error, match=match):
+            launch()
+        assert len(fake.launches) == launched, what
+        looked = len(lookups)
+        run(4.0, x, y)
+        assert len(lookups) == looked, what      # still the fast path
+        np.testing.assert_array_equal(y.to_host(), 4.0 * np.arange(32, dtype=np.float32))

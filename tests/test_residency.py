@@ -5,9 +5,11 @@ transfer counters (kaio.backends.runtime.transfer_stats) show which copies happe
 """
 import numpy as np
 import pytest
+from test_cuda_runtime_fake import fake, scale_impl  # noqa: F401 (the fixture)
+from test_launch_plan_cache import counted_calls
 
 import kaio
-from kaio import f64
+from kaio import f32, f64
 from kaio.backends.runtime import transfer_stats
 
 
@@ -126,3 +128,84 @@ def test_nested_scopes_and_arrays_outside_them(backend):
             jacobi_1d(a, c)          # c is not resident: copied in and out as usual
         np.testing.assert_allclose(b[1:-1], _manual(a0, 1)[1][1:-1], rtol=1e-14)  # inner exit
     np.testing.assert_allclose(c[1:-1], b[1:-1], rtol=0)
+
+
+def _forget(kernel):
+    """Forget the kernel's recent plans (another test's arrays may have had these addresses)."""
+    kernel._configs.clear()
+    kernel._auto.recent = ()
+
+
+def test_launches_in_a_scope_take_the_repeated_call_fast_path(backend, monkeypatch):
+    """Resident arguments resolve to their mirrors before the fast path: one plan lookup per
+    signature, not one per launch, and the write-back still knows what was written."""
+    lookups = counted_calls(monkeypatch, "planned")
+    _forget(jacobi_1d)
+    a0 = _start(seed=7)
+    a, b = a0.copy(), a0.copy()
+    stats = transfer_stats()
+    stats.reset()
+    with kaio.resident(a, b):
+        for _ in range(5):
+            jacobi_1d(a, b)          # a is In only: never marked written
+        for _ in range(4):
+            jacobi_1d[4, 256](b, a)  # an explicit shape: a bound configuration of its own
+        assert stats.snapshot()["htod_copies"] == 2
+        with pytest.raises(kaio.errors.ArgumentValueError, match="view of an array resident"):
+            jacobi_1d(a[:500], b[:500])   # a view still reaches the checked path and its refusal
+        jacobi_1d(a, b)
+    assert lookups == ["jacobi_1d"] * 2  # the two signatures (the view is refused before)
+    want_a, want_b = _manual(a0, 1)
+    for _ in range(4):
+        want_a[1:-1] = 0.3333333333333333 * (want_b[:-2] + want_b[1:-1] + want_b[2:])
+    want_b[1:-1] = 0.3333333333333333 * (want_a[:-2] + want_a[1:-1] + want_a[2:])
+    np.testing.assert_allclose(b, want_b, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(a, want_a, rtol=1e-14, atol=1e-15)
+    assert stats.snapshot()["dtoh_copies"] == 2  # both written (a by the second kernel)
+
+
+def test_the_fast_path_marks_only_written_parameters(backend, monkeypatch):
+    """A resident array passed only as ``kaio.In`` is not copied back; one written on the fast
+    path is (it would be lost otherwise)."""
+    lookups = counted_calls(monkeypatch, "planned")
+    _forget(jacobi_1d)
+    a0 = _start(seed=8)
+    a, b = a0.copy(), np.zeros_like(a0)
+    stats = transfer_stats()
+    with kaio.resident(a, b):
+        for _ in range(3):
+            jacobi_1d(a, b)
+        stats.reset()
+    assert len(lookups) == 1
+    assert stats.snapshot()["dtoh_copies"] == 1  # b only
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_allclose(b[1:-1], _manual(a0, 1)[1][1:-1], rtol=1e-14)
+
+
+@kaio.kernel
+def _scale(a: f32, x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = a * x[i]
+
+
+def test_a_scope_on_the_cuda_driver_launches_through_the_compiled_plan(fake, monkeypatch):  # noqa: F811
+    """On the (fake) CUDA driver, which reads the parameters as the GPU would: launches in a
+    scope go through the plan's compiled guard and launch (kaio.backends.cuda.planned_launcher)
+    with the mirrors' addresses, and only y comes back."""
+    pytest.importorskip("kaio.backends.ptx")
+    fake.kernels["_scale"] = scale_impl
+    lookups = counted_calls(monkeypatch, "planned")
+    x, y = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    stats = transfer_stats()
+    stats.reset()
+    run = _scale[(1,), (32,)]
+    with kaio.resident(x, y) as scope:
+        for step in range(4):
+            run(float(step), x, y)
+        np.testing.assert_array_equal(scope.fetch(y), 3.0 * x)
+        y[:] = 0
+    assert len(lookups) == 1 and len(fake.launches) == 4
+    assert run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
+    np.testing.assert_array_equal(y, 3.0 * x)    # the device's y, copied back over the host's
+    s = stats.snapshot()
+    assert (s["htod_copies"], s["dtoh_copies"]) == (2, 2)  # in on entry; fetch and exit: y only
