@@ -65,6 +65,8 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     params = ",\n".join(f"\t.param .{_abi_param_type(p)} {p.name}" for p in abi.params)
     out = head + ["", f".visible .entry {abi.entry}(", params, ")"]
     out += [f".maxnreg {int(max_registers)}"] if max_registers else []
+    declared = kernel.attrs.get("block")     # the only block a launch may use: ptxas may fold
+    out += [".reqntid {}, {}, {}".format(*declared)] if declared else []   # %ntid, size regs
     out += ["{"]
     out += [f"\t.reg {CLASS_DECL[c]} %{c}<{n}>;" for c, n in r.em.counts.items() if n]
     out += ["\t" + d for d in r.em.decls]
@@ -122,8 +124,12 @@ class _Renderer:
     def _prologue(self):
         em = self.em
         self.mask = FULL_MASK
-        if any(o.opcode in ("shuffle", "vote", "ballot") for o in self.k.walk()):
+        self.linear = None
+        ops = {o.opcode for o in self.k.walk()}
+        if ops & {"shuffle", "vote", "ballot"}:
             self.mask = self._warp_mask()
+        if "mma_copy" in ops:           # every copy_tile reads it: once, dominating them all
+            self._linear_thread()
         for idx, value in enumerate(self.k.args):
             flat = self.abi.for_param(idx)
             t = value.type
@@ -168,8 +174,26 @@ class _Renderer:
         return p
 
     def _linear_thread(self) -> tuple[str, str]:
-        """Registers (this thread's linear id in its block, the block's thread count)."""
+        """Registers (this thread's linear id in its block, the block's thread count), computed
+        once in the prologue (a declared block makes them a few instructions on constants)."""
+        if self.linear is None:
+            self.linear = self._linear_thread_now()
+        return self.linear
+
+    def _linear_thread_now(self) -> tuple[str, str]:
         em = self.em
+        declared = self.k.attrs.get("block")
+        if declared:      # the launch refuses any other block (backends/launch_checks.py)
+            x, y, z = declared
+            lin, tot, ty, tz = (em.tmp("r") for _ in range(4))
+            em.ins(f"mov.u32 {lin}, %tid.x")
+            if y * z > 1:
+                em.ins(f"mov.u32 {ty}, %tid.y")
+                em.ins(f"mov.u32 {tz}, %tid.z")
+                em.ins(f"mad.lo.u32 {ty}, {tz}, {y}, {ty}")
+                em.ins(f"mad.lo.u32 {lin}, {ty}, {x}, {lin}")
+            em.ins(f"mov.u32 {tot}, {x * y * z}")
+            return lin, tot
         r = {n: em.tmp("r") for n in ("tx", "ty", "tz", "nx", "ny", "nz", "lin", "tot")}
         for ax in "xyz":
             em.ins(f"mov.u32 {r['t' + ax]}, %tid.{ax}")
@@ -185,10 +209,10 @@ class _Renderer:
         partial warp of a block whose size is not a multiple of 32 (naming absent lanes in a
         ``.sync`` warp op is not allowed)."""
         em = self.em
-        r = {n: em.tmp("r") for n in ("n", "m")}
-        r["lin"], r["tot"] = self._linear_thread()
-        em.ins(f"and.b32 {r['lin']}, {r['lin']}, 0xFFFFFFE0")      # first thread of the warp
-        em.ins(f"sub.u32 {r['n']}, {r['tot']}, {r['lin']}")
+        r = {n: em.tmp("r") for n in ("n", "m", "first")}
+        lin, tot = self._linear_thread()
+        em.ins(f"and.b32 {r['first']}, {lin}, 0xFFFFFFE0")      # first thread of the warp
+        em.ins(f"sub.u32 {r['n']}, {tot}, {r['first']}")
         em.ins(f"min.u32 {r['n']}, {r['n']}, 32")
         em.ins(f"shl.b32 {r['m']}, 1, {r['n']}")                  # 1 << 32 clamps to 0 ...
         em.ins(f"sub.u32 {r['m']}, {r['m']}, 1")                  # ... so a full warp is 0xffffffff

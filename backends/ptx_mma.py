@@ -393,9 +393,14 @@ def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str,
         em.ins(f"or.b32 {q}, {q}, {_and_const(em, col0, n - 1)}")
         em.ins(f"setp.ne.u32 {p}, {q}, 0")
         em.bra(l_scalar, p)
-        loop(em, rows * cols // n, cols // n, n, tid, T,
-             lambda r, c, valid: _cp_async(em, dst, src, t, pitch, row0, col0, r, c, n, valid),
-             row0, col0, M, K)
+        per_row = cols // n
+        if block_threads and per_row & (per_row - 1) == 0 and block_threads % per_row == 0:
+            _copy_rounds(em, dst, src, t, pitch, rows, per_row, n, tid, block_threads,
+                         row0, col0, M, K)
+        else:
+            loop(em, rows * cols // n, per_row, n, tid, T,
+                 lambda r, c, valid: _cp_async(em, dst, src, t, pitch, row0, col0, r, c, n, valid),
+                 row0, col0, M, K)
         em.bra(l_end)
     em.place(l_scalar)       # the rare unaligned case stays a loop: small code, few registers
     _copy_loop(em, rows * cols, cols, 1, tid, nthreads,
@@ -436,6 +441,7 @@ def _copy_loop(em, units: int, per_row: int, n: int, tid, nthreads, body, row0, 
     top, done = em.label("copy_top"), em.label("copy_done")
     em.ins(f"mov.u32 {u}, {tid}")
     em.place(top)
+    em.ins('.pragma "nounroll"')      # the rare path: keep it small next to the hot loop
     em.ins(f"setp.ge.u32 {p}, {u}, {units}")
     em.bra(done, p)
     _unit(em, u, per_row, n, row0, col0, M, K, body)
@@ -458,6 +464,80 @@ def _copy_unrolled(em, units: int, per_row: int, n: int, tid, T: int, body, row0
         em.bra(skip, p)
         _unit(em, u, per_row, n, row0, col0, M, K, body)
         em.place(skip)
+
+
+def _copy_rounds(em, dst, src, t, pitch: int, rows: int, per_row: int, n: int, tid: str,
+                 T: int, row0: str, col0: str, M: str, K: str) -> None:
+    """The 16-byte path for a declared block of ``T`` threads, ``T`` a multiple of the chunks
+    per row (a power of two): round ``i`` moves rows ``i * T / per_row`` further down, so each
+    thread's column, shared address and source pointer are computed once and every round adds a
+    constant (shared: an immediate offset; global: one 64-bit add). A block-uniform test picks
+    unpredicated copies when the whole tile lies inside src (the interior of a GEMM), and
+    predicated ones with hardware zero fill at the edges."""
+    size = t.itemsize
+    step = T // per_row                          # tile rows per round
+    rounds = -(-rows // step)
+    sh = per_row.bit_length() - 1
+    rb, c, gr, gc, dthr = (em.tmp("r") for _ in range(5))
+    em.ins(f"shr.u32 {rb}, {tid}, {sh}")
+    em.ins(f"and.b32 {c}, {tid}, {per_row - 1}")
+    em.ins(f"shl.b32 {c}, {c}, {n.bit_length() - 1}")
+    em.ins(f"add.s32 {gr}, {row0}, {rb}")
+    em.ins(f"add.s32 {gc}, {col0}, {c}")
+    em.ins(f"mad.lo.u32 {dthr}, {rb}, {pitch}, {c}")
+    em.ins(f"mad.lo.u32 {dthr}, {dthr}, {size}, {dst.base}")
+    lin, j, sthr, stride = (em.tmp("rd") for _ in range(4))
+    em.ins(f"cvt.s64.s32 {lin}, {gr}")
+    em.ins(f"cvt.s64.s32 {j}, {gc}")
+    em.ins(f"mad.lo.s64 {lin}, {lin}, {src.extents64[0]}, {j}")
+    em.ins(f"mad.lo.s64 {sthr}, {lin}, {size}, {src.base}")
+    em.ins(f"mul.lo.s64 {stride}, {src.extents64[0]}, {step * size}")
+    # the whole tile inside src (uniform over the block): no predicates at all
+    edge, done = em.label("copy_edge"), em.label("copy_done")
+    last_row, last_col, p, q = em.tmp("r"), em.tmp("r"), em.tmp("p"), em.tmp("p")
+    em.ins(f"add.s32 {last_row}, {row0}, {rows}")
+    em.ins(f"add.s32 {last_col}, {col0}, {per_row * n}")
+    em.ins(f"setp.gt.u32 {p}, {last_row}, {M}")
+    em.ins(f"setp.gt.or.u32 {q}, {last_col}, {K}, {p}")
+    em.bra(edge, q)
+    partial = rows % step
+
+    def rounds_of(body):
+        a = sthr
+        for i in range(rounds):
+            skip = None
+            if partial and i == rounds - 1:       # only the first `partial` rows of this round
+                skip, ps = em.label("copy_skip"), em.tmp("p")
+                em.ins(f"setp.ge.u32 {ps}, {rb}, {partial}")
+                em.bra(skip, ps)
+            body(i, a)
+            if i + 1 < rounds:
+                nxt = em.tmp("rd")
+                em.ins(f"add.s64 {nxt}, {a}, {stride}")
+                a = nxt
+            if skip:
+                em.place(skip)
+
+    def inside(i, a):
+        em.ins(f"cp.async.cg.shared.global [{dthr}+{i * step * pitch * size}], [{a}], 16")
+
+    rounds_of(inside)
+    em.bra(done)
+    em.place(edge)
+    colok = em.tmp("p")
+    em.ins(f"setp.lt.u32 {colok}, {gc}, {K}")
+
+    def at_edge(i, a):
+        r, v, nb = em.tmp("r"), em.tmp("p"), em.tmp("r")
+        sa = em.tmp("rd")
+        em.ins(f"add.s32 {r}, {gr}, {i * step}")
+        em.ins(f"setp.lt.and.u32 {v}, {r}, {M}, {colok}")
+        em.ins(f"selp.b64 {sa}, {a}, {src.base}, {v}")   # never form an address outside src
+        em.ins(f"selp.u32 {nb}, 16, 0, {v}")
+        em.ins(f"cp.async.cg.shared.global [{dthr}+{i * step * pitch * size}], [{sa}], 16, {nb}")
+
+    rounds_of(at_edge)
+    em.place(done)
 
 
 def _dst_addr(em, dst, pitch, size, r, c) -> str:

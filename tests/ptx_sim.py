@@ -332,7 +332,8 @@ class Machine:
             if opc[0] == "cp":     # cp.async: modelled as a synchronous copy (zero fill past src-size)
                 if opc[2] == "cg" or opc[2] == "ca":
                     dst, src = self.addr(ops[0]), self.addr(ops[1])
-                    n, got = int(ops[2]), self.get(ops[3], "u32")
+                    n = int(ops[2])
+                    got = self.get(ops[3], "u32") if len(ops) > 3 else n   # src-size: all of it
                     if dst % 16 or src % 16:
                         raise PtxError(f"misaligned cp.async {dst:#x} <- {src:#x}")
                     data = bytes(self.mem["global"][src:src + got]) + bytes(n - got)

@@ -167,6 +167,46 @@ def test_copy_tile_ptx_in_the_simulator(cols, col0):
     np.testing.assert_array_equal(o[:, :32], want)
 
 
+@kaio.kernel(block=(64,))
+def staged_declared(A: kaio.In[kaio.f16, 2], O: kaio.Raw[kaio.f16, 2], row0: kaio.i32,
+                    col0: kaio.i32):
+    """A declared block: the 16-byte copy in rounds of 16 rows (4 chunks per row, 64 threads),
+    24 rows = one full round and a half one."""
+    S = kaio.shared_array(kaio.f16, (24, 40))
+    kaio.mma.copy_tile(S, A, row0, col0, cols=32)
+    kaio.sync()
+    for e in range(kaio.thread_idx.x, 24 * 40, 64):
+        O[e // 40, e % 40] = S[e // 40, e % 40]
+
+
+@pytest.mark.parametrize("row0,col0", [(8, 8), (0, 16), (50, 8), (8, 24), (60, 40)])
+@pytest.mark.parametrize("where", ["backend", "ptx"])
+def test_declared_block_copy_rounds(backend, where, row0, col0):
+    """Inside the 64 x 48 source (no predicates: (8, 8), (0, 16)) and across its bottom, right
+    or both edges (zero fill): the strength-reduced rounds and the half round place every
+    chunk, in kaio's PTX (simulator) and on the current backend."""
+    a = (np.arange(64 * 48) % 2000).reshape(64, 48).astype(np.float16)
+    o = np.full((24, 40), -1, np.float16)
+    if where == "ptx":
+        _sim(staged_declared, [a, o, row0, col0], (1, 1, 1), (64, 1, 1))
+    else:
+        staged_declared[1, 64](a, o, row0, col0)
+    want = np.zeros((24, 32), np.float16)
+    part = a[row0:row0 + 24, col0:col0 + 32]
+    want[:part.shape[0], :part.shape[1]] = part
+    np.testing.assert_array_equal(o[:, :32], want)
+
+
+def test_declared_block_copy_is_strength_reduced():
+    """One address computation per copy, then a constant per round: the shared side an
+    immediate offset, the global side one 64-bit add; both the unpredicated and the
+    zero-filling form are present, and %ntid is never read (``.reqntid``)."""
+    ptx = staged_declared.emit("ptx", "sm_90")
+    assert ".reqntid 64, 1, 1" in ptx and "%ntid" not in ptx
+    assert ptx.count("cp.async.cg.shared.global") == 2 + 2      # two rounds, each form
+    assert "+1280], [" in ptx                                    # round 2: 16 rows x 80 bytes
+
+
 def test_copy_tile_in_a_loop_without_a_barrier_is_refused():
     with pytest.raises(kaio.CompileError, match="copy_tile in a loop without kaio.sync"):
         @kaio.kernel
