@@ -19,9 +19,11 @@ residency scope keeps the arrays it names on the device instead:
   view or slice of a resident array to a kernel is refused (it would be copied on its own and
   disagree with the mirror); pass the array itself.
 
-Scopes nest (the innermost that names an array serves it) and belong to the thread that opened
-them. A launch swaps in the mirrors (:func:`swap`) before its repeated-call fast path, so a loop
-inside a scope launches as one on device arrays does: checked once per signature.
+Scopes nest and belong to the thread that opened them; an inner scope naming an array an outer
+one holds already shares its mirror (no copy in; on its exit a copy back if written, the mirror
+kept for the outer scope). A launch swaps in the mirrors (:func:`swap`) before its
+repeated-call fast path, so a loop inside a scope launches as one on device arrays does: checked
+once per signature.
 """
 from __future__ import annotations
 
@@ -31,23 +33,29 @@ import numpy as np
 
 from .errors import ArgumentTypeError, ArgumentValueError
 
-_local = threading.local()
+
+class _Local(threading.local):
+    scopes = ()    # this thread's open scopes, innermost last
+    table = None   # id(array) -> its entry [mirror, written], over all of them (None: no scope)
+
+
+_local = _Local()
 _count_lock = threading.Lock()
 #: scopes open in any thread: a launch looks for this thread's only while some are
 active = 0
 
 
-def _opened(n: int) -> None:
+def _opened(scope, n: int) -> None:
+    """Open (n=1) or close (n=-1) ``scope`` in this thread."""
     global active
+    scopes = _local.scopes
+    _local.scopes = (*scopes, scope) if n > 0 else tuple(s for s in scopes if s is not scope)
+    table = {}
+    for s in _local.scopes:
+        table.update(s._entries)
+    _local.table = table or None
     with _count_lock:
         active += n
-
-
-def _scopes() -> list:
-    s = getattr(_local, "scopes", None)
-    if s is None:
-        s = _local.scopes = []
-    return s
 
 
 class Residency:
@@ -62,39 +70,46 @@ class Residency:
                 raise ArgumentValueError(f"kaio.resident: argument {i} must be a C-contiguous, "
                                          "writable numpy array (np.ascontiguousarray makes one)")
         self.arrays = list(arrays)
-        # id(array) -> device mirror; self.arrays keeps each array alive, so while the scope is
-        # open an id found here is that very array (no other live object has its id)
-        self._mirror: dict[int, object] = {}
-        self._written: set[int] = set()
+        # id(array) -> [device mirror, written by a kernel]; self.arrays keeps each array alive,
+        # so while the scope is open an id found here is that very array (no other live object
+        # has its id). An entry an outer scope holds is shared, not owned (not freed here).
+        self._entries: dict[int, list] = {}
+        self._owned: list = []
 
     # --- the scope ---------------------------------------------------------------------------
     def __enter__(self) -> "Residency":
         from .device import to_device  # lazy: import time, ~60 ms (the backends)
+        outer = _local.table or {}
         try:
             for a in self.arrays:
-                if id(a) not in self._mirror:
-                    self._mirror[id(a)] = to_device(a)
+                if id(a) in self._entries:
+                    continue
+                e = outer.get(id(a))
+                if e is None:
+                    e = [to_device(a), False]
+                    self._owned.append(e[0])
+                self._entries[id(a)] = e
         except BaseException:
             self._free()
             raise
-        _scopes().append(self)
-        _opened(1)
+        _opened(self, 1)
         return self
 
     def __exit__(self, *exc) -> None:
-        _scopes().remove(self)
-        _opened(-1)
+        _opened(self, -1)
         try:
             for a in self.arrays:
-                if id(a) in self._written:
-                    self._mirror[id(a)].copy_to_host(a)
+                mirror, written = self._entries[id(a)]
+                if written:
+                    mirror.copy_to_host(a)
         finally:
             self._free()
 
     def _free(self) -> None:
-        for m in self._mirror.values():
+        for m in self._owned:
             m.free()
-        self._mirror.clear()
+        self._owned.clear()
+        self._entries.clear()
 
     # --- host access inside the scope ----------------------------------------------------------
     def fetch(self, a: np.ndarray) -> np.ndarray:
@@ -107,10 +122,10 @@ class Residency:
         self._own(a).copy_from_host(a)
 
     def _own(self, a):
-        m = self._mirror.get(id(a))
-        if m is None:
+        e = self._entries.get(id(a))
+        if e is None:
             raise ArgumentValueError("kaio.resident: this array is not resident in this scope")
-        return m
+        return e[0]
 
 
 def resident(*arrays: np.ndarray) -> Residency:
@@ -122,27 +137,25 @@ def resident(*arrays: np.ndarray) -> Residency:
 
 def swap(buffers, args):
     """``args`` with each argument that is an array resident in an open scope of this thread
-    replaced by its device mirror (the innermost scope's), marked written where the parameter is
-    not ``kaio.In``; ``args`` itself when none is. ``buffers``: (argument index, written) of the
-    kernel's buffer parameters. Anything else (views of resident arrays too) is left for the
-    checked path (:func:`substitute`)."""
-    scopes = getattr(_local, "scopes", None)
-    if not scopes:
+    replaced by its device mirror, marked written where the parameter is not ``kaio.In``;
+    ``args`` itself when none is. ``buffers``: (argument index, written) of the kernel's buffer
+    parameters. Anything else (views of resident arrays too) is left for the checked path
+    (:func:`substitute`)."""
+    table = _local.table
+    if table is None:
         return args
     out = None
-    for i, written in buffers:
-        v = args[i]
-        if not isinstance(v, np.ndarray):
-            continue
-        for scope in reversed(scopes):
-            m = scope._mirror.get(id(v))
-            if m is not None:
+    try:
+        for i, written in buffers:
+            e = table.get(id(args[i]))
+            if e is not None:
                 if out is None:
                     out = list(args)
-                out[i] = m
+                out[i] = e[0]
                 if written:
-                    scope._written.add(id(v))
-                break
+                    e[1] = True
+    except IndexError:  # too few arguments: the checked path says so
+        return args
     return args if out is None else out
 
 
@@ -150,7 +163,7 @@ def substitute(kernel_name: str, params, values):
     """``values`` with each resident numpy argument replaced by its device mirror (:func:`swap`),
     or ``values`` itself when no scope is open on this thread; a view of a resident array is
     refused (ArgumentValueError)."""
-    scopes = getattr(_local, "scopes", None)
+    scopes = _local.scopes
     if not scopes:
         return values
     out = swap([(i, p.spec.intent != "in") for i, p in enumerate(params) if p.kind == "buffer"],

@@ -209,3 +209,32 @@ def test_a_scope_on_the_cuda_driver_launches_through_the_compiled_plan(fake, mon
     np.testing.assert_array_equal(y, 3.0 * x)    # the device's y, copied back over the host's
     s = stats.snapshot()
     assert (s["htod_copies"], s["dtoh_copies"]) == (2, 2)  # in on entry; fetch and exit: y only
+
+
+def test_an_inner_scope_shares_the_outer_scopes_mirror(backend):
+    """An array resident in an outer scope and named again by an inner one keeps one mirror:
+    the inner scope neither copies the stale host array in nor frees the mirror on exit."""
+    a0 = _start(seed=9)
+    a, b = a0.copy(), np.zeros_like(a0)
+    stats = transfer_stats()
+    stats.reset()
+    with kaio.resident(a, b):
+        jacobi_1d(a, b)                  # b's mirror holds the step; the host b is stale (zeros)
+        with kaio.resident(b):
+            jacobi_1d(b, a)              # reads b's mirror: the step, not the host's zeros
+        np.testing.assert_allclose(b[1:-1], _manual(a0, 1)[1][1:-1], rtol=1e-14)  # inner exit
+        jacobi_1d(a, b)                  # the mirror is still the outer scope's, alive
+    want_a, want_b = a0.copy(), np.zeros_like(a0)
+    for src, dst in ((want_a, want_b), (want_b, want_a), (want_a, want_b)):
+        dst[1:-1] = 0.3333333333333333 * (src[:-2] + src[1:-1] + src[2:])
+    np.testing.assert_allclose(a, want_a, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(b, want_b, rtol=1e-14, atol=1e-15)
+    assert stats.snapshot()["htod_copies"] == 2  # a and b once, on the outer entry
+
+
+def test_a_launch_with_too_few_arguments_in_a_scope_says_so(backend):
+    a, b = _start(seed=10), np.zeros(1000)
+    with kaio.resident(a, b):
+        jacobi_1d(a, b)
+        with pytest.raises(TypeError, match="missing argument"):
+            jacobi_1d(a)
