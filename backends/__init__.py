@@ -138,6 +138,9 @@ class _Local(threading.local):
 
 
 _tls = _Local()
+#: whether any thread has chosen a device (until then get_backend skips the thread-local read,
+#: which is on every launch's path)
+_devices_chosen = False
 
 
 def backend_class(name: str):
@@ -167,6 +170,8 @@ def get_backend(name: str | None = None) -> Backend:
         if not ok:
             raise BackendUnavailable(f"backend '{name}' is unavailable: {why}")
         be = _instances.setdefault(name, backend_class(name)())
+    if not _devices_chosen:
+        return be
     device = _tls.device
     return be if device is None else be.on_device(device)
 
@@ -180,6 +185,7 @@ def current_device() -> int:
 def set_device(device: int | None) -> None:
     """Make ``device`` (an ordinal of the current backend) this thread's current device; None
     goes back to the backend's default (``KAIO_CUDA_DEVICE``, ``KAIO_HIP_DEVICE``, 0)."""
+    global _devices_chosen
     if device is not None:
         if isinstance(device, bool) or not isinstance(device, int):
             raise TypeError(f"set_device: a device is an int ordinal, got {type(device).__name__}")
@@ -189,6 +195,7 @@ def set_device(device: int | None) -> None:
             raise ValueError(f"set_device({device}): the {be.name} backend has {n} device(s), "
                              f"0 to {n - 1}" + (" (KAIO_REF_DEVICES=N pretends to have N)"
                                                 if be.name == "reference" else ""))
+        _devices_chosen = True
     _tls.device = device
 
 
