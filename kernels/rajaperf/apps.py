@@ -156,11 +156,16 @@ def del_dot_vec_2d(x: kaio.In[f64], y: kaio.In[f64], fx: kaio.In[f64], fy: kaio.
         div[ii] = dfxdx + dfydy + affine
 
 
+FIR_TAPS = 16                   # the suite's FIR_COEFFLEN, a compile-time constant there too
+
+
 @kaio.kernel
 def fir(inp: kaio.In[f64], coeff: kaio.In[f64], out: kaio.Out[f64]):
+    """out[i] = sum_j coeff[j] inp[i + j] over the suite's 16 taps, added in order (unrolled,
+    as nvcc unrolls the suite's loop over its constant length; the launch checks coeff has 16)."""
     for i in out.owned():
         acc = f64(0.0)
-        for j in range(coeff.shape[0]):
+        for j in kaio.static_range(FIR_TAPS):
             acc += coeff[j] * inp[i + j]
         out[i] = acc
 
