@@ -33,18 +33,11 @@ from ..errors import CompileError
 from ..ir import print_kernel
 from ..ir.types import FragType
 from ..options import CompileOptions, KernelOptions
-from ..passes import target_pipeline
-from ..passes.bounds_check import with_record_param
-from ..passes.limits import SHARED_LIMIT, check_static_shared
-from . import ptx_workarounds
-from .abi import SUPPORTED_ARCHS, kernel_abi
-from .codeobject import validate_code_object
-from .llvm import emit_llvm
-from .llvm_compile import link_code_object, llvm_to_asm, llvm_to_object
-from .llvm_mma import WARP, scheme_of, shapes_of
-from .llvm_targets import get_target as llvm_target
-from .llvm_targets import module_flags
-from .ptx import emit_ptx
+from .abi import SUPPORTED_ARCHS
+
+# The passes and the code generators (llvmlite, kaio's PTX emitter, the code-object reader) are
+# imported by the stages that run them, not here: a launch whose code comes from the compile
+# cache (kaio.warm) needs this module's target table only, and those imports took ~100 ms.
 
 
 @dataclass(frozen=True)
@@ -126,12 +119,16 @@ class Target:
 def launched(kernel, options: CompileOptions):
     """The kernel as launched: in checked mode a copy taking the fault record as its last
     parameter (kaio.passes.bounds_check), so every backend's ABI and argument list include it."""
-    return with_record_param(kernel) if options.checked else kernel
+    if not options.checked:
+        return kernel
+    from ..passes.bounds_check import with_record_param
+    return with_record_param(kernel)
 
 
 def lower(kernel, options: CompileOptions):
     """The target pipeline on a copy of ``kernel`` (the frontend's cached IR is shared by every
     target and stays as it is)."""
+    from ..passes import target_pipeline
     return target_pipeline(kernel, options.warp_size, options.fast_math,
                            disabled_passes=options.disabled_passes, checked=options.checked,
                            portable=options.portable)
@@ -142,6 +139,7 @@ def _lowered(a, o):
 
 
 def _ptx(a, o):
+    from .ptx import emit_ptx
     return emit_ptx(a["lowered"], o.target, fast_math=o.fast_math, ptx_version=o.ptx_version,
                     max_registers=o.max_registers)[0]
 
@@ -164,6 +162,10 @@ def _cubin(a, o):
 
 
 def _llvm(a, o):
+    from ..passes.limits import SHARED_LIMIT, check_static_shared
+    from .llvm import emit_llvm
+    from .llvm_targets import get_target as llvm_target
+    from .llvm_targets import module_flags
     _no_fragments(a["lowered"], o.target)
     # the LLVM paths keep shared arrays static: 48 KiB on NVIDIA, the 64 KiB of LDS on AMD
     limit = "amd" if o.target.startswith("gfx") else "llvm"
@@ -177,6 +179,8 @@ def _no_fragments(kernel, target: str) -> None:
     the target (NVVM mma on nvptx64, MFMA on gfx90a/gfx942) laid out for its warp width; any
     other target (gfx1100's WMMA is not lowered) refuses the kernel here, at its first
     fragment op."""
+    from .llvm_mma import WARP, scheme_of, shapes_of
+    from .llvm_targets import get_target as llvm_target
     t = llvm_target(target)
     scheme = scheme_of(t)
     if scheme is not None and WARP[scheme] == t.warp_size:
@@ -207,23 +211,29 @@ def _no_shape(kernel, target: str, shapes: tuple) -> None:
 
 
 def _asm(a, o):
+    from .llvm_compile import llvm_to_asm
     return llvm_to_asm(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
 def _nvptx_ptx(a, o):
+    from . import ptx_workarounds
     return ptx_workarounds.apply(_asm(a, o), o.target)
 
 
 def _object(a, o):
+    from .llvm_compile import llvm_to_object
     return llvm_to_object(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
 def _hsaco(a, o):
+    from .llvm_compile import link_code_object
     return link_code_object(a["object"], a["ir"].name)
 
 
 def _report(a, o):
     """The code object checked against the kernel (metadata, ABI, registers, LDS)."""
+    from .abi import kernel_abi
+    from .codeobject import validate_code_object
     lowered = a["lowered"]
     return validate_code_object(a["hsaco"], lowered, kernel_abi(lowered), o.target, o.warp_size,
                                 o.code_object_version)

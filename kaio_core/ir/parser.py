@@ -18,7 +18,8 @@ _TOKEN = re.compile(r"""
   | (?P<num>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+|inf\b))
   | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>[{}()\[\]<>,:=])
-""", re.VERBOSE)
+  | (?P<bad>.)
+""", re.VERBOSE | re.DOTALL)
 
 
 class ParseError(ValueError):
@@ -29,18 +30,19 @@ _DTYPES = frozenset(t.name for t in dt.ALL)
 
 
 def _tokenize(text: str):
-    pos, toks, line = 0, [], 1
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise ParseError(f"line {line}: unexpected character {text[pos]!r}")
+    # one finditer pass (a warm compile-cache hit parses IR text: kaio.warm); every character
+    # matches some group, ``bad`` the ones no token takes
+    toks, line = [], 1
+    append = toks.append
+    for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind == "ws":
             line += m.group().count("\n")
+        elif kind == "bad":
+            raise ParseError(f"line {line}: unexpected character {m.group()!r}")
         else:
-            toks.append((kind, m.group(), line))
-        pos = m.end()
-    toks.append(("eof", "", line))
+            append((kind, m.group(), line))
+    append(("eof", "", line))
     return toks
 
 

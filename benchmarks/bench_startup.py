@@ -1,0 +1,148 @@
+"""Start-up costs: ``import kaio`` and a kernel's first launch in a fresh process.
+
+    python benchmarks/bench_startup.py [--backend cuda|hip|reference|stub] [--runs 5] [--out DIR]
+
+Each figure comes from a fresh Python process (so nothing is in memory), all sharing one new,
+empty compile-cache directory (``KAIO_CACHE_DIR``):
+
+- ``import kaio``: the import alone, timed inside the child;
+- the first launch of a user kernel (saxpy) and of a library kernel (the general softmax),
+  timed from the call until the result is synchronized, minus the same launch's second call:
+  *cold* (the first process: frontend, passes, code generation, cache writes) and *warm* (later
+  processes: the compile cache on disk, docs/performance.md "Start-up");
+- the process from start to after the first launch, measured by the parent.
+
+``--backend stub``: no GPU needed. The kernels are compiled for sm_90 through the CUDA
+backend's stages by a stand-in backend whose loader does nothing, so the first "launch" is the
+time from the call until the PTX is available (what the warm cache saves, without the driver).
+Prints a table; ``--out DIR`` also writes DIR/startup.md and DIR/startup.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_CHILD = r'''
+import json, sys, time
+t0 = time.perf_counter()
+import kaio
+t_import = time.perf_counter() - t0
+import numpy as np
+from kaio import f32
+backend, kernel_name = sys.argv[1], sys.argv[2]
+
+@kaio.kernel
+def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = a * x[i] + y[i]
+
+def make():
+    if kernel_name == "saxpy":
+        n = 1 << 10 if backend in ("reference", "stub") else 1 << 20
+        x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+        return saxpy, (2.0, x, y)
+    from kaio.kernels.ml.norms import softmax_kernel
+    rows, cols = (8, 64) if backend in ("reference", "stub") else (4096, 1024)
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    return softmax_kernel("f32", "f32"), (x, np.empty_like(x))
+
+if backend == "stub":
+    from kaio.backends import Backend
+    from kaio.backends.targets import get_target
+
+    class Stub(Backend):
+        """sm_90 PTX through the CUDA stages; loading and launching do nothing."""
+        name = "stub"
+        def compile_options(self, kernel_options=None):
+            return get_target("sm_90").options(kernel_options, ptx_version="8.0")
+
+    stub = Stub()
+    k, args = make()
+    t = time.perf_counter()
+    k._compile(stub, {}, True)       # what k(args) compiles: kaio picks the launch shape
+    first = time.perf_counter() - t
+    second = 0.0
+else:
+    kaio.set_backend(backend)
+    k, args = make()
+    if backend != "reference":
+        args = tuple(kaio.to_device(a) if isinstance(a, np.ndarray) else a for a in args)
+    t = time.perf_counter()
+    k(*args)
+    kaio.synchronize()
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    k(*args)
+    kaio.synchronize()
+    second = time.perf_counter() - t
+print(json.dumps({"import_ms": t_import * 1e3, "first_ms": (first - second) * 1e3,
+                  "launch_ms": second * 1e3, "process_to_launch_ms": (time.perf_counter() - t0) * 1e3}))
+'''
+
+
+def child(script: str, backend: str, kernel: str, env: dict) -> dict:
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, script, backend, kernel], env=env,
+                       capture_output=True, text=True)
+    wall = (time.perf_counter() - t) * 1e3
+    if p.returncode != 0:
+        raise RuntimeError(f"child failed ({backend}, {kernel}):\n{p.stderr[-3000:]}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["process_ms"] = wall
+    return out
+
+
+def import_only(env: dict) -> float:
+    code = "import time; t = time.perf_counter(); import kaio; print((time.perf_counter() - t) * 1e3)"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       check=True)
+    return float(p.stdout.strip())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default=os.environ.get("KAIO_BACKEND", "cuda"),
+                    help="cuda, hip, reference, or stub (sm_90 PTX, no GPU: time to the PTX)")
+    ap.add_argument("--runs", type=int, default=5, help="warm processes per kernel (median)")
+    ap.add_argument("--out", help="folder for startup.md and startup.json")
+    a = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="kaio-startup-")
+    env = dict(os.environ, KAIO_CACHE_DIR=os.path.join(tmp, "cache"), KAIO_AUTOTUNE="0",
+               KAIO_PROGRESS="0")
+    script = os.path.join(tmp, "startup_child.py")   # kernels need a file: kaio reads their source
+    with open(script, "w") as f:
+        f.write(_CHILD)
+    env.pop("KAIO_CACHE_DISABLE", None)
+    imports = sorted(import_only(env) for _ in range(a.runs))
+    rows = [("import kaio", "", f"{statistics.median(imports):.1f}", "", "")]
+    report = {"backend": a.backend, "import_ms": imports, "kernels": {}}
+    for kernel in ("saxpy", "softmax"):
+        cold = child(script, a.backend, kernel, env)
+        warm = [child(script, a.backend, kernel, env) for _ in range(a.runs)]
+        med = {f: statistics.median(w[f] for w in warm) for f in warm[0]}
+        report["kernels"][kernel] = {"cold": cold, "warm": warm, "warm_median": med}
+        rows.append((f"{kernel}: first launch", f"{cold['first_ms']:.1f}", f"{med['first_ms']:.2f}",
+                     f"{cold['process_to_launch_ms']:.0f}", f"{med['process_to_launch_ms']:.0f}"))
+    head = (f"Start-up on backend {a.backend} (ms; warm: median of {a.runs} fresh processes; "
+            f"first launch: first call minus second call)\n\n"
+            "| what | cold cache | warm cache | process to launch, cold | process to launch, warm |\n"
+            "|---|---|---|---|---|\n")
+    table = head + "".join(f"| {' | '.join(r)} |\n" for r in rows)
+    print(table)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "startup.md"), "w") as f:
+            f.write(table)
+        with open(os.path.join(a.out, "startup.json"), "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

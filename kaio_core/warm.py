@@ -1,0 +1,370 @@
+"""The warm path: a kernel's compiled code from the disk cache without running the frontend.
+
+The compile cache (:mod:`kaio.cache`) is keyed on the printed IR, which only the frontend can
+produce, so on its own a fresh process would parse and lower every kernel's Python source just
+to find its code on disk. This module adds a first-level key computed from the Python function
+itself (:func:`warm_key`):
+
+- the function's code object (bytecode, constants, names, line table, file and first line)
+  and its source lines as the file holds them now;
+- the value of every global and closure name it reads, and, for each ``@kaio.func`` among
+  them, the same for that function, transitively (:func:`value_print`);
+- its parameters (names, kinds, annotations, defaults), the Const values of this
+  specialisation and whether kaio picks the launch shape (coarsening);
+- the compile options (target, warp width, codegen, PTX version, fast math, checked mode, ...)
+  and the declared block;
+- kaio's version, the Python version and a stamp of kaio's own source files (path, size and
+  modification time of each, :func:`package_stamp`), so any edit to kaio misses.
+
+It is conservative: a value that has no stable fingerprint (a list, a user object, a module
+other than kaio's, ``math`` or numpy) makes the kernel take the frontend path, as before.
+
+Under that key the cache holds one JSON text (:func:`store`): the kernel's name, the
+coarsening factor, the checked IR as launched -- its signature only (parameters, partitions,
+index bounds, declared block, launch dimensions: all a launch checks and the loaders read),
+the whole kernel in checked mode (whose fault messages walk the body) -- and the
+second-level key of the loadable artifact (PTX, HSACO), or, for the reference backend, the
+lowered IR as text (which the interpreter runs; those entries go to the default cache, the
+reference backend keeping nothing in it otherwise). A hit
+(:func:`lookup`) reads both entries, each verified on read by the cache (header, key, length,
+sha256), parses the IR text and loads the artifact; anything missing, damaged or inconsistent
+is a miss, and the frontend path rebuilds and rewrites it.
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import inspect
+import json
+import linecache
+import os
+import sys
+import types
+
+from .version import __version__
+
+#: bump when the entry's layout or the key's contents change
+FORMAT = 1
+
+#: counters for tests and benchmarks: warm hits, misses, entries refused on read, stores, and
+#: kernels whose key could not be computed (a value with no stable fingerprint)
+stats = {"hits": 0, "misses": 0, "bad": 0, "stores": 0, "unkeyed": 0}
+
+
+class Unstable(Exception):
+    """A value the key cannot fingerprint stably across processes."""
+
+
+# --- the package stamp -------------------------------------------------------------------------
+_STAMP: str | None = None
+
+
+def package_stamp() -> str:
+    """sha256 over (path, size, mtime) of every .py file of kaio's packages (the frontend, the
+    passes, the race checker, the backends, the kernel library), computed once per process.
+    Cheaper than hashing their contents (a stat per file) and as safe here: an edited file
+    changes its stamp, and a stamp that changed for nothing costs one frontend compile."""
+    global _STAMP
+    if _STAMP is None:
+        h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
+        roots = {os.path.dirname(os.path.abspath(__file__))}
+        for name in ("kaio.backends", "kaio.regions", "kaio.kernels"):
+            mod = sys.modules.get(name)
+            paths = getattr(mod, "__path__", None) if mod is not None else _spec_paths(name)
+            roots.update(os.path.abspath(p) for p in paths or ())
+        for root in sorted(roots):
+            for path, size, mtime in _files(root):
+                h.update(f"{path}\0{size}\0{mtime}\n".encode())
+        _STAMP = h.hexdigest()
+    return _STAMP
+
+
+def _spec_paths(name: str):
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return None if spec is None else spec.submodule_search_locations
+
+
+def _files(root: str):
+    out = []
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":
+                    stack.append(e.path)
+            elif e.name.endswith(".py"):
+                st = e.stat()
+                out.append((e.path, st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+# --- fingerprints of functions and values ------------------------------------------------------
+def function_print(fn, _active: dict | None = None) -> str:
+    """sha256 hex of a Python function as the frontend would see it: its code, its source
+    lines, and the fingerprint of every global and closure name it reads (``@kaio.func``
+    callees recursively). Raises :class:`Unstable` for a value with no stable fingerprint."""
+    active = {} if _active is None else _active
+    code = fn.__code__
+    if code in active:   # recursion (the frontend refuses it; the key just has to terminate)
+        return "recursive:" + code.co_name
+    active[code] = True
+    h = hashlib.sha256()
+    codes = list(_codes(code))
+    for c in codes:
+        _code_bytes(h, c)
+    h.update(_source(code, codes).encode())
+    names = sorted({n for c in codes for n in c.co_names})
+    glb = fn.__globals__
+    for n in names:
+        if n in glb:
+            h.update(f"\0g {n}={value_print(glb[n], active)}".encode())
+        else:
+            h.update(f"\0g {n}:{'builtin' if hasattr(builtins, n) else 'undefined'}".encode())
+    cells = fn.__closure__ or ()
+    for n, cell in zip(code.co_freevars, cells):
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            h.update(f"\0c {n}:empty".encode())
+            continue
+        h.update(f"\0c {n}={value_print(v, active)}".encode())
+    h.update(f"\0d {value_print(fn.__defaults__ or (), active)}".encode())
+    del active[code]
+    return h.hexdigest()
+
+
+def _codes(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+def _code_bytes(h, c) -> None:
+    h.update(c.co_code)
+    h.update(getattr(c, "co_linetable", b"") or b"")
+    consts = [_const(k) for k in c.co_consts if not isinstance(k, types.CodeType)]
+    h.update(repr((c.co_name, c.co_filename, c.co_firstlineno, c.co_argcount,
+                   c.co_kwonlyargcount, c.co_flags, c.co_names, c.co_varnames, c.co_freevars,
+                   c.co_cellvars, consts)).encode())
+
+
+def _const(k) -> str:
+    if isinstance(k, frozenset):   # iteration order follows string hashes: per process
+        return "frozenset(" + ",".join(sorted(_const(x) for x in k)) + ")"
+    if isinstance(k, tuple):
+        return "(" + ",".join(_const(x) for x in k) + ")"
+    return f"{type(k).__name__}:{k!r}"
+
+
+def _source(code, codes) -> str:
+    """The lines of the file the function spans, as the file is now (the frontend reads these:
+    a file edited since the import misses, and the frontend reports it)."""
+    lines = linecache.getlines(code.co_filename)
+    last = max((ln for c in codes for _, _, ln in c.co_lines() if ln is not None),
+               default=code.co_firstlineno)
+    return "".join(lines[code.co_firstlineno - 1:last])
+
+
+_EMPTY = inspect.Parameter.empty
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_MODULES = ("math",)   # besides kaio's own: their contents are fixed by the Python version
+
+
+def value_print(v, active: dict | None = None) -> str:
+    """A string standing for ``v`` in every process, or :class:`Unstable`."""
+    t = type(v)
+    if t in _PLAIN:
+        return f"{t.__name__}:{v!r}"
+    if t is tuple:
+        return "(" + ",".join(value_print(x, active) for x in v) + ")"
+    mod = getattr(t, "__module__", "") or ""
+    if mod.startswith("kaio."):
+        return _kaio_value(v, t, active)
+    if isinstance(v, types.ModuleType):
+        if v.__name__ == "kaio" or v.__name__.startswith("kaio.") or v.__name__ in _MODULES:
+            return "module:" + v.__name__
+        if v.__name__ == "numpy":
+            return "module:numpy " + v.__version__
+        raise Unstable(f"module {v.__name__}")
+    if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)):
+        vm = getattr(v, "__module__", "") or ""
+        if vm == "kaio" or vm.startswith("kaio.") or vm in ("builtins",) + _MODULES:
+            return f"object:{vm}.{v.__qualname__}"
+        raise Unstable(f"{vm}.{getattr(v, '__qualname__', '?')}")
+    if t.__module__ == "numpy":
+        import numpy as np
+        if isinstance(v, np.generic):
+            return f"np:{v.dtype.str}:{v.tobytes().hex()}"
+        if isinstance(v, np.dtype):
+            return f"npdtype:{v.str}"
+    raise Unstable(t.__name__)
+
+
+def _kaio_value(v, t, active) -> str:
+    """kaio's own objects: dtypes and intrinsics by name, partitions and annotations by their
+    spec, ``@kaio.func`` functions by :func:`function_print`."""
+    from .lang import DeviceFunction, Intrinsic
+    if isinstance(v, DeviceFunction):
+        return "func:" + function_print(v.fn, active)
+    if isinstance(v, Intrinsic):
+        return "intrinsic:" + v.name
+    from .dtypes import DType
+    if isinstance(v, DType):
+        return "dtype:" + v.name
+    spec = getattr(v, "spec", None)
+    if callable(spec) and hasattr(v, "owned_spec"):      # a partition (kaio.regions)
+        return f"partition:{t.__qualname__}:{spec()}"
+    from .lang import BufferSpec, ConstSpec, _BufferIntent, _Const
+    if isinstance(v, (BufferSpec, ConstSpec)):
+        return "spec:" + repr(v)
+    if isinstance(v, _BufferIntent):
+        return "intent:" + v.intent
+    if isinstance(v, _Const):
+        return "const"
+    raise Unstable(f"{t.__module__}.{t.__qualname__}")
+
+
+def _param_print(p) -> str:
+    default = "empty" if p.default is _EMPTY else value_print(p.default)
+    return f"{p.name}:{p.kind}:{p.spec!r}:{default}"
+
+
+# --- the key ----------------------------------------------------------------------------------
+def function_key(kfn) -> str | None:
+    """The kernel's part of the warm key (function, callees, values read, parameters), kept
+    on the kernel object: like its in-memory IR cache, the values it read at its first
+    compilation in this process are the ones it keeps. None: not keyable (see module doc)."""
+    fp = kfn.__dict__.get("_warm_print", False)
+    if fp is False:
+        try:
+            fp = hashlib.sha256(json.dumps([
+                function_print(kfn.fn), [_param_print(p) for p in kfn.params]]).encode()).hexdigest()
+        except Unstable:
+            fp = None
+            stats["unkeyed"] += 1
+        kfn._warm_print = fp
+    return fp
+
+
+def warm_key(kfn, options, consts: dict, coarsen: bool) -> str | None:
+    """The first-level key of one compilation of kernel ``kfn`` (a KernelFunction) with
+    CompileOptions ``options``, Const values ``consts`` and the coarsening request; None
+    when it cannot be computed."""
+    fp = function_key(kfn)
+    if fp is None:
+        return None
+    try:
+        cs = sorted((k, value_print(v)) for k, v in consts.items())
+    except Unstable:
+        return None
+    blob = json.dumps({"format": FORMAT, "stamp": package_stamp(), "fn": fp, "consts": cs,
+                       "coarsen": bool(coarsen), "block": kfn.options.block,
+                       "options": options.key()}, sort_keys=True, default=str)
+    return "w" + hashlib.sha256(blob.encode()).hexdigest()[1:]
+
+
+# --- entries ----------------------------------------------------------------------------------
+def _needs_body(options) -> bool:
+    """Whether a launch reads the checked IR's body: checked mode's fault messages find the
+    faulting access in it (the interpreter runs the lowered kernel, kept whole)."""
+    return options.checked
+
+
+def store(cache, key: str, compiled, frontend_ir, elems, target) -> None:
+    """Write the warm entry of ``compiled`` (just built through the frontend from IR kernel
+    ``frontend_ir``) under ``key``; ``elems``: its coarsening factor (None: none)."""
+    from .cache import cache_key
+    from .ir import print_kernel
+    options = compiled.options
+    launched = print_kernel(compiled.kernel)
+    entry = {"format": FORMAT, "name": compiled.kernel.name, "elems": elems,
+             "ir": launched if _needs_body(options) else _signature(launched)}
+    if target.family == "reference":
+        entry["lowered"] = print_kernel(compiled.artifacts["lowered"])
+    else:
+        # the artifact's own key, as kaio.backends.targets.build computed it
+        entry["key"] = cache_key(print_kernel(frontend_ir), options.target, options.key())
+        entry["loads"] = target.loads
+        if cache.get(entry["key"]) is None:
+            return   # not in the cache (a disk error, a cache that keeps nothing)
+    cache.put(key, json.dumps(entry))
+    stats["stores"] += 1
+
+
+def _signature(text: str) -> str:
+    """The IR text of a kernel's first line -- its name, parameters, partitions and attributes
+    -- with an empty body: what launching it reads."""
+    return text.split("\n", 1)[0] + "\n}\n"
+
+
+def lookup(cache, key: str, backend, options, target):
+    """``(Compiled, elems)`` from the warm entry under ``key``, or None (a miss: no entry, or
+    one that is damaged, inconsistent or points to a missing artifact)."""
+    text = cache.get(key)
+    if text is None:
+        stats["misses"] += 1
+        return None
+    from .ir.parser import ParseError, parse_kernel
+    try:
+        entry = json.loads(text)
+        if entry["format"] != FORMAT:
+            raise ValueError(f"format {entry['format']}")
+        kernel = parse_kernel(entry["ir"])
+        if kernel.name != entry["name"]:
+            raise ValueError(f"kernel {kernel.name}, entry for {entry['name']}")
+        if target.family == "reference":
+            loaded = parse_kernel(entry["lowered"])
+        else:
+            loaded = cache.get(entry["key"])
+    except (ValueError, KeyError, TypeError, ParseError):
+        stats["bad"] += 1     # the cache verified the bytes: an entry of another layout
+        return None
+    if loaded is None:
+        stats["misses"] += 1  # the artifact is gone: the frontend path rebuilds both
+        return None
+    from .backends import Compiled
+    from .backends.targets import Artifacts
+    arts = Artifacts(ir=kernel)
+    arts[entry.get("loads", target.loads)] = loaded
+    compiled = Compiled(kernel, arts, backend.load(kernel, arts, options), options)
+    stats["hits"] += 1
+    return compiled, entry["elems"]
+
+
+def compile_kernel(kfn, backend, consts: dict, coarsen: bool):
+    """Compile kernel ``kfn`` (a KernelFunction) for ``backend`` with these Const values
+    (``coarsen``: kaio picks the launch shape), through the warm entry when there is one;
+    otherwise through the frontend, then write the entry. Returns the Compiled object."""
+    from .backends.targets import get_target
+    from .cache import default_cache
+    options = backend.compile_options(kfn.options)
+    target = get_target(options.target)
+    # the reference backend keeps nothing in the compile cache; its warm entries (lowered IR
+    # as text) go to the default one
+    cache = backend.compile_cache() if target.family != "reference" else default_cache()
+    key = None
+    if cache is not None and cache.disk:
+        key = warm_key(kfn, options, consts, coarsen)
+    if key is not None:
+        got = lookup(cache, key, backend, options, target)
+        if got is not None:
+            compiled, elems = got
+            if coarsen and "_coarsen_k" not in kfn.__dict__:
+                kfn._coarsen_k = elems
+            return compiled
+    elems = kfn.coarsening() if coarsen else None
+    ir = kfn.specialize_ir(consts, bool(elems))
+    compiled = backend.compile(ir, kfn.options)
+    if key is not None:
+        store(cache, key, compiled, ir, elems, target)
+    return compiled

@@ -1,0 +1,251 @@
+"""The warm path (kaio.warm): a fresh process takes a kernel's code from the disk cache without
+the frontend, and every change to what the kernel's code depends on misses."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+import kaio
+from kaio import f32, warm
+from kaio.cache import CompileCache, set_default_cache
+
+KMOD = '''
+import os
+import kaio
+from kaio import f32
+from khelp import bump
+
+SCALE = float(os.environ.get("SCALE", "2.0"))
+CHECKED = os.environ.get("CHECKED") == "1"
+
+
+@kaio.kernel(checked=CHECKED)
+def k(x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = bump(x[i] * SCALE)
+'''
+
+KHELP = '''
+import kaio
+
+
+@kaio.func
+def bump(v):
+    return v + 1.0
+'''
+
+CHILD = '''
+import hashlib, json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if os.environ.get("NO_FRONTEND"):
+    sys.modules["kaio.frontend"] = None     # importing the frontend now raises ImportError
+import numpy as np
+import kaio
+from kaio import warm
+from kaio.backends import Backend
+from kaio.backends.targets import get_target
+from kaio.cache import default_cache
+# kaio's own files are stamped into every key (warm.package_stamp); pinned here so that edits
+# to the checkout while the test runs do not turn its hits into misses
+warm._STAMP = "test"
+import kmod
+
+
+class Stub(Backend):
+    """sm_90 PTX through the CUDA backend's stages; nothing is loaded."""
+    name = "stub"
+
+    def compile_options(self, kernel_options=None):
+        return get_target("sm_90").options(kernel_options, ptx_version="8.0")
+
+
+kaio.set_backend("reference")
+x = np.arange(64, dtype=np.float32)
+y = np.zeros(64, np.float32)
+kmod.k(x, y)
+c = kmod.k.compile(Stub())
+print(json.dumps({"y": y.tolist(), "ptx": hashlib.sha256(c.artifacts["ptx"].encode()).hexdigest(),
+                  "params": [p.name for p in c.kernel.params], "warm": warm.stats,
+                  "frontend": sys.modules.get("kaio.frontend") is not None,
+                  "cache": default_cache().stats}))
+'''
+
+
+@pytest.fixture
+def proj(tmp_path):
+    (tmp_path / "kmod.py").write_text(KMOD)
+    (tmp_path / "khelp.py").write_text(KHELP)
+    (tmp_path / "child.py").write_text(CHILD)
+    return tmp_path
+
+
+def run(proj, **env) -> dict:
+    e = dict(os.environ, KAIO_CACHE_DIR=str(proj / "cache"), KAIO_AUTOTUNE="0")
+    e.pop("KAIO_CACHE_DISABLE", None)
+    e.pop("KAIO_CHECKED", None)
+    e.update(env)
+    # -B: no .pyc, so a module rewritten within the same second is read again
+    p = subprocess.run([sys.executable, "-B", str(proj / "child.py")], env=e, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def expected(scale=2.0, add=1.0):
+    return (np.arange(64, dtype=np.float32) * np.float32(scale) + np.float32(add)).tolist()
+
+
+def test_fresh_process_hit_never_imports_the_frontend(proj):
+    cold = run(proj)
+    assert cold["y"] == expected() and cold["frontend"]
+    assert cold["warm"]["stores"] == 2 and cold["warm"]["hits"] == 0   # reference + sm_90
+    hot = run(proj, NO_FRONTEND="1")   # a frontend import would raise: the hit does without it
+    assert hot["y"] == expected() and hot["ptx"] == cold["ptx"]
+    assert hot["warm"]["hits"] == 2 and hot["warm"]["stores"] == 0 and not hot["frontend"]
+    assert hot["params"] == ["x", "y"]
+
+
+def test_frontend_really_is_needed_on_a_miss(proj):
+    """The guard of the test above is real: without a warm entry the same child fails."""
+    e = dict(os.environ, KAIO_CACHE_DIR=str(proj / "cache"), NO_FRONTEND="1")
+    p = subprocess.run([sys.executable, "-B", str(proj / "child.py")], env=e, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode != 0 and "kaio.frontend" in p.stderr
+
+
+def test_global_constant_change_misses(proj):
+    first = run(proj)
+    changed = run(proj, SCALE="3.0")
+    assert changed["y"] == expected(scale=3.0) != first["y"]
+    assert changed["warm"]["hits"] == 0 and changed["warm"]["stores"] == 2
+    assert changed["ptx"] != first["ptx"]
+    assert run(proj, SCALE="3.0", NO_FRONTEND="1")["y"] == expected(scale=3.0)
+    assert run(proj, NO_FRONTEND="1")["y"] == first["y"]   # both versions stay cached
+
+
+def test_called_func_change_misses(proj):
+    first = run(proj)
+    (proj / "khelp.py").write_text(KHELP.replace("v + 1.0", "v + 10.0"))
+    changed = run(proj)
+    assert changed["y"] == expected(add=10.0) != first["y"]
+    assert changed["warm"]["hits"] == 0 and changed["ptx"] != first["ptx"]
+
+
+def test_kernel_source_change_misses(proj):
+    run(proj)
+    (proj / "kmod.py").write_text(KMOD.replace("bump(x[i] * SCALE)", "bump(x[i] * SCALE) * 2.0"))
+    changed = run(proj)
+    assert changed["y"] == (np.array(expected()) * 2).tolist()
+    assert changed["warm"]["hits"] == 0
+
+
+def test_options_change_misses(proj):
+    first = run(proj)
+    checked = run(proj, CHECKED="1")   # checked mode: the kernel takes the fault record too
+    assert checked["warm"]["hits"] == 0 and checked["y"] == first["y"]
+    assert checked["ptx"] != first["ptx"] and checked["params"] == ["x", "y", "_kaio_fault"]
+    again = run(proj, CHECKED="1", NO_FRONTEND="1")
+    assert again["warm"]["hits"] == 2 and again["ptx"] == checked["ptx"]
+
+
+@pytest.mark.parametrize("which", ["warm", "artifact"])
+def test_corrupted_entry_is_detected_and_rebuilt(proj, which):
+    first = run(proj)
+    files = sorted((proj / "cache").glob("*/*.kc"))
+    warm_files = [f for f in files if f.name.startswith("w")]
+    assert len(warm_files) == 2
+    if which == "warm":
+        targets = warm_files
+    else:   # the PTX the sm_90 entry points to
+        targets = [f for f in files if not f.name.startswith("w")]
+    for f in targets:
+        data = bytearray(f.read_bytes())
+        data[-5] ^= 0x20
+        f.write_bytes(bytes(data))
+    rebuilt = run(proj)
+    assert rebuilt["y"] == first["y"] and rebuilt["ptx"] == first["ptx"]
+    assert rebuilt["cache"]["corrupt"] >= 1 and rebuilt["frontend"]
+    assert rebuilt["warm"]["hits"] == (1 if which == "artifact" else 0)  # the reference one
+    assert run(proj, NO_FRONTEND="1")["warm"]["hits"] == 2               # rewritten whole
+
+
+# --- in-process: the key --------------------------------------------------------------------------
+@pytest.fixture
+def disk_cache(tmp_path):
+    c = CompileCache(tmp_path / "c", disk=True)
+    set_default_cache(c)
+    yield c
+    set_default_cache(None)
+
+
+CFG = types.SimpleNamespace(scale=2.0)   # an arbitrary object: no stable fingerprint
+
+
+def test_unfingerprintable_global_takes_the_frontend(disk_cache):
+    @kaio.kernel
+    def uses_object(x: kaio.In[f32], y: kaio.Region[f32]):
+        for i in y.owned():
+            y[i] = x[i] * CFG.scale
+
+    before = dict(warm.stats)
+    x = np.ones(8, np.float32)
+    y = np.zeros(8, np.float32)
+    uses_object.compile("reference")
+    assert warm.stats["unkeyed"] == before["unkeyed"] + 1
+    assert warm.stats["stores"] == before["stores"]
+    assert uses_object.__dict__["_warm_print"] is None
+    uses_object[(1,), (8,)](x, y)
+    assert (y == 2.0).all()
+
+
+SCALE_G = 2.0
+
+
+def test_value_prints():
+    vp = warm.value_print
+    assert vp(1) != vp(1.0) != vp(True)
+    assert vp((1, 2.5, "a")) == vp((1, 2.5, "a")) != vp((1, 2.5, "b"))
+    assert vp(np.float32(1.5)) != vp(np.float64(1.5))
+    assert vp(kaio.f32) != vp(kaio.f16)
+    assert vp(kaio.math) == "module:kaio.math"
+    assert vp(kaio.regions.blocked(4)) != vp(kaio.regions.blocked(8))
+    for bad in ([1], {"a": 1}, object(), np.zeros(2), os):
+        with pytest.raises(warm.Unstable):
+            vp(bad)
+
+
+def test_function_print_follows_globals_and_callees():
+    src = textwrap.dedent('''
+        import kaio
+        C = 1.0
+
+        @kaio.func
+        def g(v):
+            return v * C
+
+        def f(x):
+            return g(x) + C
+    ''')
+    ns1, ns2 = {}, {}
+    exec(compile(src, "<warm-test>", "exec"), ns1)
+    exec(compile(src.replace("C = 1.0", "C = 2.0"), "<warm-test>", "exec"), ns2)
+    assert warm.function_print(ns1["f"]) != warm.function_print(ns2["f"])
+    ns2["C"] = 1.0   # only g reads it now through its globals: the same values again
+    assert warm.function_print(ns1["f"]) == warm.function_print(ns2["f"])
+
+
+def test_package_stamp_sees_an_edit(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    before = warm._files(str(tmp_path))
+    assert [os.path.basename(p) for p, _, _ in before] == ["a.py", "b.py"]
+    (tmp_path / "sub" / "b.py").write_text("y = 22\n")
+    assert warm._files(str(tmp_path)) != before
