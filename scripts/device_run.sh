@@ -28,6 +28,7 @@
 #             default size, then --sizefact 64 (reps x0.2); files under rajaperf/, geomeans in the summary
 #   autotune  benchmarks/autotune_rows.py: the autotuner tunes the row ops at kaio bench --ml's
 #             shapes and prints what each candidate took (autotune_rows.md); warms the compile cache for ml
+#   rajaperf-x64  only the 64x size (reps x0.05), every port, with a longer limit than `rajaperf`
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
 #   examples  examples/*.py at their default sizes on CUDA (tests/test_examples.py -m gpu, output shown)
@@ -100,6 +101,10 @@ for step in "$@"; do
               run rajaperf_x64 170 env COLUMNS=200 $RP --outfile x64 --sizefact 64 --repfact 0.2 --time-limit 130
               grep "geomean" "$OUT/rajaperf_default.log" "$OUT/rajaperf_x64.log" 2>/dev/null \
                   | sed 's/^/   /' >> "$OUT/summary.txt" ;;
+    rajaperf-x64) run rajaperf_x64 330 env COLUMNS=200 python3 -m kaio.cli rajaperf --backend cuda \
+                      --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf" --outfile x64 --sizefact 64 \
+                      --repfact 0.05 --time-limit 290
+                  grep "geomean" "$OUT/rajaperf_x64.log" | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
     interop) run interop 280 python3 -m pytest -q -rf -p no:cacheprovider -m "gpu or cuda" tests/test_torch_ops.py tests/test_interop.py ;;
