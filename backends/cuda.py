@@ -31,8 +31,7 @@ from ..passes.limits import DYN_SHARED_MARK
 from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
-from .cublas import Cublas
-from .runtime import DeviceArray, Transfers, buffer_arg, capture_state, capture_target
+from .runtime import DeviceArray, Transfers, buffer_arg, capture_state, capture_target, captures
 from .targets import get_target, nvptx_target_for
 
 #: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
@@ -165,7 +164,7 @@ _VIEW_CODES = frozenset("bBhHiIqQfd")
 #: checked call within 1.2x of a raw cuLaunchKernel)
 _RUN = """
 def run(args, shared_bytes, stream):
-{guard}    if shared_bytes > LIMIT or capture.graph is not None:
+{guard}    if shared_bytes > LIMIT or CAPTURES[0] and capture.graph is not None:
         return DECLINE(args, shared_bytes, stream)
     hstream = 0 if stream is None else stream_handle(stream)
     if tls.current is not CTX:
@@ -208,7 +207,7 @@ def planned_launcher(lk: LoadedKernel, ctx, rt, grid, block, values: list, scala
         return (address, *views, buffer, pointers)
 
     (gx, gy, gz), (bx, by, bz) = grid, block
-    env = {"LIMIT": _DEFAULT_DYN_SHARED - lk.own_shared, "capture": capture_state,
+    env = {"LIMIT": _DEFAULT_DYN_SHARED - lk.own_shared, "capture": capture_state, "CAPTURES": captures,
            "stream_handle": rt.stream_handle, "tls": drv.current_context, "CTX": ctx,
            "local": threading.local(), "per_thread": per_thread, "cu_launch": lk._cuLaunchKernel,
            "FUNCTION": lk.function, "GX": gx, "GY": gy, "GZ": gz, "BX": bx, "BY": by, "BZ": bz,
@@ -407,6 +406,7 @@ class CudaBackend(Backend):
     def blas(self):
         """This backend's cuBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
         if self.__dict__.get("_cublas") is None:
+            from .cublas import Cublas  # lazy: cuBLAS bindings, on the first kaio.blas call
             self._cublas = Cublas(self)
         return self._cublas
 

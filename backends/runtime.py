@@ -547,6 +547,15 @@ class _Local(threading.local):
 _tls = _Local()
 #: ``capture_state.graph`` is :func:`capturing` without the call (read on every launch)
 capture_state = _tls
+#: ``captures[0]``: graphs being captured in any thread (a planned launch reads its thread's
+#: ``capture_state`` only while some are)
+captures = [0]
+_captures_lock = threading.Lock()
+
+
+def _count_capture(n: int) -> None:
+    with _captures_lock:
+        captures[0] += n
 
 
 def capturing() -> "Graph | None":
@@ -590,11 +599,13 @@ class Graph:
         if capturing() is not None:
             raise LaunchError("kaio.graph() blocks cannot be nested")
         self.runtime.graph_begin(self.runtime.stream_handle(self.stream))
+        _count_capture(1)
         _tls.graph = self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         _tls.graph = None
+        _count_capture(-1)
         # the body failed: drop the partial graph and let its error propagate
         self._exec = self.runtime.graph_end(self.runtime.stream_handle(self.stream),
                                             keep=exc_type is None)

@@ -197,3 +197,31 @@ def test_cuda_compiled_guard_refuses_what_its_plan_was_not_checked_for(fake, loo
         run(4.0, x, y)
         assert len(lookups) == looked, what      # still the fast path
         np.testing.assert_array_equal(y.to_host(), 4.0 * np.arange(32, dtype=np.float32))
+
+
+def test_cuda_fast_path_leaves_a_graph_capture_to_the_full_path(fake, lookups):  # noqa: F811
+    """A plan launched before a capture: inside ``kaio.graph()`` its launches go to the graph's
+    stream and are counted (the full path), also after a capture whose body raised; outside,
+    the fast path again."""
+    pytest.importorskip("kaio.backends.ptx")
+    from kaio.backends.runtime import captures
+    fake.kernels["_scale"] = scale_impl
+    x = kaio.to_device(np.arange(32, dtype=np.float32))
+    y = kaio.device_array(32, kaio.f32)
+    run = _scale[(1,), (32,)]
+    run(1.0, x, y)
+    run(1.0, x, y)
+    with pytest.raises(RuntimeError, match="body"):
+        with kaio.graph():
+            raise RuntimeError("body")
+    assert captures[0] == 0
+    with kaio.graph() as g:
+        for a in (2.0, 3.0):
+            run(a, x, y)
+    assert g.launches == 2 and [launch[4] for launch in fake.launches[-2:]] == [g.stream.handle] * 2
+    run(5.0, x, y)
+    assert fake.launches[-1][4] == 0 and captures[0] == 0 and len(lookups) == 1
+    np.testing.assert_array_equal(y.to_host(), 5.0 * np.arange(32, dtype=np.float32))
+    g.replay()
+    g.synchronize()
+    np.testing.assert_array_equal(y.to_host(), 3.0 * np.arange(32, dtype=np.float32))
