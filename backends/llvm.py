@@ -444,12 +444,14 @@ class FunctionEmitter(MmaEmitter):
         self.emit(f"store {memty(t)} {v}, {self.ptrty(space)} {ptr}, align {t.itemsize}")
 
     def vector(self, g: vector_access.Group, op):
-        """A group of n = 16 / itemsize accesses (kaio.backends.vector_access) at its anchor op:
-        one ``<n x T>`` access with ``align 16`` when the buffer's pointer is 16-byte aligned,
-        the n scalar accesses otherwise; the other members emit nothing."""
+        """A group of n = 16 / itemsize accesses, or a narrow group's n (kaio.backends.vector_access)
+        at its anchor op: one ``<n x T>`` access aligned to its n * itemsize bytes when the
+        buffer's pointer is 16-byte aligned, the n scalar accesses otherwise; the other members
+        emit nothing."""
         if op is not g.at:
             return
         t, n = g.buf.type.dtype, len(g.ops)
+        align = n * t.itemsize
         ty, vty = memty(t), f"<{n} x {memty(t)}>"
         ptr, space = self.address(g.buf, g.index)
         pty = self.ptrty(space)
@@ -461,11 +463,11 @@ class FunctionEmitter(MmaEmitter):
         self.emit(f"br i1 {self.aligned[g.buf.id]}, label %{vec_l}, label %{scalar_l}")
         self.start(vec_l)
         if g.kind == "load":
-            wide = self.ins(f"load {vty}, {pty} {at(0)}, align 16")
+            wide = self.ins(f"load {vty}, {pty} {at(0)}, align {align}")
         else:
             vals = [self.v(o.operands[-1]) for o in g.ops]
             self.emit(f"store {vty} {self.narrowed(g, vty) or self.pack(vty, ty, vals)}, "
-                      f"{pty} {at(0)}, align 16")
+                      f"{pty} {at(0)}, align {align}")
         self.emit(f"br label %{end_l}")
         self.start(scalar_l)
         if g.kind == "load":

@@ -383,11 +383,11 @@ class _Renderer:
         ptx_mem.store(self.em, self._buf(buf), buf.type.dtype, addr, self.v(val))
 
     def _vector(self, g: vector_access.Group, op):
-        """A 16-byte v4 access at the group's anchor op (the other members emit nothing).
-        4-byte elements are the four words; 2- and 1-byte ones are split out of (packed into)
-        four b32 words: f16/bf16 ``%h`` halves by ``mov.b32``, 8- and 16-bit integers (canonical
-        in ``%r``) by ``bfe`` / ``prmt``. Element ``per*j + i`` is word j's i-th lowest part
-        (little-endian)."""
+        """A 16-byte v4 access at the group's anchor op (the other members emit nothing), or a
+        narrow group's 8-byte v2 / 4-byte scalar b32 one. 4-byte elements are the four words;
+        2- and 1-byte ones are split out of (packed into) b32 words: f16/bf16 ``%h`` halves by
+        ``mov.b32``, 8- and 16-bit integers (canonical in ``%r``) by ``prmt``. Element
+        ``per*j + i`` is word j's i-th lowest part (little-endian)."""
         if op is not g.at:
             return
         em, info, t = self.em, self._buf(g.buf), g.buf.type.dtype
@@ -397,14 +397,19 @@ class _Renderer:
         mt = ptx_mem.mem_type(t)
         per = 4 // t.itemsize                          # elements per 32-bit word
         vt = "b32" if per > 1 else mt
+        nw = len(g.ops) * t.itemsize // 4              # words: 4, or 2 / 1 for a narrow group
+        vec = {4: ".v4", 2: ".v2", 1: ""}[nw]
+
+        def regs_of(names):                            # a vector's braces, a word's register
+            return f"{{{', '.join(names)}}}" if nw > 1 else names[0]
 
         def at(k):      # the address of member k, with the chunk's offset folded in
             off = (g.offset + k) * t.itemsize
             return f"[{addr}+{off}]" if off else f"[{addr}]"
         if g.kind == "load":
             regs = [em.define(o.result) for o in g.ops]
-            words = [em.tmp("r") for _ in range(4)] if per > 1 else regs
-            em.ins(f"@{p} ld.{space}.v4.{vt} {{{', '.join(words)}}}, {at(0)}")
+            words = [em.tmp("r") for _ in range(nw)] if per > 1 else regs
+            em.ins(f"@{p} ld.{space}{vec}.{vt} {regs_of(words)}, {at(0)}")
             for j, w in enumerate(words if per > 1 else ()):
                 self._split_word(p, t, w, regs[per * j:per * j + per])
             for k, r in enumerate(regs):
@@ -418,10 +423,10 @@ class _Renderer:
             regs = [self.v(o.operands[-1]) for o in g.ops]
             vals = [o.operands[-1] for o in g.ops]
             words = [self.words.get((vals[2 * j].id, vals[2 * j + 1].id)) if per == 2 else None
-                     for j in range(4)]
+                     for j in range(nw)]
             words = [w or self._pack_word(p, t, regs[per * j:per * j + per])
                      for j, w in enumerate(words)] if per > 1 else regs
-            em.ins(f"@{p} st.global.v4.{vt} {at(0)}, {{{', '.join(words)}}}")
+            em.ins(f"@{p} st.global{vec}.{vt} {at(0)}, {regs_of(words)}")
             for k, r in enumerate(regs):
                 em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")
 
@@ -431,9 +436,14 @@ class _Renderer:
         if reg_class(t) == "h":
             em.ins(f"@{p} mov.b32 {{{parts[0]}, {parts[1]}}}, {w}")
             return
-        bits, ext = 8 * t.itemsize, "s32" if t.is_signed else "u32"   # bfe keeps them canonical
+        # one prmt each (ptxas makes bfe a shift and a sign extension): the part's bytes, then its
+        # top byte's sign (selector nibble 8 | byte) or zeros (byte 4: the zero operand's)
+        size = t.itemsize
         for i, r in enumerate(parts):
-            em.ins(f"@{p} bfe.{ext} {r}, {w}, {bits * i}, {bits}")
+            low = [size * i + b for b in range(size)]
+            fill = 8 | low[-1] if t.is_signed else 4
+            sel = sum(x << 4 * k for k, x in enumerate(low + [fill] * (4 - size)))
+            em.ins(f"@{p} prmt.b32 {r}, {w}, 0, {sel:#06x}")
 
     def _pack_word(self, p: str, t, parts: list) -> str:
         """Under ``@p``: a b32 word holding the 2 or 4 elements ``parts`` (lowest first)."""

@@ -1,7 +1,11 @@
 """Vectorised global memory access: which n scalar accesses may become one 16-byte access.
 
 The group length is ``n = 16 / itemsize``: four 4-byte elements (f32, i32, u32), eight 2-byte
-ones (f16, bf16, i16, u16) or sixteen 1-byte integers (i8, u8). The analysis is
+ones (f16, bf16, i16, u16) or sixteen 1-byte integers (i8, u8). Where no whole 16-byte group
+forms, 1- and 2-byte elements also group as *narrow* 8- and 4-byte accesses (``n / 2`` and
+``n / 4`` elements, one or two 32-bit words: ``ld.global.v2.b32`` / ``ld.global.b32``): a row
+chunk of 4 int8 feeding a 16-byte f32 store is one 4-byte load, not four 1-byte ones, so a kernel
+can size its chunks by its widest buffer and keep every warp access contiguous. The analysis is
 target-independent; both emitters use :func:`plan`. kaio's PTX emitter
 (:mod:`kaio.backends.ptx`) emits a group as predicated instructions (``@p ld.global.v4.b32`` /
 ``@!p`` n scalar loads; 2- and 1-byte elements are split out of, or packed into, the four 32-bit
@@ -24,7 +28,9 @@ arbitrary) when ``d`` is (wrapping ``i32`` arithmetic keeps multiples of n since
 2**32; the row part is computed in 64 bits). The emitted code tests that once per buffer (at
 kernel entry: pointer aligned, and ``d % n == 0``); the access is emitted both ways under that
 predicate, so views with odd offsets and rows of odd length stay correct. A statically known
-``d`` that is not a multiple of n never groups.
+``d`` that is not a multiple of n never groups. A narrow group (``n / 2`` or ``n / 4`` elements, ``base`` a
+multiple of its own length) is tested by the same 16-byte predicate, which implies its own
+alignment.
 
 Member ``k``'s address is emitted as the address of element ``base`` plus ``(nc + k) *
 itemsize`` bytes (64-bit arithmetic) rather than the IR's wrapping ``i32`` sum ``base + 4c + k``. The two
@@ -58,12 +64,27 @@ from ..ir.indexmath import const_value as _const
 VEC_BYTES = 16
 
 
+#: the narrowest grouped access: one 32-bit word
+WORD_BYTES = 4
+
+
 def group_length(dtype) -> int | None:
     """Elements per 16-byte access for ``dtype`` (4, 8 or 16), or None when it is never
     grouped."""
     if dtype.is_bool or dtype.bits not in (8, 16, 32) or (dtype.bits == 8 and not dtype.is_int):
         return None
     return VEC_BYTES // dtype.itemsize
+
+
+def group_lengths(dtype) -> tuple:
+    """The group lengths tried for ``dtype``, widest first: the 16-byte one, then the narrow
+    8- and 4-byte ones where an element is smaller than a word (() when never grouped)."""
+    n = group_length(dtype)
+    if n is None:
+        return ()
+    if dtype.itemsize >= WORD_BYTES:
+        return (n,)
+    return tuple(n >> k for k in range(3) if (n >> k) * dtype.itemsize >= WORD_BYTES)
 
 
 @dataclass
@@ -74,7 +95,7 @@ class Group:
     kind: str            # 'load' | 'store'
     buf: object          # the buffer Value
     base: object         # i32 Value, a multiple of the group length
-    ops: list            # ops ordered by offset (16 / itemsize of them)
+    ops: list            # ops ordered by offset (16 / itemsize of them, or a narrow group's)
     at: object           # op where the instruction goes
     offset: int = 0      # elements from ``base`` to the chunk (a multiple of the length)
     lead: tuple = ()     # the leading index Values (N-d buffers), the same in every member
@@ -106,18 +127,19 @@ def _multiple_of(v, n: int) -> bool:
     return False
 
 
-def _length(buf) -> int | None:
-    """The group length for ``buf``'s accesses, or None when they are never grouped (not a
-    global kernel parameter, another dtype, or a static last extent no group could align in)."""
+def _lengths(buf) -> tuple:
+    """The group lengths for ``buf``'s accesses, widest first; () when they are never grouped
+    (not a global kernel parameter, another dtype, or a static last extent no 16-byte group
+    could align in: the alignment predicate tests the 16-byte length for every group)."""
     t = buf.type
     if (getattr(t, "space", None) != "global" or buf.owner is None
             or getattr(buf.owner, "opcode", None) is not None):
-        return None
+        return ()
     n = group_length(t.dtype)
     static = getattr(t, "static_shape", None)
     if n is not None and t.ndim > 1 and static is not None and static[-1] % n:
-        return None
-    return n
+        return ()
+    return group_lengths(t.dtype)
 
 
 def needs_extent_check(buf) -> bool:
@@ -182,17 +204,18 @@ def plan(block) -> dict:
         if op.opcode not in ("load", "store") or len(op.operands) < 2:
             continue
         buf = op.operands[0]
-        n = _length(buf)
-        if n is None:
-            continue
         lead, last_index = _index(op)
         base, off = _split(last_index)
-        if off >= 0 and base.type == dt.INDEX and _multiple_of(base, n):
-            key = (op.opcode, buf.id, tuple(v.id for v in lead), base.id, n, off // n)
-            cands.setdefault(key, {}).setdefault(off % n, (pos, op))
+        if off < 0 or base.type != dt.INDEX:
+            continue
+        for n in _lengths(buf):
+            if _multiple_of(base, n):
+                key = (op.opcode, buf.id, tuple(v.id for v in lead), base.id, n, off // n)
+                cands.setdefault(key, {}).setdefault(off % n, (pos, op))
     groups: dict = {}
-    for (kind, _, lead_ids, _, n, chunk), by_off in cands.items():
-        if len(by_off) != n:
+    # widest first: an access joins a narrow group only where no wider one formed
+    for (kind, _, lead_ids, _, n, chunk), by_off in sorted(cands.items(), key=lambda kv: -kv[0][4]):
+        if len(by_off) != n or any(id(o) in groups for _, o in by_off.values()):
             continue
         members = [by_off[k] for k in range(n)]
         first = min(p for p, _ in members)

@@ -594,10 +594,10 @@ def execute(m: Machine, opc: list, ops: list) -> None:
             b = m.raw(a)
             m.regs[d] = b & ((1 << m.width(d)) - 1) if m.width(d) > 1 else int(bool(b))
         return
-    if name in ("ld", "st") and "v4" in opc:
+    if name in ("ld", "st") and ("v4" in opc or "v2" in opc):
         regs = [r.strip() for r in (ops[0] if name == "ld" else ops[1]).strip("{}").split(",")]
         a = m.addr(ops[1] if name == "ld" else ops[0])
-        if a % 16:
+        if a % (4 * len(regs)):         # (32-bit words only: v4 and v2 of b32/f32)
             raise PtxError(f"misaligned vector access at {a:#x}")
         for k, r in enumerate(regs):
             if name == "ld":
@@ -605,6 +605,10 @@ def execute(m: Machine, opc: list, ops: list) -> None:
             else:
                 m.store(opc[1], a + 4 * k, "u32", m.raw(r))
         return
+    if name in ("ld", "st") and t == "b32" and opc[1].startswith("global"):
+        a = m.addr(ops[1] if name == "ld" else ops[0])
+        if not isinstance(a, tuple) and a % 4:   # a narrow vector group's word, as the GPU faults
+            raise PtxError(f"misaligned word access at {a:#x}")
     if name == "ld":
         space = opc[1]
         a = m.addr(ops[1])
@@ -747,9 +751,12 @@ def _int_op(m, name, opc, t, ops):
         return
     if name == "prmt":                 # default mode: byte i of d = byte (c >> 4i) & 7 of {b, a}
         ab, c = m.get(ops[1], "u32") | (m.get(ops[2], "u32") << 32), m.get(ops[3], "u32")
-        if c & 0x8888:
-            raise PtxError("prmt sign replication is not modelled")
-        m.put(ops[0], "u32", sum(((ab >> 8 * ((c >> 4 * i) & 7)) & 0xFF) << 8 * i for i in range(4)))
+
+        def byte(i):                   # a selector nibble with bit 3 set: the byte's sign, 8 times
+            sel = (c >> 4 * i) & 0xF
+            b = (ab >> 8 * (sel & 7)) & 0xFF
+            return (0xFF if b & 0x80 else 0) if sel & 8 else b
+        m.put(ops[0], "u32", sum(byte(i) << 8 * i for i in range(4)))
         return
     if name == "bfi":
         f, b = m.get(ops[1], "u32"), m.get(ops[2], "u32")

@@ -232,13 +232,17 @@ def max_u8(x: kaio.In[kaio.u8], y: kaio.Region[kaio.u8, blocked(16)]):
         y[i] = max(x[i], y[i])
 
 
-@pytest.mark.parametrize("kernel, ext", [(add_i8, "s32"), (max_u8, "u32")])
-def test_sixteen_byte_accesses_split_and_pack_words(kernel, ext):
+@pytest.mark.parametrize("kernel, fill", [(add_i8, "sign"), (max_u8, "zero")])
+def test_sixteen_byte_accesses_split_and_pack_words(kernel, fill):
     ptx = emit(kernel.specialize_ir(), "ptx", "sm_90", kernel.options)
     assert len(re.findall(r"@%p\d+ ld\.global\.nc\.v4\.b32", ptx)) == 1
     assert len(re.findall(r"@%p\d+ ld\.global\.v4\.b32", ptx)) == 1
     assert len(re.findall(r"@%p\d+ st\.global\.v4\.b32", ptx)) == 1
-    assert len(re.findall(rf"@%p\d+ bfe\.{ext} %r\d+, %r\d+, (0|8|16|24), 8", ptx)) == 32
+    # one prmt per byte (ptxas makes a bfe two instructions): byte b, then its sign or zeros
+    sel = {"sign": "|".join(f"0x{8 + b:x}{8 + b:x}{8 + b:x}{b}" for b in range(4)),
+           "zero": "|".join(f"0x444{b}" for b in range(4))}[fill]
+    assert len(re.findall(rf"@%p\d+ prmt\.b32 %r\d+, %r\d+, 0, ({sel});", ptx)) == 32
+    assert not re.search(r"@%p\d+ bfe\.", ptx)
     assert len(re.findall(r"@!%p\d+ st\.global\.[su]8", ptx)) == 16
     ptxas(ptx, "sm_90")
     ir = emit(kernel.specialize_ir(), "llvm", "nvptx64-sm_90", kernel.options)
@@ -269,19 +273,29 @@ def test_dequantize_int8_rows_move_16_bytes_and_match_numpy(out_dt):
     kernel = quant.dequantize_rows_kernel(out_dt)
     for target in ("sm_90", "nvptx64-sm_90"):
         ptx = emit(kernel.specialize_ir(), "ptx", target, kernel.options)
-        assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 1, target   # 16 int8
-        assert len(re.findall(r"st\.global\.v4", ptx)) == (4 if out_dt == "f32" else 2), target
+        # a thread's chunk is one 16-byte store (a warp's store: 512 contiguous bytes) fed by one
+        # narrow q load: 4 int8 in a b32 word for f32, 8 in a v2.b32 for f16; f32's loop is
+        # unrolled by 4 (kaio.passes.unroll), its four word loads first
+        words = re.findall(r"ld\.global\.nc\.(v2\.)?b32\s+(%r\d+|\{[^}]*\}), \[", ptx)
+        stores = re.findall(r"st\.global\.v4", ptx)
+        assert len(stores) == (5 if out_dt == "f32" else 1), target
+        assert [w[0] for w in words if w[0] or out_dt == "f32"][:len(stores)] == \
+            ["" if out_dt == "f32" else "v2."] * len(stores), target
+        assert not re.search(r"ld\.global\.nc\.v4", ptx), target
     rng = np.random.default_rng(6)
-    q = rng.integers(-128, 128, (3, 64), dtype=np.int8)
-    scale = rng.uniform(0.001, 0.05, 3).astype(np.float32)
-    od = np.float32 if out_dt == "f32" else np.float16
-    want = (q.astype(np.float32) * scale[:, None]).astype(od)
-    for misalign in (0, 4):
-        _, _, y = _sim(kernel, [q, scale, np.zeros(q.shape, od)], 3, 2, misalign)
-        assert y.tobytes() == want.tobytes(), misalign
-    y = _offset(np.zeros(q.shape, od), 1)
-    llvm_host.run_on_host(kernel.specialize_ir(), [_offset(q, 3), scale, y], (3, 1, 1), (2, 1, 1))
-    assert y.tobytes() == want.tobytes()
+    # (2, 80) on 3 threads: 20 or 10 chunks a row, so the unrolled loop's remainder runs too
+    for shape, threads in (((3, 64), 2), ((2, 80), 3)):
+        q = rng.integers(-128, 128, shape, dtype=np.int8)
+        scale = rng.uniform(0.001, 0.05, shape[0]).astype(np.float32)
+        od = np.float32 if out_dt == "f32" else np.float16
+        want = (q.astype(np.float32) * scale[:, None]).astype(od)
+        for misalign in (0, 4):
+            _, _, y = _sim(kernel, [q, scale, np.zeros(q.shape, od)], shape[0], threads, misalign)
+            assert y.tobytes() == want.tobytes(), (shape, misalign)
+        y = _offset(np.zeros(q.shape, od), 1)
+        llvm_host.run_on_host(kernel.specialize_ir(), [_offset(q, 3), scale, y], (shape[0], 1, 1),
+                              (threads, 1, 1))
+        assert y.tobytes() == want.tobytes(), shape
 
 
 @pytest.mark.parametrize("shape", [(3, 64), (64, 100), (2, 16)])
