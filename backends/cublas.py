@@ -1,22 +1,17 @@
-"""cuBLAS for :func:`kaio.blas.gemm` on the CUDA backend, through ctypes (no toolkit needed).
+"""cuBLAS for :func:`kaio.blas.gemm` on the CUDA backend (no toolkit needed).
 
-The library is looked up in this order: ``$KAIO_CUBLAS`` (a path), the NVIDIA pip wheels on
-``sys.path`` (``nvidia/cu13/lib``, ``nvidia/cublas/lib``: what PyPI's torch and cupy install),
-``ctypes.util.find_library("cublas")``, then the usual sonames and ``/usr/local/cuda/lib64``.
-Every call goes through ``cublasGemmEx`` on the backend's context and the caller's stream.
+The library is reached through nvmath-python or kaio's own ctypes declarations
+(:mod:`kaio.backends.cublas_bindings` says which and why; ``kaio info`` shows it). Every call goes
+through ``cublasGemmEx`` on the backend's context and the caller's stream, with the arguments
+:func:`gemm_args` builds from the row-major call's :class:`~kaio.backends.gemm.GemmCall`.
 """
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import glob
-import os
-import sys
 import threading
 
-from ..config import settings
-from ..errors import BackendUnavailable, CudaError
-from .gemm import column_major_call
+from .cublas_bindings import find_cublas, open_binding  # noqa: F401  (find_cublas: public here)
+from .gemm import GemmCall, column_major_call
 from .runtime import Transfers, gemm_pointers
 
 # enums from cublas_api.h / library_types.h
@@ -24,71 +19,39 @@ OP_N, OP_T = 0, 1
 CUDA_R = {"f32": 0, "f64": 1, "f16": 2, "bf16": 14}
 COMPUTE_32F, COMPUTE_64F, COMPUTE_32F_FAST_TF32 = 68, 70, 77
 GEMM_DEFAULT = -1
-SONAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so")
 
 
-def find_cublas() -> str:
-    """Path (or soname) of a loadable libcublas; BackendUnavailable saying how to get one."""
-    env = settings().cublas
-    if env:
-        if os.path.isfile(env):
-            return env
-        raise BackendUnavailable(f"KAIO_CUBLAS={env!r} is not a file")
-    for root in sys.path:
-        for pattern in ("nvidia/cu*/lib/libcublas.so*", "nvidia/cublas/lib/libcublas.so*"):
-            hits = sorted(glob.glob(os.path.join(root or ".", pattern)), reverse=True)
-            if hits:
-                return hits[0]
-    candidates = [ctypes.util.find_library("cublas")] + list(SONAMES) + \
-        [f"/usr/local/cuda/lib64/{s}" for s in SONAMES]
-    for c in candidates:
-        if not c:
-            continue
-        try:
-            ctypes.CDLL(c)
-            return c
-        except OSError:
-            continue
-    raise BackendUnavailable("cuBLAS (libcublas) was not found: `pip install nvidia-cublas-cu12` "
-                             "(or a CUDA toolkit), or point KAIO_CUBLAS at libcublas.so")
+def gemm_args(call: GemmCall, t: str, tf32: bool, ptrs, alpha: int, beta: int) -> tuple:
+    """``cublasGemmEx``'s arguments after the handle, as integers, for dtype ``t``: ``ptrs``
+    are the device addresses of a, b, out and ``alpha``/``beta`` the host addresses of the
+    scalars (f64 for f64, else f32). Both bindings receive exactly this tuple."""
+    r = CUDA_R[t]
+    compute = COMPUTE_64F if t == "f64" else \
+        COMPUTE_32F_FAST_TF32 if (tf32 and t == "f32") else COMPUTE_32F
+    return (OP_T if call.trans_first else OP_N, OP_T if call.trans_second else OP_N,
+            call.m, call.n, call.k, alpha, ptrs[1], r, call.ld_first, ptrs[0], r, call.ld_second,
+            beta, ptrs[2], r, call.ld_out, compute, GEMM_DEFAULT)
 
 
 class Cublas:
-    """One cuBLAS handle on a CUDA backend's context."""
+    """One cuBLAS handle on a CUDA backend's context, through :attr:`binding`."""
 
     def __init__(self, backend):
         self.backend = backend
-        self.path = find_cublas()
-        lib = ctypes.CDLL(self.path)
-        vp, i = ctypes.c_void_p, ctypes.c_int
-        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
-        lib.cublasSetStream_v2.argtypes = [vp, vp]
-        lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i, i, i]
-        lib.cublasGetStatusName.restype = ctypes.c_char_p
-        lib.cublasGetStatusName.argtypes = [i]
-        for fn in (lib.cublasCreate_v2, lib.cublasSetStream_v2, lib.cublasGemmEx):
-            fn.restype = i
-        self.lib = lib
+        self.binding = open_binding()
+        self.path = getattr(self.binding, "path", None)
         backend.ctx.make_current()
-        handle = vp()
-        self._check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate_v2")
-        self.handle = handle
+        self.handle = self.binding.create()
+        self.stream = None                # the stream the handle is bound to (set when it changes)
         self.lock = threading.Lock()      # a handle is bound to one stream at a time
-
-    def _check(self, status: int, call: str) -> None:
-        if status != 0:
-            name = self.lib.cublasGetStatusName(status).decode()
-            raise CudaError(f"{call} failed: {name}", call=call, code=status)
 
     def gemm(self, A, B, C, alpha: float, beta: float, trans_a: bool, trans_b: bool,
              tf32: bool, stream) -> None:
         call = column_major_call(A.shape, B.shape, trans_a, trans_b)
         if call.m == 0 or call.n == 0:
             return
-        t = A.dtype
-        scalar = ctypes.c_double if t.name == "f64" else ctypes.c_float
-        compute = COMPUTE_64F if t.name == "f64" else \
-            COMPUTE_32F_FAST_TF32 if (tf32 and t.name == "f32") else COMPUTE_32F
+        t = A.dtype.name
+        scalar = ctypes.c_double if t == "f64" else ctypes.c_float
         al, be_ = scalar(alpha), scalar(beta)
         self.backend.ctx.make_current()
         rt = self.backend.runtime
@@ -96,15 +59,12 @@ class Cublas:
         xfer = Transfers(rt, hstream)
         try:
             ptrs = gemm_pointers(rt, (A, B, C), beta, xfer)
+            args = gemm_args(call, t, tf32, ptrs, ctypes.addressof(al), ctypes.addressof(be_))
             with self.lock:
-                self._check(self.lib.cublasSetStream_v2(self.handle, hstream or None),
-                            "cublasSetStream_v2")
-                self._check(self.lib.cublasGemmEx(
-                    self.handle, OP_T if call.trans_first else OP_N,
-                    OP_T if call.trans_second else OP_N, call.m, call.n, call.k,
-                    ctypes.byref(al), ptrs[1], CUDA_R[t.name], call.ld_first,
-                    ptrs[0], CUDA_R[t.name], call.ld_second, ctypes.byref(be_),
-                    ptrs[2], CUDA_R[t.name], call.ld_out, compute, GEMM_DEFAULT), "cublasGemmEx")
+                if hstream != self.stream:
+                    self.binding.set_stream(self.handle, hstream)
+                    self.stream = hstream
+                self.binding.gemm_ex(self.handle, *args)
             if xfer.temps:
                 xfer.finish()
         finally:

@@ -75,6 +75,15 @@ def _device_rows() -> list[dict]:
     return rows
 
 
+def _cublas_binding() -> str:
+    """How kaio.blas reaches cuBLAS here (kaio.backends.cublas_bindings.summary)."""
+    try:
+        from .backends.cublas_bindings import summary
+        return summary()
+    except Exception as e:  # like a broken backend: reported, never fatal
+        return f"error: {type(e).__name__}: {e}"
+
+
 def cmd_info(args) -> int:
     console = Console()
     t = Table(title="kaio", show_header=False)
@@ -87,6 +96,7 @@ def cmd_info(args) -> int:
             t.add_row(mod, getattr(m, "__version__", "installed"))
         except Exception:
             t.add_row(mod, "not installed")
+    t.add_row("cuBLAS binding", _cublas_binding())
     console.print(t)
 
     b = Table(title="backends")

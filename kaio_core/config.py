@@ -18,7 +18,9 @@ KAIO_CACHE_DISABLE         1: keep compiled code in memory only
 KAIO_CHECKED               1: kernels that do not say otherwise are compiled in checked mode
                            (every access bounds-checked on the device; an out-of-bounds one
                            raises IndexError after the launch)
-KAIO_CUBLAS                path of the libcublas to load
+KAIO_CUBLAS                path of the libcublas to load (through the ctypes binding)
+KAIO_CUBLAS_BINDING        ctypes | nvmath: how kaio.blas reaches cuBLAS on CUDA (default:
+                           kaio.backends.cublas_bindings.PREFERRED_BINDING if it works, else ctypes)
 KAIO_CUDA_DEVICE           CUDA device ordinal (default 0)
 KAIO_CUDA_SYNC             1: synchronize after every CUDA launch (pins a fault on its kernel)
 KAIO_CUDA_CODEGEN          ptx (kaio's PTX emitter, default) | llvm (the LLVM nvptx64 path)
@@ -67,6 +69,7 @@ class Settings:
     cache_disable: bool = False
     checked: bool = False
     cublas: str | None = None
+    cublas_binding: str | None = None
     cuda_device: int = 0
     cuda_sync: bool = False
     cuda_codegen: str = "ptx"
@@ -127,6 +130,7 @@ def read(env=None) -> Settings:
         cache_disable=_flag(env, "KAIO_CACHE_DISABLE"),
         checked=_flag(env, "KAIO_CHECKED"),
         cublas=env.get("KAIO_CUBLAS") or None,
+        cublas_binding=_choice(env, "KAIO_CUBLAS_BINDING", ("ctypes", "nvmath"), None),
         cuda_device=_int(env, "KAIO_CUDA_DEVICE", 0),
         cuda_sync=_flag(env, "KAIO_CUDA_SYNC"),
         cuda_codegen=_choice(env, "KAIO_CUDA_CODEGEN", ("ptx", "llvm"), "ptx"),

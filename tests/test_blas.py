@@ -1,7 +1,8 @@
 """kaio.blas.gemm: results against numpy (float64) on every available backend (the reference in
 CI, cuBLAS on an NVIDIA GPU), the row-major -> column-major mapping checked by emulating a
-column-major BLAS, argument errors raised before anything is copied, and the hipBLAS path driven
-through stand-in hip / hip.hipblas modules (no AMD GPU exists here)."""
+column-major BLAS, argument errors raised before anything is copied, the hipBLAS path driven
+through stand-in hip / hip.hipblas modules (no AMD GPU exists here), and cuBLAS on a GPU through
+each binding (ctypes, nvmath-python; tests/test_blas_bindings.py checks the choice on the CPU)."""
 from __future__ import annotations
 
 import ctypes
@@ -187,11 +188,38 @@ def test_hipblas_path_through_stand_ins(monkeypatch, t, ta, tb):
     assert sum(1 for d, _, _ in fake.copies if d == "dtoh") == 1   # only out comes back
 
 
-# --- cuBLAS with device arrays (NVIDIA GPU only) ----------------------------------------------------
+# --- cuBLAS with device arrays (NVIDIA GPU only), through each binding --------------------------------
+@pytest.fixture(params=["ctypes", "nvmath"])
+def cublas_backend(request, monkeypatch):
+    """The CUDA backend with a fresh cuBLAS handle through the binding named by the parameter
+    (KAIO_CUBLAS_BINDING; nvmath skips where nvmath-python is not installed)."""
+    if request.param == "nvmath":
+        pytest.importorskip("nvmath.bindings.cublas")
+    monkeypatch.setenv("KAIO_CUBLAS_BINDING", request.param)
+    be = kaio.get_backend("cuda")
+    monkeypatch.setitem(be.__dict__, "_cublas", None)
+    assert be.blas().binding.name == request.param
+    return be     # monkeypatch puts the backend's earlier handle back afterwards
+
+
 @pytest.mark.gpu
 @pytest.mark.cuda
-def test_cublas_device_arrays_streams_and_tf32():
-    be = kaio.get_backend("cuda")
+@pytest.mark.parametrize("t", ["f64", "f32", "f16", "bf16"])
+def test_cublas_every_dtype_and_transpose(cublas_backend, t):
+    m, n, k = 37, 23, 51
+    for ta, tb in itertools.product([False, True], repeat=2):
+        a = _rand(t, (k, m) if ta else (m, k), 14)
+        b = _rand(t, (n, k) if tb else (k, n), 15)
+        c0 = _rand(t, (m, n), 16)
+        c = c0.copy()
+        kaio.blas.gemm(a, b, out=c, alpha=0.75, beta=-1.25, trans_a=ta, trans_b=tb, backend=cublas_backend)
+        _check(c, a, b, c0, 0.75, -1.25, ta, tb, TOL[t])
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+def test_cublas_device_arrays_streams_and_tf32(cublas_backend):
+    be = cublas_backend
     a, b = _rand("f32", (256, 192), 11), _rand("f32", (192, 320), 12)
     da, db = kaio.to_device(a), kaio.to_device(b)
     dc = kaio.blas.gemm(da, db, backend=be)                     # out allocated on the device
@@ -209,9 +237,9 @@ def test_cublas_device_arrays_streams_and_tf32():
 
 @pytest.mark.gpu
 @pytest.mark.cuda
-def test_cublas_torch_tensors_in_place():
+def test_cublas_torch_tensors_in_place(cublas_backend):
     torch = pytest.importorskip("torch")
-    be = kaio.get_backend("cuda")
+    be = cublas_backend
     a = torch.randn(128, 64, device="cuda", dtype=torch.float16)
     b = torch.randn(96, 64, device="cuda", dtype=torch.float16)
     c = torch.empty(128, 96, device="cuda", dtype=torch.float16)
