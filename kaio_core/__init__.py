@@ -10,10 +10,12 @@
 """
 from __future__ import annotations
 
-# kaio.math inside kernels; kaio.blas.gemm; kaio.regions (which registers the partitions as IR
-# attributes, so IR text parses in any process); kaio.backends (set_backend / get_backend below);
-# kaio.autotune (the autotuner the library's row ops use)
-from . import autotune, backends, blas, math, mma, regions
+import importlib as _importlib
+
+# kaio.math inside kernels; kaio.regions (which registers the partitions as IR attributes, so IR
+# text parses in any process); kaio.backends (set_backend / get_backend below). kaio.blas and
+# kaio.autotune load on first use (__getattr__ below): a first launch needs neither.
+from . import backends, math, mma, regions
 from .device import (
     DeviceArray,
     Event,
@@ -115,3 +117,13 @@ def set_backend(name: str) -> None:
 def get_backend(name: str | None = None):
     """The current backend object (or the named one)."""
     return backends.get_backend(name)
+
+
+#: submodules imported on first use as ``kaio.NAME`` (``from kaio import NAME`` too)
+_LAZY = ("autotune", "blas")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

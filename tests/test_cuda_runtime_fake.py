@@ -533,7 +533,7 @@ def test_compile_uses_disk_cache(fake, monkeypatch):
     dropped, is served from the disk cache; another option is another entry."""
     from kaio import cache
     from kaio.backends import cuda as cuda_mod
-    from kaio.backends import targets
+    from kaio.backends import ptx
     from kaio.options import KernelOptions
     be = cuda_mod.CudaBackend(codegen="ptx")   # the stubbed stage is kaio's PTX (not KAIO_CUDA_CODEGEN=llvm)
     calls = []
@@ -541,7 +541,7 @@ def test_compile_uses_disk_cache(fake, monkeypatch):
     def fake_emit(lowered, arch, **kw):
         calls.append(lowered.name)
         return f"// fake ptx nparams={len(kernel_abi(lowered).params)}\n", kernel_abi(lowered)
-    monkeypatch.setattr(targets, "emit_ptx", fake_emit)   # the 'ptx' stage's emitter
+    monkeypatch.setattr(ptx, "emit_ptx", fake_emit)   # what the 'ptx' stage calls
     k = _saxpy_ir()
     c1 = be.compile(k)
     cache.default_cache().clear_memory()

@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 
-from ..ir.rewrite import clone_kernel
-from ..regions.checker import check_width
-from . import (
-    bounds_check,
-    constfold,
-    cse,
-    dce,
-    expand_math,
-    full_tiles,
-    loop_facts,
-    lower_reductions,
-    unroll,
-    verify,
-)
+#: the passes, imported on first use (here or as ``kaio.passes.NAME``): a process that only
+#: reads ``kaio.passes.limits`` (the CUDA backend does), or launches code from the compile cache,
+#: does not pay for the others, the math library and the race checker (~70 ms)
+_PASSES = ("bounds_check", "constfold", "cse", "dce", "expand_math", "full_tiles", "loop_facts",
+           "lower_reductions", "unroll", "verify")
+
+
+def __getattr__(name: str):
+    if name in _PASSES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
@@ -45,6 +43,20 @@ def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
 
 
 def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked, portable=False):
+    from ..ir.rewrite import clone_kernel
+    from ..regions.checker import check_width
+    from . import (
+        bounds_check,
+        constfold,
+        cse,
+        dce,
+        expand_math,
+        full_tiles,
+        loop_facts,
+        lower_reductions,
+        unroll,
+        verify,
+    )
     check_width(kernel, warp_size)                  # race-free at this target's warp width too
     kernel = clone_kernel(kernel)
     if checked:
