@@ -171,6 +171,11 @@ class KernelFunction(KaioFunction):
 
     # --- launching --------------------------------------------------------------------
     def __getitem__(self, config) -> "_BoundLaunch":
+        if (type(config) is tuple and len(config) == 2 and type(config[0]) is int
+                and type(config[1]) is int):  # k[blocks, threads], inline: written in loops
+            bound = self._configs.get(config)
+            if bound is not None:
+                return bound
         plain = _plain_config(config)
         bound = self._configs.get(config) if plain else None
         if bound is not None:
