@@ -159,9 +159,9 @@ class LoadedKernel:
 #: "e" has none: it is packed with struct)
 _VIEW_CODES = frozenset("bBhHiIqQfd")
 
-#: the planned launch, as source: one function per signature, with that signature's constants
-#: (``run_env``) as globals, so a launch is one Python frame with no loops (issue 15: the
-#: checked call within 1.2x of a raw cuLaunchKernel)
+#: the planned launch, as source: one function per signature, compiled with that signature's
+#: constants as its globals (``env`` in :func:`planned_launcher`), so a launch is one Python
+#: frame with no loops (issue 15: the checked call within 1.2x of a raw cuLaunchKernel)
 _RUN = """
 def run(args, shared_bytes, stream):
 {guard}    if shared_bytes > LIMIT or CAPTURES[0] and capture.graph is not None:
