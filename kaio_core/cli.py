@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .backends import REGISTRY, availability, backend_class
+from .backends.cublas_bindings import summary as cublas_summary
 from .backends.targets import COMPILE_TARGETS, STAGES, check
 from .errors import KaioError
 from .launch import KernelFunction
@@ -78,8 +79,7 @@ def _device_rows() -> list[dict]:
 def _cublas_binding() -> str:
     """How kaio.blas reaches cuBLAS here (kaio.backends.cublas_bindings.summary)."""
     try:
-        from .backends.cublas_bindings import summary
-        return summary()
+        return cublas_summary()
     except Exception as e:  # like a broken backend: reported, never fatal
         return f"error: {type(e).__name__}: {e}"
 
