@@ -13,20 +13,44 @@ tests all iterate over :func:`cases`.
 """
 from __future__ import annotations
 
-from . import ml, rajaperf  # noqa: F401  (their modules register the library's cases)
-from .registry import REGISTRY, KernelCase, Tolerance, compare, max_abs_error, register
+import importlib
+
+from .registry import KernelCase, Tolerance, compare, max_abs_error, register
 
 __all__ = ["REGISTRY", "KernelCase", "Tolerance", "cases", "compare", "get", "max_abs_error",
            "register"]
 
 
+def _registry() -> dict:
+    """The registry with every library case in it. The ML and RAJAPerf modules register their
+    cases when imported, which happens here, on first use, not when the package is imported:
+    a program launching one library kernel imports that kernel's module only."""
+    from . import rajaperf  # noqa: F401
+    from .ml import cases as _ml_cases  # noqa: F401
+    from .registry import REGISTRY
+    return REGISTRY
+
+
+def __getattr__(name: str):
+    if name == "REGISTRY":
+        return _registry()
+    if not name.startswith("__"):   # a submodule not imported yet (ml, rajaperf, _launch, ...)
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def cases(group: str | None = None) -> list[KernelCase]:
     """All registered cases, optionally those whose group starts with ``group``."""
-    return [c for c in REGISTRY.values() if group is None or c.group.startswith(group)]
+    return [c for c in _registry().values() if group is None or c.group.startswith(group)]
 
 
 def get(name: str) -> KernelCase:
     """The case named ``name``; a bare name ('rmsnorm', 'DAXPY') matches ``group/name`` too."""
+    REGISTRY = _registry()
     if name in REGISTRY:
         return REGISTRY[name]
     hits = [c for c in REGISTRY.values() if c.name.split("/")[-1].lower() == name.lower()]

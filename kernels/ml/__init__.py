@@ -12,11 +12,26 @@ Gradients of the first six: :mod:`kaio.kernels.ml.backward` (kaio kernels, numpy
 as torch custom ops with autograd: ``import kaio.kernels.ml.torch_ops`` (needs torch;
 docs/interop.md).
 """
-from . import cases  # noqa: F401  (registers the library cases)
-from .attention import quantized_attention
-from .elementwise import gelu, silu_gate
-from .norms import layernorm, rmsnorm, softmax
-from .quant import dequantize, int4_matmul, int8_matmul, pack_int4, quantize_rows, unpack_int4
+import importlib
 
-__all__ = ["silu_gate", "gelu", "rmsnorm", "layernorm", "softmax", "dequantize", "int8_matmul",
-           "int4_matmul", "quantize_rows", "pack_int4", "unpack_int4", "quantized_attention"]
+#: the entry points, each imported from its module on first use (``kaio.kernels.ml.softmax``
+#: imports norms.py only); the library cases (cases.py) register through kaio.kernels.cases()
+_API = {"silu_gate": "elementwise", "gelu": "elementwise", "rmsnorm": "norms",
+        "layernorm": "norms", "softmax": "norms", "dequantize": "quant", "int8_matmul": "quant",
+        "int4_matmul": "quant", "quantize_rows": "quant", "pack_int4": "quant",
+        "unpack_int4": "quant", "quantized_attention": "attention"}
+
+__all__ = list(_API)
+
+
+def __getattr__(name: str):
+    mod = _API.get(name)
+    if mod is not None:
+        return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    if not name.startswith("__"):   # a submodule not imported yet
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
