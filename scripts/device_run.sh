@@ -19,6 +19,8 @@
 #   cuda-core scripts/bench_cuda_core.py (kaio's launch path vs NVIDIA's cuda.core)
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
 #   resident  benchmarks/bench_resident.py: Jacobi-1D with numpy arguments, in kaio.resident, and manual
+#   startup   benchmarks/bench_startup.py: import kaio, and a kernel's first launch in a fresh process,
+#             cold and from the warm disk cache (saxpy, softmax; startup.md); the same with --backend stub
 #   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
 #   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
@@ -79,6 +81,9 @@ for step in "$@"; do
                   --section MemoryWorkloadAnalysis -k regex:gemm python3 scripts/profile_gemm.py ;;
     ml) run bench_ml 280 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 230 ;;
     resident) run bench_resident 200 python3 benchmarks/bench_resident.py ;;
+    startup) run startup 200 python3 benchmarks/bench_startup.py --backend cuda --runs 7 --out "$OUT"
+             run startup_stub 120 python3 benchmarks/bench_startup.py --backend stub --runs 7
+             sed -n '/^|/p' "$OUT/startup.md" 2>/dev/null | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
     rowsweep) run row_ops_sweep 240 python3 benchmarks/row_ops_sweep.py --out "$OUT" ;;
