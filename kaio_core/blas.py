@@ -43,26 +43,33 @@ class Operand:
         return isinstance(self.value, np.ndarray)
 
 
+_KAIO_DTYPES: dict = {}   # numpy dtype -> kaio dtype or None: dt.from_numpy scans every dtype
+
+
+def _kaio_dtype(npd) -> dt.DType | None:
+    t = _KAIO_DTYPES.get(npd, False)
+    if t is False:
+        try:
+            t = dt.from_numpy(npd)
+        except (KeyError, TypeError, ValueError):
+            t = None
+        _KAIO_DTYPES[npd] = t
+    return t
+
+
 def _describe(value) -> tuple[dt.DType | None, tuple | None, bool]:
     """(kaio dtype or None, shape, C-contiguous) of an array argument."""
     if isinstance(value, np.ndarray):
-        try:
-            t = dt.from_numpy(value.dtype)
-        except (KeyError, TypeError, ValueError):
-            t = None
-        return t, value.shape, bool(value.flags.c_contiguous)
+        return _kaio_dtype(value.dtype), value.shape, bool(value.flags.c_contiguous)
     if isinstance(value, DeviceArray):   # any backend's (always C-contiguous)
-        return dt.from_numpy(value.dtype), tuple(value.shape), True
+        return _kaio_dtype(value.dtype), tuple(value.shape), True
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         try:
             npd, shape = check_cuda_array_interface(cai, "gemm argument")
         except ValueError:
             return None, tuple(cai.get("shape", ())), False
-        try:
-            return dt.from_numpy(npd), tuple(shape), True
-        except (KeyError, TypeError, ValueError):
-            return None, tuple(shape), True
+        return _kaio_dtype(np.dtype(npd)), tuple(shape), True
     return None, None, False
 
 

@@ -38,6 +38,10 @@
 #   interop   torch custom ops (fwd/bwd vs torch, gradcheck f64, streams, inductor), DLPack round trips
 #             with torch and CuPy, torch/CuPy streams (also in `gpu`; this step runs only them)
 #   torch-ops benchmarks/torch_ops_bench.py: torch.ops.kaio.* vs torch's own ops, forward and fwd+bwd
+#   blas-overhead  benchmarks/blas_overhead.py: kaio.blas.gemm's host call cost (64^3 f16, f32, device
+#             arrays, one stream) through each cuBLAS binding (ctypes, nvmath-python) and the ctypes
+#             code before (stream set per call), torch.matmul for scale; kaio info's binding line;
+#             then the cuBLAS GPU tests of tests/test_blas.py over both bindings
 #   mpi       tests/test_mpi.py + tests/test_devices.py, then examples/jacobi_mpi.py under mpiexec: 2 ranks
 #             sharing GPU 0 (4096^2, checked bit for bit against one process, halos by CUDA IPC and
 #             through the host), and 1 and 2 ranks of 16384^2 per rank (time per step, both ways);
@@ -117,6 +121,11 @@ for step in "$@"; do
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
     interop) run interop 280 python3 -m pytest -q -rf -p no:cacheprovider -m "gpu or cuda" tests/test_torch_ops.py tests/test_interop.py ;;
+    blas-overhead) run blas_info 60 env COLUMNS=200 python3 -m kaio.cli info
+                   run blas_overhead 200 python3 benchmarks/blas_overhead.py --out "$OUT"
+                   grep -E "^(\||nvmath - ctypes|rule|default binding)" "$OUT/blas_overhead.log" \
+                       | sed 's/^/   /' >> "$OUT/summary.txt"
+                   run blas_tests 200 python3 -m pytest -q -rf -p no:cacheprovider tests/test_blas.py tests/test_blas_bindings.py ;;
     torch-ops) run torch_ops_bench 240 python3 benchmarks/torch_ops_bench.py --out "$OUT" ;;
     mpi) export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI refuses root otherwise
          run mpi_tests 120 python3 -m pytest -q -rf -p no:cacheprovider tests/test_mpi.py tests/test_devices.py

@@ -237,3 +237,24 @@ def test_nvmath_errors_become_cuda_errors(stand_ins, monkeypatch):
     with pytest.raises(kaio.CudaError, match="cublasGemmEx failed: CUBLAS_STATUS_7") as e:
         kaio.blas.gemm(a, a, backend=be)
     assert e.value.code == 7
+
+
+def test_overhead_benchmark_runs_on_fakes(tmp_path):
+    """benchmarks/blas_overhead.py (scripts/device_run.sh blas-overhead) end to end on the fakes."""
+    import json
+    import os
+    import subprocess
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    p = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "blas_overhead.py"), "--fake",
+                        "--rounds", "3", "--calls", "20", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    data = json.loads((tmp_path / "blas_overhead.json").read_text())
+    rows = data["us_per_call"]
+    for binding in ("ctypes", "nvmath", "ctypes, stream set per call (before)"):
+        for t in ("f16 (f32 accumulation)", "f32"):
+            host, total = rows[f"kaio.blas.gemm 64^3 {t} [{binding}]"]
+            assert 0 < host <= total
+    assert set(data["nvmath_minus_ctypes_us"]) == {"kaio.blas.gemm 64^3 f16 (f32 accumulation)",
+                                                    "kaio.blas.gemm 64^3 f32"}
+    assert "PREFERRED_BINDING = " in p.stdout and data["missing"] == {}
