@@ -57,7 +57,6 @@ def use_fakes() -> None:
 
     from kaio.backends import cuda_driver as drv
     drv.set_driver(FakeDriver())
-    kaio.set_backend("cuda")
 
     CB.find_cublas = lambda: "fake-libcublas.so"
     CB.load_library = lambda path: _FakeLib()
@@ -217,6 +216,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.fake:
         use_fakes()
+    kaio.set_backend("cuda")      # kaio.to_device and kaio.Stream follow the current backend
     be = kaio.get_backend("cuda")
     handles, missing = open_handles(be)
     if not handles:
