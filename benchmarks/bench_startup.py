@@ -115,6 +115,8 @@ def main(argv=None) -> int:
                     help="cuda, hip, reference, or stub (sm_90 PTX, no GPU: time to the PTX)")
     ap.add_argument("--runs", type=int, default=5, help="warm processes per kernel (median)")
     ap.add_argument("--out", help="folder for startup.md and startup.json")
+    ap.add_argument("--kaio", help="measure this source checkout instead (a folder named kaio, "
+                                   "e.g. an earlier commit: git archive REV | tar -x -C DIR/kaio)")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="kaio-startup-")
     env = dict(os.environ, KAIO_CACHE_DIR=os.path.join(tmp, "cache"), KAIO_AUTOTUNE="0",
@@ -123,6 +125,8 @@ def main(argv=None) -> int:
     with open(script, "w") as f:
         f.write(_CHILD)
     env.pop("KAIO_CACHE_DISABLE", None)
+    if a.kaio:   # the checkout's parent first on the path: `import kaio` finds the checkout
+        env["PYTHONPATH"] = os.path.dirname(os.path.abspath(a.kaio))
     imports = sorted(import_only(env) for _ in range(a.runs))
     rows = [("import kaio", "", f"{statistics.median(imports):.1f}", "", "")]
     report = {"backend": a.backend, "import_ms": imports, "kernels": {}}
