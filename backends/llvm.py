@@ -377,6 +377,8 @@ class FunctionEmitter(MmaEmitter):
         if not t.is_float:
             raise self.error(op, f"math.{fn} takes a float argument, got {t.name}; cast first")
         ty, sfx, a = llty(t), suffix(t), args[0]
+        if fast and t.name == "f32" and op.attrs.get("ftz") and fn in self.t.fast_f32_ftz:
+            return self.snippet(self.t.fast_f32_ftz[fn], a=a)
         if fast and t.name == "f32" and fn in self.t.fast_f32:
             return self.snippet(self.t.fast_f32[fn], a=a)
         if fn in llvm_math.EXACT_UNARY:

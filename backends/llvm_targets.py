@@ -46,6 +46,8 @@ class LlvmTarget:
     #: fast math: fn -> snippet on float {a} -> float {out} (f32 only); a function missing here
     #: is kaio.mathlib's portable code (exp: its exact range reduction around the exp2 entry)
     fast_f32: dict = field(default_factory=dict)
+    #: the flushing forms, for ``math`` ops marked ``ftz`` (subnormals cannot matter there)
+    fast_f32_ftz: dict = field(default_factory=dict)
     is_amdgpu: bool = False
     prelude: str = ""              # module-level text every module of this target starts with
     #: function attribute that caps registers per thread (kernel option max_registers)
@@ -151,7 +153,8 @@ def _nvptx(name: str, cpu: str) -> LlvmTarget:
         vote_any="{out} = call i1 @llvm.nvvm.vote.any.sync(i32 {mask}, i1 {a})",
         vote_all="{out} = call i1 @llvm.nvvm.vote.all.sync(i32 {mask}, i1 {a})",
         atomic_scope={"global": "", "shared": ""},
-        fast_f32=_NV_FAST)
+        fast_f32=_NV_FAST,
+        fast_f32_ftz={"exp2": "{out} = call float @llvm.nvvm.ex2.approx.ftz.f(float {a})"})
 
 
 TARGETS: dict[str, LlvmTarget] = {

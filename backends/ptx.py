@@ -303,7 +303,8 @@ class _Renderer:
     def op_math(self, op):
         fast = bool(op.attrs.get("fast")) or self.em.fast_math
         regs = [self.v(a) for a in op.operands]
-        r = ptx_math.emit(self.em, op.attrs["fn"], op.operands[0].type, regs, fast)
+        r = ptx_math.emit(self.em, op.attrs["fn"], op.operands[0].type, regs, fast,
+                          bool(op.attrs.get("ftz")))
         if r is None:   # no instruction for it: kaio.mathlib's code, emitted in place
             with library_code(op) as (code, value):
                 self.block(code)

@@ -8,8 +8,9 @@
   ``sqrt.approx``, with scalings such as log(x) = lg2(x) ln 2; tan and pow as two of them),
   ``rsqrt.approx.f64``; f16/bf16 compute in f32 (exact widening, one rounding back). A fast exp
   never gets here: ``expand_math`` turns it into exact IR around a fast exp2 of a reduced
-  argument (:mod:`kaio.mathlib.hwexp`), whose ``ex2.approx.f32`` is the entry below (no
-  ``.ftz``: the same instruction as a fast exp2 of the user's).
+  argument (:mod:`kaio.mathlib.hwexp`), whose ``ex2.approx.ftz.f32`` is :data:`FAST_FTZ`'s entry
+  (the op is marked ``ftz``: flushing cannot change that exp's result; a fast exp2 of the user's
+  is ``ex2.approx.f32``, no ``.ftz``).
 
 Everything else -- every portable function, and a ``fast`` one with no entry here -- is
 :mod:`kaio.mathlib`'s IR, expanded before codegen or (fast ones) by the renderer through
@@ -79,11 +80,15 @@ FAST = {
             "sqrt": _approx("sqrt.approx.f32"), "tan": _tan, "pow": _pow},
     "f64": {"rsqrt": _rsqrt_f64},
 }
+#: the flushing forms, for ``math`` ops marked ``ftz`` (IR: subnormals cannot matter there)
+FAST_FTZ = {"f32": {"exp2": _approx("ex2.approx.ftz.f32")}}
 
 
-def emit(em: Emitter, fn: str, t: dt.DType, args: list[str], fast: bool) -> str | None:
+def emit(em: Emitter, fn: str, t: dt.DType, args: list[str], fast: bool,
+         ftz: bool = False) -> str | None:
     """Result register of math function ``fn`` on registers ``args`` of float dtype ``t``, or
-    None when PTX has no instruction for it (the caller emits the library's code)."""
+    None when PTX has no instruction for it (the caller emits the library's code). ``ftz``: the
+    op's flag (subnormals cannot matter): a :data:`FAST_FTZ` form where there is one."""
     if not t.is_float:
         raise NotImplementedError(f"PTX: math.{fn} on {t.name} (cast to a float dtype first)")
     if fn in TESTP:
@@ -97,7 +102,9 @@ def emit(em: Emitter, fn: str, t: dt.DType, args: list[str], fast: bool) -> str 
         return None
     if t.bits == 16:  # compute in f32 (exact widening) and round once
         wide = [em.to_f32(a, t) for a in args]
-        return em.from_f32(emit(em, fn, dt.f32, wide, fast), t)
+        return em.from_f32(emit(em, fn, dt.f32, wide, fast, ftz), t)
+    if fast and ftz and fn in FAST_FTZ.get(t.name, {}):
+        return FAST_FTZ[t.name][fn](em, *args)
     if fast and fn in FAST[t.name]:
         return FAST[t.name][fn](em, *args)
     d = em.reg(t)

@@ -715,10 +715,15 @@ def _float_op(m, name, opc, t, ops):
     elif name == "sqrt" and "rn" in opc:
         r = fround(math.sqrt(x[0]), t) if x[0] >= 0 else (x[0] if x[0] == 0 else math.nan)
     elif name in _APPROX:
+        a = x[0]
+        if "ftz" in opc and t == "f32" and 0 < abs(a) < 2.0 ** -126:
+            a = math.copysign(0.0, a)          # .ftz: subnormal arguments and results are zeros
         try:
-            r = fround(_APPROX[name](x[0]), t)
+            r = fround(_APPROX[name](a), t)
         except (OverflowError, ValueError):
             r = math.inf if name == "ex2" else math.nan
+        if "ftz" in opc and t == "f32" and 0 < abs(r) < 2.0 ** -126:
+            r = math.copysign(0.0, r)
     else:
         raise PtxError(f"unsupported float op {'.'.join(opc)}")
     m.put(ops[0], t, r)

@@ -7,8 +7,10 @@
 - the GPU bound is modeled: the measured error of the reduction (2^f taken exactly) plus
   ex2.approx.f32's maximum relative error (PTX ISA: 2^-22.5) on every sample;
 - special values exact (NaN, +-inf, +-0, overflow and underflow thresholds);
-- codegen: a kernel doing one fast exp has 8 arithmetic PTX instructions and one ex2.approx.f32
-  (ptxas sm_90 assembles it); the LLVM targets call llvm.nvvm.ex2.approx.f / llvm.amdgcn.exp2.
+- codegen: a kernel doing one fast exp has 8 arithmetic PTX instructions and one
+  ex2.approx.ftz.f32 (ptxas sm_90 assembles it; flushing subnormals cannot change the result,
+  checked on the PTX simulator against the reference); the LLVM targets call
+  llvm.nvvm.ex2.approx.ftz.f / llvm.amdgcn.exp2; a user's fast exp2 keeps ex2.approx.f32.
 """
 from __future__ import annotations
 
@@ -171,7 +173,7 @@ def _exp_body(ptx):
 def test_ptx_is_eight_instructions_and_one_ex2_and_assembles():
     ptx = targets.emit(one_exp.specialize_ir({}), "ptx", "sm_90")
     body = _exp_body(ptx)
-    assert body.count("ex2.approx.f32") == 1 and len(body) == 9, body
+    assert body.count("ex2.approx.ftz.f32") == 1 and len(body) == 9, body
     assert not [op for op in body if op.startswith(("lg2", "div", "cvt"))], body
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "k.ptx")
@@ -182,7 +184,7 @@ def test_ptx_is_eight_instructions_and_one_ex2_and_assembles():
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("target,intrinsic", [("nvptx64-sm_90", "@llvm.nvvm.ex2.approx.f("),
+@pytest.mark.parametrize("target,intrinsic", [("nvptx64-sm_90", "@llvm.nvvm.ex2.approx.ftz.f("),
                                               ("gfx90a", "@llvm.amdgcn.exp2.f32(")])
 def test_llvm_targets_call_the_hardware_exp2_on_the_reduced_argument(target, intrinsic):
     text = targets.emit(one_exp.specialize_ir({}), "llvm", target)
@@ -216,3 +218,36 @@ def test_fast_must_be_a_compile_time_bool():
         y[i] = kaio.math.exp(x[i], fast=x[i] > 0.0)
     with pytest.raises(CompileError, match="compile-time True or False"):
         bad.specialize_ir({})
+
+
+@kaio.kernel
+def user_exp2(x: kaio.In[kaio.f32], y: kaio.Out[kaio.f32]):
+    for i in y.owned():
+        y[i] = kaio.math.exp2(x[i], fast=True)
+
+
+def test_the_reduced_exp2_flushes_subnormals_and_a_users_does_not():
+    """The fast exp's exp2 is marked ``ftz`` (one MUFU.EX2 on sm_90, without the test and two
+    multiplies for subnormal results); a user's fast exp2 can return subnormals, so keeps them."""
+    ptx = targets.emit(user_exp2.specialize_ir({}), "ptx", "sm_90")
+    assert "ex2.approx.f32" in ptx and "ftz" not in ptx
+    text = targets.emit(user_exp2.specialize_ir({}), "llvm", "nvptx64-sm_90")
+    assert "@llvm.nvvm.ex2.approx.f(" in text and "ftz" not in text
+
+
+def test_flushing_changes_no_result_on_the_ptx_simulator():
+    """The PTX (ex2.approx.ftz.f32, simulated as 2^f rounded, subnormal arguments and results
+    flushed) gives the reference's bits, where the reduced argument is subnormal (x near 0) and
+    where 2^f is subnormal or 0 (n clamped at -126, x below -87.3 down to the underflow)."""
+    from ptx_sim import Machine
+
+    from kaio.backends.ptx import emit_ptx
+    lo = np.linspace(-110.0, -87.0, 3001, dtype=np.float32)
+    tiny = np.array([1e-45, -1e-45, 1e-38, -1e-38, 2e-39, -2e-39, 0.0, -0.0], np.float32)
+    x = np.concatenate([lo, tiny, -np.logspace(-30, 2, 500).astype(np.float32)])
+    x = np.concatenate([x, np.zeros((-x.size) % 256, np.float32)])
+    ptx, abi = emit_ptx(target_pipeline(one_exp.specialize_ir({}), 32), "sm_90")
+    assert "ex2.approx.ftz.f32" in ptx
+    y = np.zeros_like(x)
+    Machine(ptx).launch([x, y], abi, (x.size // 256, 1, 1), (256, 1, 1), 0)
+    assert np.array_equal(y.view(np.int32), run_reference(x).view(np.int32))

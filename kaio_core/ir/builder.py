@@ -79,11 +79,13 @@ class Builder:
     def fma(self, a, b, c) -> Value:
         return self._one("fma", [a, b, c], a.type)
 
-    def math(self, fn: str, *args: Value, fast: bool = False) -> Value:
+    def math(self, fn: str, *args: Value, fast: bool = False, ftz: bool = False) -> Value:
         rtype = dt.bool_ if fn in MATH_PREDICATES else args[0].type
         attrs = {"fn": fn}
         if fast:
             attrs["fast"] = True
+        if ftz:
+            attrs["ftz"] = True
         return self._one("math", list(args), rtype, attrs)
 
     def cmp(self, pred: str, a: Value, b: Value) -> Value:

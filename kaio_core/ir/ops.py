@@ -70,7 +70,10 @@ SPECS.update(_specs("binary", BINARY, True))
 SPECS.update(_specs("binary", ["div"], True, attrs={"fast": Flag()}, required=()))
 SPECS.update(_specs("unary", UNARY, True))
 SPECS.update(_specs("ternary", ["fma"], True))
-SPECS.update(_specs("math", ["math"], True, attrs={"fn": OneOf(tuple(MATH_FNS)), "fast": Flag()},
+# ``ftz`` (with ``fast``): neither the argument nor the result needs IEEE subnormals, so a backend
+# may use its flushing instruction (the fast exp's reduced exp2: kaio.mathlib.hwexp)
+SPECS.update(_specs("math", ["math"], True, attrs={"fn": OneOf(tuple(MATH_FNS)), "fast": Flag(),
+                                                   "ftz": Flag()},
                     required=("fn",)))
 SPECS.update(_specs("cmp", ["cmp"], True, attrs={"pred": OneOf(CMP_PREDS)}))
 SPECS.update(_specs("select", ["select"], True))
