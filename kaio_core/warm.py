@@ -324,8 +324,12 @@ def lookup(cache, key: str, backend, options, target):
             raise ValueError(f"kernel {kernel.name}, entry for {entry['name']}")
         if target.family == "reference":
             loaded = parse_kernel(entry["lowered"])
+            if loaded.name != kernel.name or len(loaded.params) != len(kernel.params):
+                raise ValueError("the lowered kernel is another kernel's")
         else:
             loaded = cache.get(entry["key"])
+            if loaded is not None and not _names(loaded, kernel):
+                raise ValueError("the artifact does not define the kernel's entry point")
     except (ValueError, KeyError, TypeError, ParseError):
         stats["bad"] += 1     # the cache verified the bytes: an entry of another layout
         return None
@@ -339,6 +343,14 @@ def lookup(cache, key: str, backend, options, target):
     compiled = Compiled(kernel, arts, backend.load(kernel, arts, options), options)
     stats["hits"] += 1
     return compiled, entry["elems"]
+
+
+def _names(artifact, kernel) -> bool:
+    """Whether the PTX text or code object names the kernel's entry point (a cheap check that
+    the entry and the artifact it points to belong together)."""
+    from .backends.abi import kernel_abi
+    entry = kernel_abi(kernel).entry
+    return (entry in artifact) if isinstance(artifact, str) else (entry.encode() in artifact)
 
 
 def compile_kernel(kfn, backend, consts: dict, coarsen: bool):

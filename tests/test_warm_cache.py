@@ -249,3 +249,44 @@ def test_package_stamp_sees_an_edit(tmp_path):
     assert [os.path.basename(p) for p, _, _ in before] == ["a.py", "b.py"]
     (tmp_path / "sub" / "b.py").write_text("y = 22\n")
     assert warm._files(str(tmp_path)) != before
+
+
+class _Stub(kaio.backends.Backend):
+    """sm_90 PTX through the CUDA backend's stages; nothing is loaded."""
+    name = "stub"
+
+    def compile_options(self, kernel_options=None):
+        from kaio.backends.targets import get_target
+        return get_target("sm_90").options(kernel_options, ptx_version="8.0")
+
+
+def _double(x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = x[i] * 2.0
+
+
+def _triple(x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = x[i] * 3.0
+
+
+def test_entry_pointing_at_another_kernels_code_is_refused(disk_cache):
+    stub = _Stub()
+    a, b = kaio.kernel(_double).compile(stub), kaio.kernel(_triple).compile(stub)
+    entries = {}
+    for key in disk_cache.stored_keys():
+        if key.startswith("w"):
+            entry = json.loads(disk_cache.get(key))
+            entries[entry["name"]] = (key, entry)
+    assert set(entries) == {"_double", "_triple"}
+    key_a, entry_a = entries["_double"]
+    entry_a["key"] = entries["_triple"][1]["key"]       # a well-formed entry, the wrong PTX
+    disk_cache.put(key_a, json.dumps(entry_a))
+    disk_cache.clear_memory()
+    before = dict(warm.stats)
+    again = kaio.kernel(_double).compile(stub)           # a new kernel object: no memory cache
+    assert warm.stats["bad"] == before["bad"] + 1 and warm.stats["hits"] == before["hits"]
+    assert again.artifacts["ptx"] == a.artifacts["ptx"] != b.artifacts["ptx"]
+    disk_cache.clear_memory()
+    assert kaio.kernel(_double).compile(stub).artifacts["ptx"] == a.artifacts["ptx"]
+    assert warm.stats["hits"] == before["hits"] + 1      # the rewritten entry is right again
