@@ -251,15 +251,17 @@ class FunctionEmitter(MmaEmitter):
         if (name, signed) in INT_MINMAX:
             return self.bind(op, self.call(ty, f"{INT_MINMAX[name, signed]}.{ty}", (ty, a), (ty, b)))
         if (name, signed) in DIVREM:
-            return self.bind(op, self.ins(f"{DIVREM[name, signed]} {ty} {a}, {self.safe_divisor(t, a, b)}"))
+            signed = signed and not op.attrs.get("nonneg")   # kaio.passes.unsigned_divide: udiv
+            return self.bind(op, self.ins(f"{DIVREM[name, signed]} {ty} {a}, "
+                                          f"{self.safe_divisor(t, a, b, signed)}"))
         if name in ("shl", "shr"):
             return self.bind(op, self.shift(t, name, a, b))
         raise self.error(op, f"'{name}' is not defined on {t.name}")
 
-    def safe_divisor(self, t, a: str, b: str) -> str:
+    def safe_divisor(self, t, a: str, b: str, signed: bool) -> str:
         ty = llty(t)
         bad = self.ins(f"icmp eq {ty} {b}, 0")
-        if t.is_signed:   # INT_MIN / -1 overflows: divide by 1 instead (wrapped result INT_MIN)
+        if signed:   # INT_MIN / -1 overflows: divide by 1 instead (wrapped result INT_MIN)
             amin = self.ins(f"icmp eq {ty} {a}, {int_literal(t.min_value(), t)}")
             bneg = self.ins(f"icmp eq {ty} {b}, -1")
             bad = self.ins(f"or i1 {bad}, " + self.ins(f"and i1 {amin}, {bneg}"))

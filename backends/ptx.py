@@ -253,7 +253,10 @@ class _Renderer:
         a, b = op.operands
         if op.opcode == "sub" and a.type.is_int and _is_zero(a):  # 0 - b: one negation, which
             return self.set(op, ptx_ops.unary(self.em, "neg", b.type, self.v(b)))  # ptx_workarounds sees
-        self.set(op, ptx_ops.binary(self.em, op.opcode, a.type, self.v(a), self.v(b)))
+        t = a.type
+        if op.attrs.get("nonneg"):   # both operands >= 0 (kaio.passes.unsigned_divide): div.u32
+            t = dt.from_name("u" + t.name[1:])
+        self.set(op, ptx_ops.binary(self.em, op.opcode, t, self.v(a), self.v(b)))
 
     def op_unary(self, op):
         a = op.operands[0]

@@ -67,7 +67,10 @@ MATH_EXACT = ("sqrt", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfin
 SPECS: dict[str, OpSpec] = {}
 SPECS.update(_specs("const", ["const"], True, attrs={"value": Scalar()}))
 SPECS.update(_specs("binary", BINARY, True))
-SPECS.update(_specs("binary", ["div"], True, attrs={"fast": Flag()}, required=()))
+#: div/rem ``nonneg``: both operands are >= 0 on every launch (kaio.passes.unsigned_divide), so a
+#: backend may divide unsigned; the result is the same
+SPECS.update(_specs("binary", ["div"], True, attrs={"fast": Flag(), "nonneg": Flag()}, required=()))
+SPECS.update(_specs("binary", ["rem"], True, attrs={"nonneg": Flag()}, required=()))
 SPECS.update(_specs("unary", UNARY, True))
 SPECS.update(_specs("ternary", ["fma"], True))
 # ``ftz`` (with ``fast``): neither the argument nor the result needs IEEE subnormals, so a backend

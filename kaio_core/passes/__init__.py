@@ -14,7 +14,7 @@ import importlib
 #: reads ``kaio.passes.limits`` (the CUDA backend does), or launches code from the compile cache,
 #: does not pay for the others, the math library and the race checker (~70 ms)
 _PASSES = ("bounds_check", "constfold", "cse", "dce", "expand_math", "full_tiles", "loop_facts",
-           "lower_reductions", "unroll", "verify")
+           "lower_reductions", "unroll", "unsigned_divide", "verify")
 
 
 def __getattr__(name: str):
@@ -26,7 +26,8 @@ def __getattr__(name: str):
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
                     disabled_passes=frozenset(), checked: bool = False, portable: bool = False):
     """Expand portable math, lower block and warp reductions for a target's warp width, mark
-    loops with a positive step and unroll the small ones by 4 (those whose step's sign is known
+    loops with a positive step and integer divisions of non-negative values (unsigned on the
+    targets), unroll the small ones by 4 (those whose step's sign is known
     only at run time, such as a grid-stride loop's, behind a run-time test), then clean up.
 
     Works on a copy: the frontend's (cached) kernel is shared by every target and stays as is.
@@ -55,6 +56,7 @@ def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked, por
         loop_facts,
         lower_reductions,
         unroll,
+        unsigned_divide,
         verify,
     )
     check_width(kernel, warp_size)                  # race-free at this target's warp width too
@@ -68,6 +70,7 @@ def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked, por
     if "full_tiles" not in disabled_passes:
         kernel = full_tiles.run(kernel)              # for lo, min(lo + C, n): full case unrolled
     kernel = loop_facts.run(kernel)                  # step_sign = 1 where the step is > 0
+    kernel = unsigned_divide.run(kernel)             # div/rem of values >= 0: unsigned
     if "unroll" not in disabled_passes:              # small loops by 4; grid-stride ones too
         kernel = unroll.run(kernel, strided="unroll_strided" not in disabled_passes)
     kernel = constfold.run(kernel)

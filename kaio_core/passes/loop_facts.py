@@ -15,10 +15,7 @@ The attribute only removes the sign test; the reference interpreter may ignore i
 from __future__ import annotations
 
 from ..ir.core import Kernel, Op, Value
-
-#: launch limits (kaio.launch: a block has at most 1024 threads; grid.x < 2**31, y/z <= 65535)
-_BLOCK_MAX = 1024
-_GRID_MAX = (2**31 - 1, 65535, 65535)
+from .int_ranges import LEAVES, arith_range, fits, leaf_range
 
 
 def run(kernel: Kernel) -> Kernel:
@@ -41,53 +38,19 @@ def value_range(v: Value, memo: dict | None = None) -> tuple[int, int] | None:
     return memo[v.id]
 
 
-def _fits(lo, hi, t):
-    return (lo, hi) if t.min_value() <= lo and hi <= t.max_value() else None
-
-
 def _range(v: Value, memo) -> tuple[int, int] | None:
     t, op = v.type, v.owner
     if not isinstance(op, Op) or not getattr(t, "is_int", False) or getattr(t, "is_bool", False):
         return None
-    opc, a = op.opcode, op.attrs
-    if opc == "const":
-        return (a["value"], a["value"])
-    if opc == "block_dim":
-        return (1, _BLOCK_MAX)
-    if opc == "grid_dim":
-        return (1, _GRID_MAX[a.get("axis", 0)])
-    if opc == "thread_idx":
-        return (0, _BLOCK_MAX - 1)
-    if opc == "block_idx":
-        return (0, _GRID_MAX[a.get("axis", 0)] - 1)
-    if opc == "lane_id":
-        return (0, 63)
-    if opc == "warp_size":
-        return (1, 64)
-    if opc == "shape":
-        return (0, t.max_value())
+    opc = op.opcode
+    if opc in LEAVES:
+        return leaf_range(op)
     if opc == "cast" and op.operands[0].type.is_int:
         r = value_range(op.operands[0], memo)
-        return None if r is None else _fits(*r, t)
-    if opc not in ("add", "sub", "mul", "min", "max", "shl", "div"):
+        return None if r is None else fits(*r, t)
+    if opc not in ("add", "sub", "mul", "min", "max", "shl", "shr", "and", "div", "rem"):
         return None
     ra, rb = (value_range(x, memo) for x in op.operands)
     if ra is None or rb is None:
         return None
-    (alo, ahi), (blo, bhi) = ra, rb
-    if opc == "add":
-        return _fits(alo + blo, ahi + bhi, t)
-    if opc == "sub":
-        return _fits(alo - bhi, ahi - blo, t)
-    if opc == "mul":
-        c = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
-        return _fits(min(c), max(c), t)
-    if opc == "min":
-        return (min(alo, blo), min(ahi, bhi))
-    if opc == "max":
-        return (max(alo, blo), max(ahi, bhi))
-    if opc == "shl" and blo == bhi and 0 <= blo < t.bits and alo >= 0:
-        return _fits(alo << blo, ahi << blo, t)
-    if opc == "div" and blo == bhi and blo > 0 and alo >= 0:   # truncation == floor here
-        return (alo // blo, ahi // blo)
-    return None
+    return arith_range(opc, ra, rb, t)
