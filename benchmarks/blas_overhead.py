@@ -23,7 +23,6 @@ import os
 import statistics
 import sys
 import time
-import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,35 +52,24 @@ def use_fakes() -> None:
     import tempfile
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     os.environ.setdefault("KAIO_CACHE_DIR", tempfile.mkdtemp())
+    from test_blas_bindings import FakeLib, fake_nvmath
     from test_cuda_runtime_fake import FakeDriver
 
     from kaio.backends import cuda_driver as drv
     drv.set_driver(FakeDriver())
 
+    class Idle:  # the stand-in bindings' calls, doing nothing
+        def create(self):
+            return 1
+
+        def set_stream(self, handle, stream):
+            pass
+
+        def gemm(self, handle, args):
+            pass
     CB.find_cublas = lambda: "fake-libcublas.so"
-    CB.load_library = lambda path: _FakeLib()
-    CB._nvmath_module = types.SimpleNamespace(
-        create=lambda: 1, set_stream=lambda h, s: None, gemm_ex=lambda *a: None,
-        get_cudart_version=lambda: 0, cuBLASError=RuntimeError)
-
-
-class _FakeLib:
-    """A libcublas whose entry points do nothing (``--fake``)."""
-
-    class Fn:
-        def __init__(self, f):
-            self.f = f
-
-        def __call__(self, *args):
-            return self.f(*args)
-
-    def __init__(self):
-        def create(ref):
-            ref._obj.value = 1
-            return 0
-        self.cublasCreate_v2 = self.Fn(create)
-        self.cublasSetStream_v2 = self.cublasGemmEx = self.Fn(lambda *a: 0)
-        self.cublasGetStatusName = self.Fn(lambda s: b"?")
+    CB.load_library = lambda path: FakeLib(Idle())
+    CB._nvmath_module = fake_nvmath(Idle())
 
 
 def open_handles(be) -> tuple[dict, dict]:
