@@ -1,4 +1,5 @@
-"""kaio.mma fragments -> PTX ``mma.sync.aligned.m16n8k16`` (sm_80 and later).
+"""kaio.mma fragments -> PTX ``mma.sync.aligned.m16n8k16`` (``m16n8k32`` for i8, ``m16n8k8`` for
+tf32; sm_80 and later).
 
 A fragment value is several registers (the renderer's register string is their comma-joined
 list, :data:`kaio.backends.ptx_emit.FRAG_REGS`): A is four ``.b32`` registers of two f16/bf16
@@ -12,6 +13,11 @@ below in terms of ``g = laneid >> 2`` and ``t = laneid % 4``:
 - C/D (16 x 8, f32): element i (0..3) at row ``g + 8 * (i // 2)``, column ``2t + i % 2``.
 
 Two consecutive elements share one ``.b32`` register, the lower index in the low half.
+i8 (``m16n8k32``) packs four per register; tf32 (``m16n8k8``, from f32 data) holds one per
+register, converted on load by ``cvt.rna.tf32.f32`` (nearest, ties away from zero: exactly
+kaio.semantics.tf32), so the matrix unit, which ignores the low 13 fraction bits, multiplies
+the rounded values: A (16 x 8) element i (0..3) at row ``g + 8 * (i % 2)``, column
+``t + 4 * (i // 2)``; B (8 x 8) element i (0..1) at row ``t + 4 * i``, column ``g``.
 
 A warp-tile fragment (``FragType.tiles``) is a row-major grid of instruction tiles, their
 registers concatenated in that order; ``mma`` issues one ``mma.sync`` per (i, j, kk), kk outer.
@@ -20,7 +26,9 @@ Loads from a 2-d shared array whose rows are whole 16-byte units and whose colum
 provably a multiple of 8 use ``ldmatrix`` (x4: one A tile or two B tiles per instruction, the
 ``.trans`` form where the memory holds the other orientation); the lane supplying each 8x8
 matrix's row addresses follows two patterns (see :func:`_ldmatrix_lane`). Other loads compute
-every lane's own elements (scalar 16-bit loads packed by ``mov.b32``). Stores round the f32
+every lane's own elements (scalar 16-bit loads packed by ``mov.b32``; tf32 tiles, whose 32-bit
+elements ldmatrix cannot place where B needs them, always load this way, from ``ld.shared`` at
+immediate offsets in a 2-d shared array). Stores round the f32
 accumulator to the buffer's dtype (``cvt.rn``), skip elements outside the buffer and apply
 the BLAS epilogue when asked. ``copy_tile`` is ``cp.async`` of 16-byte chunks (zero-filled
 outside the source) where the source's alignment allows, checked once at run time, and
@@ -33,7 +41,7 @@ from . import ptx_mem
 from .vector_access import _multiple_of
 
 #: per shape, per role, per element: ((row symbol, row offset), (col symbol, col offset)); the
-#: symbols are 'g' (laneid >> 2), 't2' (2 * (laneid % 4)) and 't4' (4 * (laneid % 4))
+#: symbols are 'g' (laneid >> 2), 't' (laneid % 4), 't2' (2 * (laneid % 4)) and 't4' (4 * (laneid % 4))
 _LAYOUT = {
     "m16n8k16": {
         "a": [(("g", 8 * (i // 2 % 2)), ("t2", i % 2 + 8 * (i // 4))) for i in range(8)],
@@ -46,21 +54,28 @@ _LAYOUT = {
         "b": [(("t4", i % 4 + 16 * (i // 4)), ("g", 0)) for i in range(8)],
         "acc": [(("g", 8 * (i // 2)), ("t2", i % 2)) for i in range(4)],
     },
+    # tf32: one element per register; A's registers are (rows 0-7 | 8-15) x (cols 0-3 | 4-7)
+    "m16n8k8": {
+        "a": [(("g", 8 * (i % 2)), ("t", 4 * (i // 2))) for i in range(4)],
+        "b": [(("t", 4 * i), ("g", 0)) for i in range(2)],
+        "acc": [(("g", 8 * (i // 2)), ("t2", i % 2)) for i in range(4)],
+    },
 }
-#: 32-bit registers per instruction tile, per role (both shapes)
+#: 32-bit registers per instruction tile, per role (every shape)
 _REGS = {"a": 4, "b": 2, "acc": 4}
 _INSTR = {"m16n8k16": "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32",
-          "m16n8k32": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}
+          "m16n8k32": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+          "m16n8k8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}
 
 
 def _lane_syms(em) -> dict:
-    lane, g, t2, t4 = em.tmp("r"), em.tmp("r"), em.tmp("r"), em.tmp("r")
+    lane, g, t, t2, t4 = (em.tmp("r") for _ in range(5))
     em.ins(f"mov.u32 {lane}, %laneid")
     em.ins(f"shr.u32 {g}, {lane}, 2")
-    em.ins(f"and.b32 {t2}, {lane}, 3")
-    em.ins(f"shl.b32 {t4}, {t2}, 2")
-    em.ins(f"shl.b32 {t2}, {t2}, 1")
-    return {"g": g, "t2": t2, "t4": t4, "lane": lane}
+    em.ins(f"and.b32 {t}, {lane}, 3")
+    em.ins(f"shl.b32 {t4}, {t}, 2")
+    em.ins(f"shl.b32 {t2}, {t}, 1")
+    return {"g": g, "t": t, "t2": t2, "t4": t4, "lane": lane}
 
 
 def _tiles(t):
@@ -134,7 +149,8 @@ def _ldmatrix_ok(op, t) -> bool:
     and a column origin (in the buffer's own coordinates) that is a multiple of 8."""
     buf_t = op.operands[0].type
     shape = getattr(buf_t, "static_shape", None)
-    if buf_t.space != "shared" or buf_t.ndim != 2 or shape is None or t.role == "acc":
+    if buf_t.space != "shared" or buf_t.ndim != 2 or shape is None or t.role == "acc" or \
+            t.dtype.itemsize == 4:       # tf32: ldmatrix moves 16-bit units, not B's columns
         return False
     if t.dtype.itemsize == 1 and (t.role == "a") == bool(op.attrs.get("trans")):
         return False    # i8 held the other way round: ldmatrix transposes 16-bit units only
@@ -228,6 +244,11 @@ def load(em, info, op, regs) -> str:
         vals = [ptx_mem.load(em, info, t.dtype, a) for a in addrs]
         if t.role == "acc":
             out += vals
+        elif t.dtype.itemsize == 4:     # f32 -> tf32, rounded as kaio.semantics.tf32 does
+            for v in vals:
+                w = em.tmp("r")
+                em.ins(f"cvt.rna.tf32.f32 {w}, {v}")
+                out.append(w)
         elif t.dtype.itemsize == 1:     # four bytes per register, the lowest index lowest
             out += [_pack_bytes(em, vals[i:i + 4]) for i in range(0, len(vals), 4)]
         else:

@@ -14,8 +14,9 @@ the same arguments (see docs/language.md, "Matrix fragments").
     kaio.mma.store(C, row0, col0, acc)             # C[row0:row0+16, col0:col0+8]
 
 A fragment may span several instruction tiles (a warp tile): ``m=``, ``n=`` and ``k=`` on the
-loads and the fill (multiples of 16, 8 and 16). ``copy_tile`` stages a tile of global memory in
-a shared array for the whole block (asynchronously where the target can: ``cp.async``).
+loads and the fill (multiples of the shape's m, n and k: 16, 8 and 16 for f16). ``copy_tile``
+stages a tile of global memory in a shared array for the whole block (asynchronously where the
+target can: ``cp.async``).
 """
 from __future__ import annotations
 
@@ -24,8 +25,11 @@ from .lang import Intrinsic
 #: the shapes of the matrix multiply (m, n, k), named by ``shape=`` (by default the shape that
 #: takes the data's dtype): f16/bf16 multiplicands with f32 accumulators ...
 m16n8k16 = "m16n8k16"
-#: ... and i8 multiplicands with i32 accumulators (exact, wrapping like the hardware)
+#: ... i8 multiplicands with i32 accumulators (exact, wrapping like the hardware) ...
 m16n8k32 = "m16n8k32"
+#: ... and tf32 multiplicands from f32 data with f32 accumulators: each element of an f32 A or
+#: B is rounded to tf32 (10-bit fraction, nearest, ties away from zero; kaio.semantics.tf32)
+m16n8k8 = "m16n8k8"
 
 fill = Intrinsic("mma.fill", "fill(dtype, value, shape=None): an accumulator fragment with "
                              "every element ``value``.")
@@ -38,7 +42,7 @@ load_b = Intrinsic("mma.load_b", "load_b(buf, row0, col0, ld=None, trans=False, 
 load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=None): the "
                                      "accumulator tile buf[row0:row0+m, col0:col0+n].")
 mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact; f32 accumulation, or i32 "
-                           "wrapping for i8 multiplicands).")
+                           "wrapping for i8 multiplicands; f32 multiplicands rounded to tf32).")
 store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None, alpha=None, beta=None, "
                                "row_scale=None, col_scale=None): write the accumulator tile to "
                                "buf[row0:row0+m, col0:col0+n] (rounded to buf's dtype; "
@@ -58,4 +62,4 @@ copy_wait = Intrinsic("mma.copy_wait", "copy_wait(pending=0): complete every cop
 
 FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
                                      copy_wait)}
-__all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32"]
+__all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32", "m16n8k8"]

@@ -387,6 +387,19 @@ def poison(dtype: dt.DType):
     return np.frombuffer(b"\xa5" * dtype.itemsize, dtype=dtype.storage_np)[0]
 
 
+def tf32(x):
+    """``x`` (f32) rounded to tf32 as ``cvt.rna.tf32.f32`` does: to the nearest value with a
+    10-bit fraction (the low 13 of f32's 23 fraction bits zero), ties away from zero, kept as
+    f32. Subnormals round the same way; a value past tf32's largest finite one becomes an
+    infinity of its sign; infinities and NaNs pass through (NaN stays NaN)."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).astype(np.uint32)
+    # adding half a tf32 ulp to the magnitude bits then truncating rounds ties away from zero;
+    # a carry out of the fraction bumps the exponent (up to the infinity's pattern)
+    return np.where(np.isnan(x), x, rounded.view(np.float32))
+
+
 def mma(a, b, c):
     """``c + a @ b`` for stacks of matrices, the reference meaning of kaio.mma.mma.
 
@@ -399,7 +412,13 @@ def mma(a, b, c):
 
     Integer fragments (``a``, ``b`` i8, ``c`` i32) are exact in any order: ``c + a @ b`` modulo
     2**32, wrapped into i32 as the matrix unit does (no saturation).
+
+    f32 multiplicands (shape ``m16n8k8``) are tf32 fragments: each element is first rounded by
+    :func:`tf32`; the products of two tf32 values (11-bit significands) are exact in f32 and
+    the sum is taken as above.
     """
+    if np.asarray(a).dtype == np.float32:
+        a, b = tf32(a), tf32(b)
     if np.asarray(a).dtype.kind in "iu":
         exact = np.asarray(c, dtype=np.int64) + np.matmul(np.asarray(a, dtype=np.int64),
                                                           np.asarray(b, dtype=np.int64))

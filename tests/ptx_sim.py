@@ -23,13 +23,16 @@ BF16 = dt.bf16.storage_np
 FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127),
            "f64": (53, -1022, 1023)}
 WIDTH = {"8": 8, "16": 16, "32": 32, "64": 64}
+#: tf32 (``cvt.rna.tf32.f32``'s result, held in a .b32): f32's exponents, an 11-bit significand
+TF32 = (11, -126, 127)
 
 
 def round_frac(q: Fraction, fmt: str, mode: str = "rn") -> float:
-    """Round an exact rational to ``fmt`` (nearest-even or toward zero); returns a float."""
+    """Round an exact rational to ``fmt`` (nearest-even ``rn``, nearest with ties away from zero
+    ``rna``, or toward zero ``rz``); returns a float."""
     if q == 0:
         return 0.0
-    p, emin, emax = FORMATS[fmt]
+    p, emin, emax = TF32 if fmt == "tf32" else FORMATS[fmt]
     neg, a = q < 0, abs(q)
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** e > a:
@@ -41,9 +44,11 @@ def round_frac(q: Fraction, fmt: str, mode: str = "rn") -> float:
     rem = n - r
     if mode == "rn" and (rem > Fraction(1, 2) or (rem == Fraction(1, 2) and r & 1)):
         r += 1
+    elif mode == "rna" and rem >= Fraction(1, 2):
+        r += 1
     v = r * quantum
     if v >= Fraction(2) ** (emax + 1):
-        v = math.inf if mode == "rn" else float((2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax)
+        v = math.inf if mode in ("rn", "rna") else float((2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax)
     v = float(v)
     return -v if neg else v
 
@@ -358,16 +363,40 @@ def _mma_m16n8k16(reqs):
     (a bound the hardware meets within its own rounding)."""
     fmt = reqs[0][2].split(".")[6]
     A, B = np.zeros((16, 16)), np.zeros((16, 8))
-    C = np.zeros((16, 8))
     for r in reqs:
-        lane, (a, b, c) = r[3], r[4]
+        lane, (a, b, _) = r[3], r[4]
         g, t = lane // 4, lane % 4
         halves = lambda regs: [(w >> (16 * h)) & 0xFFFF for w in regs for h in (0, 1)]  # noqa: E731
         for i, bits in enumerate(halves(a)):
             A[g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4)] = from_bits(bits, fmt)
         for i, bits in enumerate(halves(b)):
             B[2 * t + i % 2 + 8 * (i // 2), g] = from_bits(bits, fmt)
-        for i, bits in enumerate(c):
+    return _mma_f32_sum(reqs, A, B)
+
+
+def _mma_m16n8k8_tf32(reqs):
+    """``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``, from the ISA's tables: one tf32
+    per .b32, A's element i at (g + 8 * (i % 2), t + 4 * (i // 2)), B's at (t + 4 * i, g),
+    C/D's as for m16n8k16. The matrix unit reads a register's sign, exponent and top 10
+    fraction bits and ignores the low 13 (so an operand not converted by cvt is truncated);
+    D as for m16n8k16, exact and rounded once."""
+    A, B = np.zeros((16, 8)), np.zeros((8, 8))
+    for r in reqs:
+        g, t, (a, b, _) = r[3] // 4, r[3] % 4, r[4]
+        for i, bits in enumerate(a):
+            A[g + 8 * (i % 2), t + 4 * (i // 2)] = from_bits(bits & 0xFFFFE000, "f32")
+        for i, bits in enumerate(b):
+            B[t + 4 * i, g] = from_bits(bits & 0xFFFFE000, "f32")
+    return _mma_f32_sum(reqs, A, B)
+
+
+def _mma_f32_sum(reqs, A, B):
+    """Each lane's four D elements of ``C + A @ B`` (C from the lanes' f32 accumulator registers,
+    laid out as for m16n8k16), the sum exact and rounded once to f32."""
+    C = np.zeros((16, 8))
+    for r in reqs:
+        g, t = r[3] // 4, r[3] % 4
+        for i, bits in enumerate(r[4][2]):
             C[g + 8 * (i // 2), 2 * t + i % 2] = from_bits(bits, "f32")
     out = []
     for r in reqs:
@@ -376,7 +405,7 @@ def _mma_m16n8k16(reqs):
         for i in range(4):
             row, col = g + 8 * (i // 2), 2 * t + i % 2
             exact = Fraction(C[row, col]) + sum(Fraction(A[row, p]) * Fraction(B[p, col])
-                                                for p in range(16))
+                                                for p in range(A.shape[1]))
             d.append(to_bits(round_frac(exact, "f32"), "f32"))
         out.append(d)
     return out
@@ -445,7 +474,9 @@ def _warp_op(lanes, reqs):
     if kind == "mma":
         if len(reqs) != 32:
             raise PtxError(f"mma.sync executed by {len(reqs)} lanes of a warp, not 32")
-        return (_mma_m16n8k32_s8 if ".m16n8k32." in mode else _mma_m16n8k16)(reqs)
+        shape = mode.split(".")[2]
+        return {"m16n8k32": _mma_m16n8k32_s8, "m16n8k8": _mma_m16n8k8_tf32}.get(
+            shape, _mma_m16n8k16)(reqs)
     by_lane = {r[3]: r for r in reqs}
     members = sum(1 << r[3] for r in reqs)
     for r in reqs:   # the member mask must name exactly the lanes taking part
@@ -538,6 +569,12 @@ def _cvt(m, opc, d, a):
     mods = opc[1:-2]
     dt_, at = opc[-2], opc[-1]
     v = m.get(a, at)
+    if dt_ == "tf32":       # cvt.rna.tf32.f32: nearest tf32, ties away, as f32 bits (NaN: canonical)
+        if math.isnan(v):
+            m.regs[d] = 0x7FFFFFFF
+        else:
+            m.put(d, "f32", v if v == 0 or math.isinf(v) else round_frac(Fraction(v), "tf32", "rna"))
+        return
     if dt_ in FORMATS:
         if at in FORMATS:
             rnd = next((x for x in mods if x in ("rni", "rzi", "rmi", "rpi")), None)

@@ -239,9 +239,9 @@ def test_wrong_fragment_kinds_are_refused():
     _compile_error(arith, "matrix fragment")
 
     @kaio.kernel
-    def f32_inputs(A: kaio.In[f32, 2], C: kaio.Raw[f32, 2]):
-        kaio.mma.load_a(A, 0, 0)
-    _compile_error(f32_inputs, "holds f32", "bf16/f16")
+    def f64_inputs(A: kaio.In[kaio.f64, 2], C: kaio.Raw[f32, 2]):
+        kaio.mma.load_a(A, 0, 0)         # (f32 data is tf32's: tests/test_mma_tf32.py)
+    _compile_error(f64_inputs, "holds f64", "bf16/f16")
 
 
 def test_partial_warp_is_a_runtime_error(reference):

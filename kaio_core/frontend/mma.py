@@ -158,8 +158,10 @@ class MmaMixin:
                 and MMA_ACC[ta.dtype.name] == tc.dtype.name):
             raise self.err(node, f"kaio.mma.mma of {ta} and {tb} into {tc}: the shapes and "
                                  "element types do not match",
-                           hint="A and B hold one dtype, the accumulator its own: f16/bf16 "
-                                "-> f32 (m16n8k16), i8 -> i32 (m16n8k32)")
+                           hint="A and B hold one dtype, the accumulator its own, all of one "
+                                "shape: f16/bf16 -> f32 (m16n8k16), i8 -> i32 (m16n8k32), "
+                                "f32 as tf32 -> f32 (m16n8k8: make its accumulator with "
+                                "fill(kaio.f32, 0.0, shape=kaio.mma.m16n8k8))")
         (am, ak), (bk, bn), (cm, cn) = ta.dims, tb.dims, tc.dims
         if not (am == cm and bn == cn and ak == bk):
             raise self.err(node, f"kaio.mma.mma of a {am}x{ak} A and a {bk}x{bn} B into a "

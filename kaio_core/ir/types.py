@@ -48,11 +48,12 @@ def type_str(t) -> str:
 
 
 #: matrix-multiply shapes (m, n, k) fragments come in, and their element types
-MMA_SHAPES = {"m16n8k16": (16, 8, 16), "m16n8k32": (16, 8, 32)}
-#: element dtype names of the multiplicands -> accumulator dtype name
-MMA_ACC = {"f16": "f32", "bf16": "f32", "i8": "i32"}
+MMA_SHAPES = {"m16n8k16": (16, 8, 16), "m16n8k32": (16, 8, 32), "m16n8k8": (16, 8, 8)}
+#: element dtype names of the multiplicands -> accumulator dtype name (f32 multiplicands are
+#: tf32 fragments: each element rounded to tf32 on the way in, see kaio.semantics.tf32)
+MMA_ACC = {"f16": "f32", "bf16": "f32", "i8": "i32", "f32": "f32"}
 #: shape -> the multiplicand dtype names it takes (the first shape taking a dtype is its default)
-MMA_INPUTS = {"m16n8k16": ("f16", "bf16"), "m16n8k32": ("i8",)}
+MMA_INPUTS = {"m16n8k16": ("f16", "bf16"), "m16n8k32": ("i8",), "m16n8k8": ("f32",)}
 
 
 def mma_shape_of(dtype_name: str, role: str) -> str | None:
