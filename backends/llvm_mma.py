@@ -7,10 +7,13 @@ like any value. Which matrix element each lane's element e holds is the target's
 - ``nvvm`` (32-lane warps): the fragment is a row-major grid of instruction tiles, each laid
   out as PTX's ``mma.sync`` wants it (the same tables as kaio's PTX path,
   :mod:`kaio.backends.ptx_mma`); ``mma`` is ``llvm.nvvm.mma.m16n8k16.row.col.f32.f32`` (f16),
-  ``.bf16``, or ``llvm.nvvm.mma.m16n8k32.row.col.s8`` (i8) per tile triple.
+  ``.bf16``, ``llvm.nvvm.mma.m16n8k32.row.col.s8`` (i8) or ``llvm.nvvm.mma.m16n8k8.row.col.tf32``
+  (f32 data as tf32, each element converted on load by ``llvm.nvvm.f2tf32.rna``) per tile triple.
 - ``mfma16`` (64-lane wavefronts): ``v_mfma_f32_16x16x16{f16,bf16_1k}``, and
-  ``v_mfma_i32_16x16x32_i8`` for int8 on gfx942. An A tile is one MFMA A operand: lane l holds
-  row ``l % 16``, columns ``q * (l // 16) + 0..q-1`` (q = 4, or 8 for i8). B and the
+  ``v_mfma_i32_16x16x32_i8`` for int8 and ``v_mfma_f32_16x16x8_xf32`` for tf32 on gfx942 (the
+  f32 elements rounded to tf32 on load by integer arithmetic, nearest with ties away, so the
+  unit gets values it represents exactly). An A tile is one MFMA A operand: lane l holds
+  row ``l % 16``, columns ``q * (l // 16) + 0..q-1`` (q = 4; 8 for i8, 2 for tf32). B and the
   accumulator pair adjacent n-tiles (16 x 8 each) into one 16 x 16 MFMA operand: B's lane l
   holds rows ``q * (l // 16) + 0..q-1`` of column ``l % 16``, the accumulator rows
   ``4 * (l // 16) + 0..3`` of column ``l % 16``. A fragment with an odd number of n-tiles has
@@ -74,6 +77,7 @@ _G, _T2 = Sym(2, 7), Sym(0, 3, 2)             # PTX: groupID, 2 * threadID_in_gr
 _T4 = Sym(0, 3, 4)                            # PTX m16n8k32: 4 * threadID_in_group
 _L16, _Q4 = Sym(0, 15), Sym(4, 3, 4)          # MFMA 16x16: lane % 16, 4 * (lane // 16)
 _Q8 = Sym(4, 3, 8)                            # MFMA 16x16x32 i8: 8 * (lane // 16)
+_T1, _Q2 = Sym(0, 3), Sym(4, 3, 2)            # PTX m16n8k8: threadID_in_group; MFMA x8: 2 * (lane // 16)
 #: (scheme, role) -> the instruction operand's elements per lane; "nvvm-k32": m16n8k32 (int8)
 _ELEMS = {
     "nvvm": {
@@ -96,16 +100,28 @@ _ELEMS = {
         "b": tuple(((_T4, i % 4 + 16 * (i // 4)), (_G, 0)) for i in range(8)),
         "acc": tuple(((_G, 8 * (i // 2)), (_T2, i % 2)) for i in range(4)),
     },
+    "nvvm-k8": {      # mma.m16n8k8 .tf32: one element per 32-bit register
+        "a": tuple(((_G, 8 * (i % 2)), (_T1, 4 * (i // 2))) for i in range(4)),
+        "b": tuple(((_T1, 4 * i), (_G, 0)) for i in range(2)),
+        "acc": tuple(((_G, 8 * (i // 2)), (_T2, i % 2)) for i in range(4)),
+    },
+    "mfma16-k8": {    # v_mfma_f32_16x16x8_xf32 (gfx942): two f32 elements per lane
+        "a": tuple(((_L16, 0), (_Q2, i)) for i in range(2)),
+        "b": tuple(((_Q2, i), (_L16, 0)) for i in range(2)),
+        "acc": tuple(((_Q4, i), (_L16, 0)) for i in range(4)),
+    },
 }
 #: scheme -> the warp width it is laid out for
 WARP = {"nvvm": 32, "mfma16": 64}
-#: scheme -> the kaio.mma shapes it lowers (int8's m16n8k32 on AMD: gfx942 only, see shapes_of)
-SHAPES = {"nvvm": ("m16n8k16", "m16n8k32"), "mfma16": ("m16n8k16", "m16n8k32")}
+#: scheme -> the kaio.mma shapes it lowers (on AMD int8's m16n8k32 and tf32's m16n8k8 are
+#: gfx942's only, see shapes_of)
+SHAPES = {"nvvm": ("m16n8k16", "m16n8k32", "m16n8k8"), "mfma16": ("m16n8k16", "m16n8k32", "m16n8k8")}
+_SUFFIX = {"m16n8k32": "-k32", "m16n8k8": "-k8"}
 
 
 def shapes_of(target) -> tuple:
     """The kaio.mma shapes lowered for an LLVM target (backends/targets.py refuses the others):
-    gfx90a has no 16x16x32 int8 MFMA."""
+    gfx90a has no 16x16x32 int8 MFMA and no xf32 MFMA at all."""
     s = scheme_of(target)
     if s is None:
         return ()
@@ -113,7 +129,7 @@ def shapes_of(target) -> tuple:
 
 
 def _elems(scheme: str, t) -> tuple:
-    return _ELEMS[f"{scheme}-k32" if t.shape == "m16n8k32" else scheme][t.role]
+    return _ELEMS[scheme + _SUFFIX.get(t.shape, "")][t.role]
 
 
 def scheme_of(target) -> str | None:
@@ -221,11 +237,11 @@ def _slice(em, vec: str, vty: str, ety: str, start: int, n: int) -> str:
 
 
 def _nvvm_mma(em, dtype: str, a, b, c: list[str]) -> list[str]:
-    """One ``mma.sync.m16n8k16`` (f16, bf16) or ``m16n8k32`` (s8): ``a``/``b`` are (vector, its
-    type, first element) of the A and B pieces, ``c`` the four accumulator values (f32, or i32
-    for s8); returns the four results."""
+    """One ``mma.sync.m16n8k16`` (f16, bf16), ``m16n8k32`` (s8) or ``m16n8k8`` (tf32, held as
+    f32 already rounded): ``a``/``b`` are (vector, its type, first element) of the A and B
+    pieces, ``c`` the four accumulator values (f32, or i32 for s8); returns the four results."""
     ety = _ELEM_TY[dtype]
-    per = 4 if dtype == "i8" else 2                  # elements per 32-bit register
+    per = {"i8": 4, "f32": 1}.get(dtype, 2)          # elements per 32-bit register
     args = []
     for vec, vty, start, n in ((*a, 4 * per), (*b, 2 * per)):
         for k in range(start, start + n, per):
@@ -236,21 +252,21 @@ def _nvvm_mma(em, dtype: str, a, b, c: list[str]) -> list[str]:
     args += [(cty, x) for x in c]
     st = "{" + ", ".join([cty] * 4) + "}"
     name = "llvm.nvvm.mma." + {"f16": "m16n8k16.row.col.f32.f32", "bf16": "m16n8k16.row.col.bf16",
-                               "i8": "m16n8k32.row.col.s8"}[dtype]
+                               "i8": "m16n8k32.row.col.s8", "f32": "m16n8k8.row.col.tf32"}[dtype]
     d = em.call(st, name, *args)
     return [em.ins(f"extractvalue {st} {d}, {i}") for i in range(4)]
 
 
 def _mfma16(em, dtype: str, a, b, c: list[str]) -> list[str]:
-    """One ``v_mfma_f32_16x16x16`` (f16, or bf16_1k) or ``v_mfma_i32_16x16x32_i8`` (i8, gfx942):
-    operands as for :func:`_nvvm_mma`."""
+    """One ``v_mfma_f32_16x16x16`` (f16, or bf16_1k), ``v_mfma_i32_16x16x32_i8`` (i8, gfx942) or
+    ``v_mfma_f32_16x16x8_xf32`` (tf32, gfx942): operands as for :func:`_nvvm_mma`."""
     ety = _ELEM_TY[dtype]
-    n = 8 if dtype == "i8" else 4
+    n = {"i8": 8, "f32": 2}.get(dtype, 4)
     args = []
     for vec, vty, start in (a, b):
         v = _slice(em, vec, vty, ety, start, n)
-        if dtype == "f16":
-            args.append(("<4 x half>", v))
+        if dtype in ("f16", "f32"):
+            args.append((f"<{n} x {ety}>", v))
         else:           # bf16_1k takes <4 x i16>, the i8 form an i64 of eight bytes
             it = "i64" if dtype == "i8" else "<4 x i16>"
             args.append((it, em.ins(f"bitcast <{n} x {ety}> {v} to {it}")))
@@ -259,7 +275,7 @@ def _mfma16(em, dtype: str, a, b, c: list[str]) -> list[str]:
     for i, x in enumerate(c):
         acc = em.ins(f"insertelement <4 x {cty}> {acc}, {cty} {x}, i32 {i}")
     name = "llvm.amdgcn.mfma." + {"f16": "f32.16x16x16f16", "bf16": "f32.16x16x16bf16.1k",
-                                  "i8": "i32.16x16x32.i8"}[dtype]
+                                  "i8": "i32.16x16x32.i8", "f32": "f32.16x16x8.xf32"}[dtype]
     d = em.call(f"<4 x {cty}>", name, *args, (f"<4 x {cty}>", acc), ("i32", "0"), ("i32", "0"),
                 ("i32", "0"))
     return [em.ins(f"extractelement <4 x {cty}> {d}, i32 {i}") for i in range(4)]
@@ -378,11 +394,24 @@ class MmaEmitter(CopyEmitter):
         vec = "poison"
         for e, (ptr, pty, _, valid) in enumerate(self._elements(op, t, bool(op.attrs.get("trans")))):
             x = self.ins(f"load {ety}, {pty} {ptr}, align {t.dtype.itemsize}")
+            if t.role != "acc" and t.dtype.name == "f32":     # tf32 multiplicands
+                x = self._tf32(x)
             if valid is not None:
                 zero = float_literal(0.0, t.dtype) if t.dtype.is_float else "0"
                 x = self.ins(f"select i1 {valid}, {ety} {x}, {ety} {zero}")
             vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
         self.bind(op, vec)
+
+    def _tf32(self, x: str) -> str:
+        """f32 ``x`` rounded to tf32 as kaio.semantics.tf32 does (nearest, ties away from zero;
+        NaN kept), as a float: ``cvt.rna.tf32.f32`` on nvptx64, integer arithmetic on AMD."""
+        if self._scheme(None) == "nvvm":
+            r = self.call("i32", "llvm.nvvm.f2tf32.rna", ("float", x))
+            return self.ins(f"bitcast i32 {r} to float")
+        bits = self.ins(f"bitcast float {x} to i32")
+        r = self.ins(f"and i32 {self.ins(f'add i32 {bits}, 4096')}, -8192")
+        nan = self.ins(f"fcmp uno float {x}, 0.0")
+        return self.ins(f"select i1 {nan}, float {x}, float {self.ins(f'bitcast i32 {r} to float')}")
 
     def _ldmatrix(self, op, t, trans: bool) -> str:
         """A or B from shared memory by ``ldmatrix.m8n8`` (x4: one A tile or two adjacent B

@@ -202,9 +202,11 @@ def _no_shape(kernel, target: str, shapes: tuple) -> None:
     for op in kernel.walk():
         t = next((v.type for v in (*op.results, *op.operands) if isinstance(v.type, FragType)), None)
         if t is not None and t.shape not in shapes:
+            why = "; it has no tf32 (xf32) matrix instruction: gfx942 does" \
+                if t.shape == "m16n8k8" else ""
             raise CompileError.at(
                 op.loc, f"kaio.mma shape {t.shape} ({t.dtype.name} fragments) is not supported on "
-                        f"target {target} (the LLVM path lowers {', '.join(shapes)} there)",
+                        f"target {target} (the LLVM path lowers {', '.join(shapes)} there{why})",
                 kernel=kernel.name,
                 hint="use kaio's own PTX path for NVIDIA (the default KAIO_CUDA_CODEGEN=ptx), or "
                      "the reference backend")

@@ -278,3 +278,82 @@ def test_ptx_instructions_and_ptxas(arch):
     ptxas(ptx, arch)
     ptxas(accumulate.emit("ptx", arch), arch)
     ptxas(gemm_tiles.emit("ptx", arch), arch)
+
+
+# --- the LLVM paths: NVVM (run in the simulator), AMD MFMA xf32 (built and validated) -----------
+def test_nvvm_runs_exactly_in_the_simulator():
+    """The NVVM lowering (llvm.nvvm.f2tf32.rna on load, llvm.nvvm.mma.m16n8k8.row.col.tf32):
+    the reference's bits; _sim_llvm assembles each kernel with ptxas first."""
+    from test_mma_llvm import _sim_llvm
+    ir = accumulate.emit("llvm", "nvptx64-sm_80")
+    assert "@llvm.nvvm.mma.m16n8k8.row.col.tf32(" in ir and "@llvm.nvvm.f2tf32.rna(" in ir
+    a, b = _big((32, 16), 27), _small((16, 16), 28)
+    c0 = np.random.default_rng(29).integers(-100, 100, (32, 16)).astype(np.float32)
+    c = np.zeros_like(c0)
+    _sim_llvm(accumulate, [a, b, c0, c], (2, 1, 1), (64, 1, 1))
+    np.testing.assert_array_equal(c, _exact(a, b, c0))
+    ai, bti = _small((32, 16), 30), _big((16, 16), 31)
+    c = np.zeros((32, 16), np.float32)
+    _sim_llvm(shared_warp_tiles, [ai, bti, c], (1, 1, 1), (64, 1, 1), "sm_90")
+    np.testing.assert_array_equal(c, _exact(ai, bti.T, 0.5))
+    at, b = _big((8, 16), 32), _small((8, 8), 33)
+    c1 = np.zeros(128, np.float32)
+    _sim_llvm(shared_k_by_n, [at, b, c1], (1, 1, 1), (32, 1, 1))
+    np.testing.assert_array_equal(c1.reshape(16, 8), _exact(at.T, b))
+    a, b = _big((32, 16), 34), _small((16, 32), 35)
+    c = np.random.default_rng(36).integers(-50, 50, (32, 32)).astype(np.float32)
+    old = c.copy()
+    _sim_llvm(gemm_tiles, [a, b, c, np.float32(2.0), np.float32(0.5)], (1, 1, 1), (128, 1, 1),
+              "sm_90")
+    np.testing.assert_array_equal(c, 2.0 * _exact(a, b) + 0.5 * old)
+
+
+def _mfma_xf32_hw(a, b, c):
+    """v_mfma_f32_16x16x8_xf32 for 64 lanes, two f32 of A and B and four of C per lane (the
+    16x16 MFMA pattern with two k per lane): A's (i, k) in lane i + 16 * (k // 2), item k % 2;
+    B's (k, j) in lane j + 16 * (k // 2), item k % 2; C/D's (i, j) in lane j + 16 * (i // 4),
+    item i % 4."""
+    A = np.array([[a[i + 16 * (k // 2), k % 2] for k in range(8)] for i in range(16)])
+    B = np.array([[b[j + 16 * (k // 2), k % 2] for j in range(16)] for k in range(8)])
+    C = np.array([[c[j + 16 * (i // 4), i % 4] for j in range(16)] for i in range(16)])
+    D = C + A @ B
+    return np.array([[D[4 * (ln // 16) + i, ln % 16] for i in range(4)] for ln in range(64)])
+
+
+@pytest.mark.parametrize("scheme", ["nvvm", "mfma16"])
+@pytest.mark.parametrize("tn", [1, 2, 3])
+def test_lane_mapping_reconstructs_the_product(scheme, tn):
+    """kaio's lane tables for tf32 (backends/llvm_mma.py) against models of the instructions:
+    mma.m16n8k8 .tf32 as the PTX ISA tabulates it (tests/ptx_sim.py's) and the xf32 MFMA."""
+    from ptx_sim import _mma_m16n8k8_tf32, from_bits, to_bits
+    from test_mma_llvm import _distribute, _gather
+
+    from kaio.backends import llvm_mma as M
+    from kaio.ir.types import frag_type
+    ta, tb, tc = (frag_type(r, TF32, f32, s) for r, s in (("a", (2, 2)), ("b", (2, tn)), ("acc", (2, tn))))
+    g = np.random.default_rng(37 + tn)
+    A, B, C = (g.integers(-64, 64, t.dims).astype(np.float64) for t in (ta, tb, tc))
+    a, b, c = (_distribute(scheme, t, x) for t, x in ((ta, A), (tb, B), (tc, C)))
+    na, nb = (len(M._elems(scheme, t)) for t in (ta, tb))
+    for pa, pb, pc in M.mma_plan(scheme, ta, tb, tc):
+        ops = (a[:, pa * na:(pa + 1) * na], b[:, pb * nb:(pb + 1) * nb], c[:, pc * 4:pc * 4 + 4])
+        if scheme == "mfma16":
+            c[:, pc * 4:pc * 4 + 4] = _mfma_xf32_hw(*ops)
+            continue
+        bits = [[[to_bits(float(x), "f32") for x in row] for row in op] for op in ops]
+        reqs = [(None, "mma", "sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", lane,
+                 [bits[0][lane], bits[1][lane], bits[2][lane]]) for lane in range(32)]
+        c[:, pc * 4:pc * 4 + 4] = [[from_bits(w, "f32") for w in d] for d in _mma_m16n8k8_tf32(reqs)]
+    np.testing.assert_array_equal(_gather(scheme, tc, c), C + A @ B)
+
+
+def test_gfx942_code_objects_build_and_validate_and_gfx90a_refuses():
+    """Not executed on AMD hardware: built, validated (registers, LDS), the MFMA present."""
+    for k in (accumulate, shared_warp_tiles, shared_k_by_n, gemm_tiles):
+        head = k.emit("report", "gfx942").splitlines()[0]
+        assert "[gfx942] ok:" in head, head
+        assert "v_mfma_f32_16x16x8_xf32" in k.emit("asm", "gfx942")
+    ir = accumulate.emit("llvm", "gfx942")
+    assert "@llvm.amdgcn.mfma.f32.16x16x8.xf32(" in ir and "nvvm" not in ir
+    with pytest.raises(kaio.CompileError, match="m16n8k8 .*not supported on target gfx90a.*xf32"):
+        accumulate.emit("llvm", "gfx90a")
