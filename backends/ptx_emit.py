@@ -35,6 +35,7 @@ _MEM = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32":
 #: registers of a kaio.mma fragment of m16n8k16 (f16/bf16 in, f32 accumulator), per role: A is
 #: four .b32 of two halves each, B two, the accumulator four .f32 (PTX's mma fragment layout);
 #: m16n8k32 (i8 in) packs four bytes per .b32 and its i32 accumulator takes "r" registers;
+#: m16n8k8 (tf32 in) holds one tf32 per .b32 (A four, B two: the same counts);
 #: a warp-tile fragment has one such set per instruction tile
 FRAG_REGS = {"a": ("r",) * 4, "b": ("r",) * 2, "acc": ("f",) * 4}
 
