@@ -32,8 +32,6 @@ from ..errors import HipError, LaunchError
 from ..ir.types import BufType
 from . import Backend, Compiled
 from .abi import KernelABI, kernel_abi
-from .codeobject import kernarg_layout, kernels
-from .hipblas import Hipblas
 from .runtime import (
     ExecGraph,
     Runtime,
@@ -150,6 +148,7 @@ class KernargPacker:
     :func:`kaio.backends.codeobject.kernels`); when given, the layout must match it exactly."""
 
     def __init__(self, abi: KernelABI, metadata_args: list[dict] | None = None):
+        from .codeobject import kernarg_layout  # lazy: msgpack and the ELF reader, at load
         self.abi = abi
         self.slots, self.size = kernarg_layout(abi)
         if metadata_args is not None:
@@ -334,6 +333,7 @@ class LoadedKernel:
     """A loaded code object, its kernel function and its kernarg packer."""
 
     def __init__(self, hsaco: bytes, abi: KernelABI, kernel_name: str):
+        from .codeobject import kernels  # lazy: msgpack and the ELF reader, at load
         self.name, self.abi, self.hsaco = kernel_name, abi, hsaco
         meta = kernels(hsaco).get(abi.entry)
         if meta is None:
@@ -456,6 +456,7 @@ class HipBackend(Backend):
     def blas(self):
         """This backend's hipBLAS handle for :func:`kaio.blas.gemm` (created on first use)."""
         if self.__dict__.get("_hipblas") is None:
+            from .hipblas import Hipblas  # lazy: hipBLAS bindings, on the first kaio.blas call
             self._hipblas = Hipblas(self)
         return self._hipblas
 
