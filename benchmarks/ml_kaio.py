@@ -91,6 +91,9 @@ class LaunchSpy:
             return original(compiled, plan, args, *rest, **kw)
 
         be._launch_planned = spy  # an instance attribute shadows the method for this object only
+        # new settings: the repeated-call plans kept so far (the CUDA ones launch without
+        # _launch_planned) are dropped, and those kept while spying call it (kaio.launch)
+        kaio.config.reload()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -98,6 +101,7 @@ class LaunchSpy:
             self.backend.__dict__.pop("_launch_planned", None)
         else:
             self.backend._launch_planned = self._saved
+        kaio.config.reload()  # the plans kept while spying are dropped in turn
 
     def output(self):
         """The last device-array argument of the last launch (the ops' output), or None."""

@@ -225,3 +225,27 @@ def test_cuda_fast_path_leaves_a_graph_capture_to_the_full_path(fake, lookups): 
     g.replay()
     g.synchronize()
     np.testing.assert_array_equal(y.to_host(), 3.0 * np.arange(32, dtype=np.float32))
+
+
+def test_a_launch_spy_sees_repeated_cuda_launches(fake, lookups):  # noqa: F811
+    """benchmarks/ml_kaio.LaunchSpy replaces the backend's _launch_planned: the plans kept
+    before it (compiled guard and launch, which never call it) are dropped, and launches while
+    it spies go through it; afterwards the compiled launch again."""
+    import os
+    import sys
+    pytest.importorskip("kaio.backends.ptx")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import ml_kaio
+    fake.kernels["_scale"] = scale_impl
+    x = kaio.to_device(np.arange(32, dtype=np.float32))
+    y = kaio.device_array(32, kaio.f32)
+    run = _scale[(1,), (32,)]
+    run(1.0, x, y)
+    run(1.0, x, y)
+    with ml_kaio.LaunchSpy() as spy:
+        run(2.0, x, y)
+        run(3.0, x, y)
+    assert [a[0] for *_, a in spy.launches] == [2.0, 3.0] and spy.output() is y
+    run(4.0, x, y)
+    assert run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
+    np.testing.assert_array_equal(y.to_host(), 4.0 * np.arange(32, dtype=np.float32))
