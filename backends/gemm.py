@@ -3,7 +3,7 @@ library takes for a row-major product, and the float64 product the reference bac
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -11,8 +11,7 @@ from .. import dtypes as dt
 from ..semantics import _as, round_f64
 
 
-@dataclass(frozen=True)
-class GemmCall:
+class GemmCall(NamedTuple):   # a tuple, not a frozen dataclass: built on every gemm call
     """One gemm in the column-major terms vendor BLAS libraries use.
 
     A row-major ``m x n`` result ``C`` is the column-major ``n x m`` matrix ``C^T``, and

@@ -74,8 +74,10 @@ def _describe(value) -> tuple[dt.DType | None, tuple | None, bool]:
 
 
 def _operand(name: str, value) -> Operand:
-    what = f"kaio.blas.gemm: parameter '{name}'"
     t, shape, contiguous = _describe(value)
+    if shape is not None and len(shape) == 2 and contiguous and t in GEMM_DTYPES:
+        return Operand(name, value, t, tuple(map(int, shape)))
+    what = f"kaio.blas.gemm: parameter '{name}'"   # only now: this runs on every call
     if shape is None:
         raise LaunchError(f"{what} expects a numpy array, a kaio device array or a CUDA array "
                           f"(PyTorch/CuPy), got {type(value).__name__}")
@@ -84,10 +86,8 @@ def _operand(name: str, value) -> Operand:
     if not contiguous:
         raise LaunchError(f"{what} expects a C-contiguous (row-major) matrix; pass "
                           f"numpy.ascontiguousarray(...) or use trans_a/trans_b for a transpose")
-    if t not in GEMM_DTYPES:
-        raise LaunchError(f"{what} expects f16, bf16, f32 or f64 elements, got "
-                          f"{t.name if t else getattr(value, 'dtype', '?')}")
-    return Operand(name, value, t, tuple(int(s) for s in shape))
+    raise LaunchError(f"{what} expects f16, bf16, f32 or f64 elements, got "
+                      f"{t.name if t else getattr(value, 'dtype', '?')}")
 
 
 def check_gemm(a, b, out, alpha, beta, trans_a, trans_b) -> tuple[Operand, Operand, Operand | None]:
