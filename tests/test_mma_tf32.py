@@ -357,3 +357,29 @@ def test_gfx942_code_objects_build_and_validate_and_gfx90a_refuses():
     assert "@llvm.amdgcn.mfma.f32.16x16x8.xf32(" in ir and "nvvm" not in ir
     with pytest.raises(kaio.CompileError, match="m16n8k8 .*not supported on target gfx90a.*xf32"):
         accumulate.emit("llvm", "gfx90a")
+
+
+# --- the conformance row ---------------------------------------------------------------------------
+def test_conformance_row_runs_compiles_and_is_refused_on_gfx90a():
+    """feature/fragment_gemm_tf32: identical to its numpy model (kaio.semantics.mma on the f32
+    data, which rounds to tf32) on the interpreter at both widths, compiled and validated for
+    kaio's PTX, the NVVM path and gfx942, "not available on this target" on gfx90a; its bound
+    is tight enough to catch a product that skipped the tf32 rounding."""
+    from kaio.conformance.cases import all_cases, select
+    from kaio.conformance.rules import compare
+    from kaio.conformance.runner import Options, run_suite
+    case = select(all_cases(), ["feature/fragment_gemm_tf32"])[0]
+    assert case.rule.kind == "rel" and case.rule.atol > 0 and case.order_dependent
+    inp = case.make_inputs("small")
+    want = case.expected(inp, 32)
+    unrounded = {"c": (inp["a"].astype(np.float64) @ inp["b"]).astype(np.float32)}
+    assert not compare(unrounded, want, case.rule).ok
+    cols = ["reference", "reference-w64", "sm_80", "sm_89-llvm", "gfx942", "gfx90a"]
+    rep = run_suite(Options(cols, cases=[case], log=lambda m: None))
+    cells = rep.rows[0].cells
+    assert cells["reference"].status == cells["reference-w64"].status == "identical"
+    for col in ("sm_80", "sm_89-llvm", "gfx942"):
+        assert cells[col].status == "compiled", (col, cells[col].detail)
+    assert cells["gfx90a"].status == "not-available", cells["gfx90a"].detail
+    assert "not available on this target" in cells["gfx90a"].detail
+    assert rep.failing == []

@@ -1,6 +1,7 @@
-"""Matrix fragments (kaio.mma): tiled GEMMs on the matrix units, f16 and bf16, a warp tile of
-several instruction tiles (``m=32, n=16``) fed from shared memory by ``kaio.mma.copy_tile``
-(zero fill outside the source, the store skipping elements outside C), and integer data.
+"""Matrix fragments (kaio.mma): tiled GEMMs on the matrix units, f16, bf16 and tf32 (f32 data,
+shape m16n8k8), a warp tile of several instruction tiles (``m=32, n=16``) fed from shared
+memory by ``kaio.mma.copy_tile`` (zero fill outside the source, the store skipping elements
+outside C), and integer data.
 
 Rules: products of two f16/bf16 values are exact in f32, but a matrix unit may add them in
 another order and internal precision than the interpreter's documented one (ascending k, f32,
@@ -9,7 +10,10 @@ one rounding per addition). docs/language.md bounds both: the interpreter within
 |a b|`` and K counts the additions. So the cases on random data are held to
 ``3 * K * 2**-24 * max S`` against the interpreter and against numpy's model of the documented
 order (``kaio.semantics.mma``); S is taken from the fixed inputs. On small-integer data every partial
-sum is exact in f32, so the integer case is ``bitwise``.
+sum is exact in f32, so the integer case is ``bitwise``. tf32 inputs are rounded first
+(``kaio.semantics.tf32``, nearest with ties away, as ``cvt.rna.tf32.f32``), then held to the
+same bound around the exact product of the rounded values; gfx90a has no tf32 (xf32) matrix
+instruction and refuses that row ("not available on this target").
 """
 import numpy as np
 
@@ -40,7 +44,21 @@ def _gemm(dtype):
     return fragment_gemm
 
 
-GEMM = {"f16": _gemm(f16), "bf16": _gemm(bf16)}
+@kaio.kernel
+def fragment_gemm_tf32(A: kaio.In[f32, 2], B: kaio.In[f32, 2], C: kaio.Raw[f32, 2]):
+    """The f16 kernel's tiling on tf32 fragments (m16n8k8): f32 data, K steps of 8."""
+    nw = kaio.block_dim.x // kaio.warp_size
+    warp = kaio.thread_idx.x // kaio.warp_size
+    row0 = kaio.block_idx.x * 16
+    for cb in range(0, C.shape[1], 8 * nw):
+        col0 = cb + warp * 8
+        acc = kaio.mma.fill(f32, 0.0, shape=kaio.mma.m16n8k8)
+        for k0 in range(0, A.shape[1], 8):
+            acc = kaio.mma.mma(kaio.mma.load_a(A, row0, k0), kaio.mma.load_b(B, k0, col0), acc)
+        kaio.mma.store(C, row0, col0, acc)
+
+
+GEMM = {"f16": _gemm(f16), "bf16": _gemm(bf16), "f32": fragment_gemm_tf32}
 TM, TN, TK = 64, 32, 32          # the warp-tile kernel's block tile: four 32 x 16 warp tiles
 
 
@@ -81,7 +99,9 @@ def _documented(a, b) -> np.ndarray:
 
 
 def _scale(a, b) -> float:
-    """max over C of sum_k |a b| (c starts at 0)."""
+    """max over C of sum_k |a b| (c starts at 0; f32 data as the tf32 values multiplied)."""
+    if a.dtype == np.float32:
+        a, b = kaio.semantics.tf32(a), kaio.semantics.tf32(b)
     return float((np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))).max())
 
 
@@ -96,17 +116,20 @@ def _bounds(a, b, k: int, what: str):
 
 def _gemm_case(name):
     npdt = kaio.dtypes.from_name(name).storage_np
-    a, b = _random(npdt, (M, K), (K, N), seed=7 if name == "f16" else 8)
-    rule = _bounds(a, b, K, "fixed inputs")
+    a, b = _random(npdt, (M, K), (K, N), seed={"f16": 7, "bf16": 8}.get(name, 11))
+    rule = _bounds(a, b, K, "fixed inputs" + (", rounded to tf32" if name == "f32" else ""))
 
     def run(inp):
         c = np.zeros((M, N), np.float32)
         GEMM[name][M // 16, THREADS](inp["a"], inp["b"], c)
         return {"c": c}
 
-    return feature(f"fragment_gemm_{name}", lambda: {"a": a, "b": b}, run,
-                   lambda inp: {"c": _documented(inp["a"], inp["b"])}, vs_numpy=rule, rule=rule,
-                   description=f"tiled {M}x{N}x{K} GEMM on m16n8k16 fragments, {name} -> f32")
+    shape, what = ("m16n8k8", "tf32 (f32 data rounded nearest-away)") if name == "f32" \
+        else ("m16n8k16", name)
+    return feature(f"fragment_gemm_{'tf32' if name == 'f32' else name}", lambda: {"a": a, "b": b},
+                   run, lambda inp: {"c": _documented(inp["a"], inp["b"])}, vs_numpy=rule,
+                   rule=rule, description=f"tiled {M}x{N}x{K} GEMM on {shape} fragments, "
+                                          f"{what} -> f32")
 
 
 def _run_tile(inp):
@@ -143,7 +166,7 @@ def _exact_case():
 
 
 def cases():
-    out = [_gemm_case("f16"), _gemm_case("bf16"), _tile_case(), _exact_case()]
-    for c in out[:3]:
+    out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case()]
+    for c in out[:4]:
         c.order_dependent = ORDER
     return out
