@@ -113,6 +113,28 @@ def run_wide_block_one_row(v, call):
                                atol=1e-4)
 
 
+@kaio.kernel
+def gemm_warp_tiles_tf32(A: kaio.In[f32, 2], B: kaio.In[f32, 2], C: kaio.Region[f32, 2, WT]):
+    """tf32 fragments (m16n8k8, f32 data): K steps of 8, the same warp tiles."""
+    warp = kaio.thread_idx.x // kaio.warp_size
+    r0 = kaio.block_idx.y * BM + (warp // (BN // WN)) * WM
+    c0 = kaio.block_idx.x * BN + (warp % (BN // WN)) * WN
+    acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN, shape=kaio.mma.m16n8k8)
+    for k in range(0, A.shape[1], 8):
+        acc = kaio.mma.mma(kaio.mma.load_a(A, r0, k, m=WM), kaio.mma.load_b(B, k, c0, n=WN), acc)
+    kaio.mma.store(C, r0, c0, acc)
+
+
+def run_gemm_warp_tiles_tf32(v, call):
+    """Integers of up to 13 bits times small ones: tf32 rounds A (ties away), every sum exact."""
+    m, n, k = ((32, 32, 8), (64, 96, 24), (96, 64, 40))[v]
+    a = RNG.integers(-8191, 8192, (m, k)).astype(np.float32)
+    b = RNG.integers(-3, 4, (k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    call(gemm_warp_tiles_tf32, a, b, c)
+    np.testing.assert_array_equal(c, kaio.semantics.tf32(a).astype(np.float64) @ b)
+
+
 # --- rejected ---------------------------------------------------------------------------------
 @kaio.kernel
 def same_tile_two_warps(C: kaio.Region[f32, 2, WT]):
@@ -164,6 +186,15 @@ def literal_warp_width(C: kaio.Region[f32, 2, WT]):
 
 
 @kaio.kernel
+def tf32_k_step_as_column_step(A: kaio.In[f32, 2], C: kaio.Region[f32, 2, WT]):
+    w = kaio.thread_idx.x // kaio.warp_size
+    acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN, shape=kaio.mma.m16n8k8)
+    acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0, m=WM), kaio.mma.load_b(A, 0, 0, n=WN), acc)
+    # tf32's k step (8) taken for the warps' column step: 16-wide tiles overlap by half
+    kaio.mma.store(C, kaio.block_idx.y * BM + (w // 2) * WM, kaio.block_idx.x * BN + (w % 2) * 8, acc)  # RACE
+
+
+@kaio.kernel
 def thread_partition(C: kaio.Region[f32, 2, tiles(32, 32)]):
     acc = kaio.mma.fill(f32, 1.0, m=32, n=32)
     kaio.mma.store(C, kaio.block_idx.y * 32, kaio.block_idx.x * 32, acc)  # RACE
@@ -196,6 +227,9 @@ BAD = {
     "branch_splits_warp": (None, _LAUNCH, _c(), "fragment", 32),
     # at width 64 a block of 4 warps is 256 threads; `// 32` splits each warp in two
     "literal_warp_width": ("C", ((1, 1), (256,)), _c(), "fragment", 64),
+    "tf32_k_step_as_column_step": ("C", _LAUNCH, lambda: (np.ones((32, 32), np.float32),
+                                                          np.zeros((32, 32), np.float32)),
+                                   "race", 32),
     "thread_partition": ("C", ((1, 1), (32, 2)), _c(), "ownership", 32),   # 2 warps, 1 tile
     "plain_store_to_warp_tile": ("C", _LAUNCH, _c(), "ownership", 32),
     "beta_reads_out": ("C", _LAUNCH, lambda: (np.zeros((32, 32), np.float32), 1.0), "frontend", 32),
