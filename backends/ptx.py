@@ -341,11 +341,14 @@ class _Renderer:
                                [self.v(i) for i in idx_values], row)
 
     def _hoist_rows(self, body) -> dict:
-        """Row addresses (:func:`ptx_mem.row_base`) of the N-d global accesses in a loop body whose
-        leading indices are defined before the loop, computed here, before the loop head (they
-        stay valid to the end of the enclosing block: :meth:`block` scopes the table)."""
+        """Row addresses (:func:`ptx_mem.row_base`) of the N-d global accesses in a loop body or
+        a branch whose leading indices are defined before it, computed here, before the loop head
+        or the branch (they stay valid to the end of the enclosing block: :meth:`block` scopes the
+        table). ptxas does not hoist them out of a branch: a row read in chunks, each chunk in
+        its own ``if c + V <= n`` (the resident row kernels), recomputed the 64-bit row address,
+        ~10 instructions, per chunk."""
         for o in body.walk():
-            if o.opcode not in ("load", "store") or id(o) in self.vec:
+            if o.opcode not in ("load", "store"):
                 continue
             buf = o.operands[0]
             info = self.bufs.get(buf.id)
@@ -623,6 +626,8 @@ class _Renderer:
         res = [em.define(r) for r in op.results]
         l_else, l_end = em.label("else"), em.label("endif")
         has_else = bool(other.ops) or bool(res)
+        self._hoist_rows(then)                       # shared by the branches and what follows
+        self._hoist_rows(other)
         em.bra(l_else if has_else else l_end, self.v(op.operands[0]), negate=True)
         self.block(then)
         self._yield_into(then, res, types)
