@@ -383,3 +383,31 @@ def test_conformance_row_runs_compiles_and_is_refused_on_gfx90a():
     assert cells["gfx90a"].status == "not-available", cells["gfx90a"].detail
     assert "not available on this target" in cells["gfx90a"].detail
     assert rep.failing == []
+
+
+# --- on an NVIDIA GPU (the lead's device run: scripts/device_run.sh gpu) ----------------------------
+@pytest.mark.gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("codegen", ["ptx", "llvm"])
+def test_tf32_fragments_on_cuda(monkeypatch, codegen):
+    """Both code generators on the tensor cores: bit-exact where every sum is exact (so the
+    rounding is cvt.rna's, ties away), the documented GPU bound on random data."""
+    from kaio import backends as be
+    from kaio.backends.cuda import CudaBackend
+    monkeypatch.setitem(be._instances, "cuda", CudaBackend(codegen=codegen))
+    monkeypatch.setattr(be, "_current", "cuda")
+    for a, b in ((_big((64, 48), 40), _small((48, 32), 41)), (_small((64, 48), 42), _big((48, 32), 43))):
+        c0 = np.random.default_rng(44).integers(-100, 100, (64, 32)).astype(np.float32)
+        c = np.zeros_like(c0)
+        accumulate[4, 64](a, b, c0, c)
+        np.testing.assert_array_equal(c, _exact(a, b, c0))
+    a, b = _big((64, 40), 45), _small((40, 96), 46)
+    c = np.random.default_rng(47).integers(-50, 50, (64, 96)).astype(np.float32)
+    old = c.copy()
+    gemm_tiles(a, b, c, 2.0, 0.5)
+    np.testing.assert_array_equal(c, 2.0 * _exact(a, b) + 0.5 * old)
+    g = np.random.default_rng(48)
+    a, bt = g.standard_normal((32, 16)).astype(np.float32), g.standard_normal((16, 16)).astype(np.float32)
+    c = np.zeros((32, 16), np.float32)
+    shared_warp_tiles[1, 64](a, bt, c)
+    _check_bound(c, a, bt.T, c0=np.full((32, 16), 0.5), gpu=True)
