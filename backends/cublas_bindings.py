@@ -138,7 +138,11 @@ class NvmathBinding:
             raise BackendUnavailable(f"nvmath-python cannot load cuBLAS: {type(e).__name__}: {e}") from e
         self.mod = mod
         self.errors = getattr(mod, "cuBLASError", RuntimeError)
-        self.detail = f"nvmath-python {_version()} (CUDA runtime {version})"
+        try:   # libraryPropertyType: major, minor, patch
+            lib = "cuBLAS " + ".".join(str(int(mod.get_property(i))) for i in range(3))
+        except Exception:  # only for the description: the version it was built for will do
+            lib = f"cuBLAS for CUDA runtime {version}"
+        self.detail = f"nvmath-python {_version()}, {lib}"
 
     def create(self) -> int:
         try:

@@ -100,7 +100,8 @@ def fake_nvmath(rec: Recorder, broken: str | None = None):
         return 13000
     return types.SimpleNamespace(
         create=rec.create, set_stream=rec.set_stream, cuBLASError=CuBLASError,
-        gemm_ex=lambda handle, *args: rec.gemm(handle, args), get_cudart_version=get_cudart_version)
+        gemm_ex=lambda handle, *args: rec.gemm(handle, args), get_cudart_version=get_cudart_version,
+        get_property=lambda i: (13, 1, 0)[i])
 
 
 @pytest.fixture
@@ -176,7 +177,8 @@ def test_info_names_the_binding(stand_ins, monkeypatch, capsys):
     from kaio import cli
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
-    assert "cuBLAS binding" in out and "nvmath" in out and "the default" in out
+    row = next(line for line in out.splitlines() if "cuBLAS binding" in line)
+    assert "nvmath: nvmath-python" in row and "cuBLAS 13.1.0" in row and "(the default)" in row
 
 
 # --- identical arguments, correct results -----------------------------------------------------
