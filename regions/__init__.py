@@ -73,7 +73,9 @@ def tiles(th: int | None = None, tw: int | None = None, *, transposed: bool = Fa
     ``tiles()``: the tile is the block (``th = block_dim.y``, ``tw = block_dim.x``), so thread
     (tx, ty) of block (bx, by) owns ``[by*bdy + ty, bx*bdx + tx]``, the CUDA 2-D index.
     ``transposed=True``: block (bx, by) owns the tile at row ``bx*th``, column ``by*tw`` (the
-    output of a tiled transpose written by the block that read input tile (by, bx))."""
+    output of a tiled transpose written by the block that read input tile (by, bx)).
+    On a 3-D buffer z numbers the planes: thread (tx, ty, tz) of block (bx, by, bz) owns plane
+    ``bz*bdz + tz`` and, in it, the 2-D rule on axes 1-2 (``tiles()``: the CUDA 3-D index)."""
     return Tiles(th, tw, transposed)
 
 

@@ -38,7 +38,17 @@ class Partition(StructAttr):
 
     name = "partition"
     ndim: int | None = None
+    #: the ranks it divides when more than one (``tiles``: 2 and 3; ``ndim`` is then the rank a
+    #: declaration without one gets); ``(ndim,)`` when None
+    ndims: tuple | None = None
     launch_1d = False
+
+    def ranks(self) -> tuple | None:
+        """The buffer ranks this partition divides, or None for any."""
+        return self.ndims or (None if self.ndim is None else (self.ndim,))
+
+    def ranks_text(self) -> str:
+        return " or ".join(f"{n}-d" for n in self.ranks())
 
     def spec(self) -> str:
         """How messages name the partition, as the user writes it: ``blocked(k=4)``."""
@@ -53,8 +63,9 @@ class Partition(StructAttr):
         (a tuple of symbolic polynomials) is owned by the current thread."""
         raise NotImplementedError
 
-    def launch_pins(self) -> dict:
-        """Geometry symbols whose value ``check_launch`` fixes: {"block_dim.z": 1, ...}."""
+    def launch_pins(self, ndim: int = 1) -> dict:
+        """Geometry symbols whose value ``check_launch`` fixes on a buffer of ``ndim``
+        dimensions: {"block_dim.z": 1, ...}."""
         if self.launch_1d:
             return {f"{k}.{a}": (0 if k in ("thread_idx", "block_idx") else 1)
                     for k in ("thread_idx", "block_idx", "block_dim", "grid_dim") for a in "yz"}

@@ -92,16 +92,17 @@ def _check_ranks(kernel):
     """A partition of one rank on a buffer of another is a declaration error, said as one."""
     for p, v in zip(kernel.params, kernel.args):
         part, nd = p.partition, getattr(v.type, "ndim", None)
-        if not v.is_buffer or part is None or part.ndim in (None, nd):
+        if not v.is_buffer or part is None or part.ranks() is None or nd in part.ranks():
             continue
         spec = part.spec()
-        hint = (f"declare it kaio.{'Out' if v.type.intent == 'out' else 'Region'}[T, {part.ndim}, "
+        hint = (f"declare it kaio.{'Out' if v.type.intent == 'out' else 'Region'}[T, {part.ranks()[0]}, "
                 f"kaio.regions.{spec}] or choose a partition for {nd}-d buffers")
         if isinstance(part, RowsPerBlock) and nd == 1:
             hint = ("for one element per block of a 1-D buffer use kaio.regions.per_block() (stored "
                     f"under `if kaio.thread_idx.x == 0:`); or {hint}")
         raise CompileError.at(kernel.loc, f"buffer '{p.name}' is {nd}-d, but the {spec} partition "
-                                          f"divides {part.ndim}-d buffers", kernel=kernel.name, hint=hint)
+                                          f"divides {part.ranks_text()} buffers", kernel=kernel.name,
+                              hint=hint)
 
 
 def check_width(kernel, warp_size: int) -> None:

@@ -79,9 +79,10 @@ def _require_i32(part, what, value, shape, grid, block, buffer, kernel):
 
 
 def _require_ndim(part, shape, buffer, kernel):
-    if part.ndim is not None and len(shape) != part.ndim:
+    ranks = part.ranks()
+    if ranks is not None and len(shape) not in ranks:
         raise LaunchError(f"kernel '{kernel}': Region '{buffer}' has shape {tuple(shape)} but the "
-                          f"{part.spec()} partition needs a {part.ndim}-d buffer")
+                          f"{part.spec()} partition needs a {part.ranks_text()} buffer")
 
 
 @dataclass(frozen=True, repr=False)
@@ -375,13 +376,19 @@ class Tiles(Partition):
     rows ``by*bdy + ty``, columns ``bx*bdx + tx``, one element per thread, the CUDA 2-D index).
     ``transposed``: the block grid runs over the tiles transposed, block (bx, by) owning the tile
     at rows ``[bx*th, ...)`` x columns ``[by*tw, ...)``: a tiled transpose's output, written by
-    the block that read the input tile (by, bx)."""
+    the block that read the input tile (by, bx).
+
+    A 3-d buffer adds planes on z: thread (tx, ty, tz) of block (bx, by, bz) owns plane
+    ``bz*bdz + tz`` (axis 0) and, in it, what the 2-D rule gives on axes 1-2 (``tiles()``:
+    ``[bz*bdz + tz, by*bdy + ty, bx*bdx + tx]``, the CUDA 3-D index). Launch: grid.z * block.z
+    covering the planes, the 2-D rule on the rest."""
 
     th: int | None = None
     tw: int | None = None
     transposed: bool = False
     name = "tiles"
-    ndim = 2
+    ndim = 2            # the rank when a declaration gives none
+    ndims = (2, 3)
 
     def __post_init__(self):
         for v in (self.th, self.tw):
@@ -407,7 +414,9 @@ class Tiles(Partition):
         """The grid axes that number the tile rows and the tile columns."""
         return (0, 1) if self.transposed else (1, 0)
 
-    def launch_pins(self):
+    def launch_pins(self, ndim: int = 2):
+        if ndim == 3:   # z numbers the planes
+            return {}
         return {"thread_idx.z": 0, "block_idx.z": 0, "block_dim.z": 1, "grid_dim.z": 1}
 
     def launch_facts(self, ctx, buf):
@@ -415,6 +424,9 @@ class Tiles(Partition):
         th, tw = self._tile(ctx)
         gr, gc = (ctx.special("grid_dim", a) for a in self._axes())
         facts = [ctx.sub(I32_MAX, ctx.mul(ctx.add(gc, 1), tw)), ctx.sub(I32_MAX, ctx.mul(ctx.add(gr, 1), th))]
+        if buf.type.ndim == 3:   # plane origins and steps: (grid.z + 1) * block.z
+            facts.append(ctx.sub(I32_MAX, ctx.mul(ctx.add(ctx.special("grid_dim", 2), 1),
+                                                  ctx.special("block_dim", 2))))
         facts += [] if self.tw is None else [ctx.sub(self.tw, ctx.special("block_dim", 0))]
         return facts + ([] if self.th is None else [ctx.sub(self.th, ctx.special("block_dim", 1))])
 
@@ -423,23 +435,45 @@ class Tiles(Partition):
         ar, ac = self._axes()
         return ctx.mul(ctx.special("block_idx", ar), th), ctx.mul(ctx.special("block_idx", ac), tw)
 
+    def _plane(self, ctx):
+        """The first plane of the current block (3-d buffers)."""
+        return ctx.mul(ctx.special("block_idx", 2), ctx.special("block_dim", 2))
+
     def owned_spec(self, ctx, buf):
         th, tw = self._tile(ctx)
         r0, c0 = self._origin(ctx)
-        rows = ctx.min(th, ctx.sub(ctx.shape(buf, 0), r0))
-        cols = ctx.min(tw, ctx.sub(ctx.shape(buf, 1), c0))
+        lead = (self._plane(ctx),) if buf.type.ndim == 3 else ()
+        ax = len(lead)
+        if self.th is None and self.tw is None:   # one element per thread: a guard, no loops
+            tid = (2,) * ax + (1, 0)
+            idx = tuple(ctx.add(o, ctx.special("thread_idx", a)) for o, a in zip(lead + (r0, c0), tid))
+            guard = None
+            for k, i in enumerate(idx):
+                c = ctx.lt(i, ctx.shape(buf, k))
+                guard = c if guard is None else ctx.and_(guard, c)
+            return OwnedSpec(guard, [], lambda: idx)
+        rows = ctx.min(th, ctx.sub(ctx.shape(buf, ax), r0))
+        cols = ctx.min(tw, ctx.sub(ctx.shape(buf, ax + 1), c0))
         ranges = [(ctx.special("thread_idx", 1), rows, ctx.special("block_dim", 1)),
                   (ctx.special("thread_idx", 0), cols, ctx.special("block_dim", 0))]
-        return OwnedSpec(None, ranges, lambda lr, lc: (ctx.add(r0, lr), ctx.add(c0, lc)))
+        if not lead:
+            return OwnedSpec(None, ranges, lambda lr, lc: (ctx.add(r0, lr), ctx.add(c0, lc)))
+        p = ctx.add(lead[0], ctx.special("thread_idx", 2))
+        return OwnedSpec(ctx.lt(p, ctx.shape(buf, 0)), ranges,
+                         lambda lr, lc: (p, ctx.add(r0, lr), ctx.add(c0, lc)))
 
     def owned_affine(self, ctx, buf, index):
         th, tw = self._tile(ctx)
         r0, c0 = self._origin(ctx)
+        lead = []
+        if len(index) == 3:   # the plane is exactly bz*bdz + tz
+            lead = [Eq(ctx.sub(ctx.sub(index[0], self._plane(ctx)), ctx.special("thread_idx", 2)))]
+            index = index[1:]
         lr, lc = ctx.sub(index[0], r0), ctx.sub(index[1], c0)
-        return [Nonneg(lr), Nonneg(ctx.sub(ctx.sub(th, 1), lr)),
-                Nonneg(lc), Nonneg(ctx.sub(ctx.sub(tw, 1), lc)),
-                Divides(ctx.special("block_dim", 1), ctx.sub(lr, ctx.special("thread_idx", 1))),
-                Divides(ctx.special("block_dim", 0), ctx.sub(lc, ctx.special("thread_idx", 0)))]
+        return lead + [Nonneg(lr), Nonneg(ctx.sub(ctx.sub(th, 1), lr)),
+                       Nonneg(lc), Nonneg(ctx.sub(ctx.sub(tw, 1), lc)),
+                       Divides(ctx.special("block_dim", 1), ctx.sub(lr, ctx.special("thread_idx", 1))),
+                       Divides(ctx.special("block_dim", 0), ctx.sub(lc, ctx.special("thread_idx", 0)))]
 
     def launch_block(self):
         """The default block: the tile's, at most 32 threads wide and 1024 in all."""
@@ -447,10 +481,12 @@ class Tiles(Partition):
         return bx, max(1, min(8 if self.th is None else self.th, 1024 // bx)), 1
 
     def launch_grid(self, shape, block):
-        """The grid covering a buffer of ``shape`` with blocks of ``block``."""
+        """The grid covering a buffer of ``shape`` with blocks of ``block`` (a 3-d buffer: its
+        planes on z, ``block.z`` per block)."""
         th, tw = self._sizes(block)
-        n = (max(1, -(-shape[1] // tw)), max(1, -(-shape[0] // th)))
-        return (n[::-1] if self.transposed else n) + (1,)
+        n = (max(1, -(-shape[-1] // tw)), max(1, -(-shape[-2] // th)))
+        planes = max(1, -(-shape[0] // block[2])) if len(shape) == 3 else 1
+        return (n[::-1] if self.transposed else n) + (planes,)
 
     def launch_shape(self, shape):
         block = self.launch_block()
@@ -459,22 +495,29 @@ class Tiles(Partition):
     def check_launch(self, shape, grid, block, *, buffer, kernel):
         _require_ndim(self, shape, buffer, kernel)
         th, tw = self._sizes(block)
-        if grid[2] != 1 or block[2] != 1 or block[0] > tw or block[1] > th:
+        flat = len(shape) == 2
+        if (flat and (grid[2] != 1 or block[2] != 1)) or block[0] > tw or block[1] > th:
             most = "" if self.th is None and self.tw is None else \
-                f" and a block of at most ({tw}, {th}) threads"
+                f"a block of at most ({tw}, {th}) threads"
+            need = " and ".join(x for x in ("grid.z == block.z == 1" if flat else "", most) if x)
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' (shape {tuple(shape)}) uses {self.spec()}, "
-                f"which needs grid.z == block.z == 1{most}, but the launch is {_launch_text(grid, block)}")
+                f"which needs {need}, but the launch is {_launch_text(grid, block)}")
         gr, gc = (grid[a] for a in self._axes())
         ax = "yx" if not self.transposed else "xy"
         _require_i32(self, f"(grid.{ax[1]} + 1) * tw", (gc + 1) * tw, shape, grid, block, buffer, kernel)
         _require_i32(self, f"(grid.{ax[0]} + 1) * th", (gr + 1) * th, shape, grid, block, buffer, kernel)
-        if gc * tw < shape[1] or gr * th < shape[0]:
-            need = self.launch_grid(shape, block)[:2]
+        if not flat:
+            _require_i32(self, "(grid.z + 1) * block.z", (grid[2] + 1) * block[2], shape, grid, block,
+                         buffer, kernel)
+        planes = 1 if flat else grid[2] * block[2]
+        if gc * tw < shape[-1] or gr * th < shape[-2] or (not flat and planes < shape[0]):
+            need = self.launch_grid(shape, block)
+            covers = f"{gr * th} x {gc * tw}" if flat else f"{planes} x {gr * th} x {gc * tw}"
             raise LaunchError(
                 f"kernel '{kernel}': Region '{buffer}' has shape {tuple(shape)} but the launch "
-                f"{_launch_text(grid, block)} covers only {gr * th} x {gc * tw} "
-                f"with {th}x{tw} tiles; use at least grid=({need[0]}, {need[1]})")
+                f"{_launch_text(grid, block)} covers only {covers} "
+                f"with {th}x{tw} tiles; use at least grid={need[:2] if flat else need}")
 
 
 @dataclass(frozen=True, repr=False)

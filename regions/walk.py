@@ -216,7 +216,7 @@ class Walk:
         for v in kernel.args:
             part = self.partitions.get(v.id)
             if part is not None:
-                self.pins.update(part.launch_pins())
+                self.pins.update(part.launch_pins(v.type.ndim))
                 self.launch_facts += part.launch_facts(self.math, v)
         self.pins.update(block_pins(kernel.attrs.get("block")))   # @kaio.kernel(block=...)
         axes, products = geometry_facts(self.math)

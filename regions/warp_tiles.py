@@ -64,7 +64,7 @@ class WarpTiles(Partition):
     def spec(self):
         return f"warp_tiles(({self.bm}, {self.bn}), ({self.wm}, {self.wn}))"
 
-    def launch_pins(self):
+    def launch_pins(self, ndim: int = 2):
         return {"thread_idx.y": 0, "thread_idx.z": 0, "block_dim.y": 1, "block_dim.z": 1,
                 "block_idx.z": 0, "grid_dim.z": 1}
 

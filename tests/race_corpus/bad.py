@@ -172,6 +172,20 @@ def shifted_tile(x: kaio.In[f32, 2], y: kaio.Out[f32, tiles(8, 8)]):
 
 
 @kaio.kernel
+def plane_neighbour(x: kaio.In[f32, 3], y: kaio.Out[f32, 3, tiles()]):
+    for k, j, i in y.owned():
+        if k + 1 < y.shape[0]:
+            y[k + 1, j, i] = x[k, j, i]  # RACE
+
+
+@kaio.kernel
+def planes_swapped(x: kaio.In[f32, 3], y: kaio.Out[f32, 3, tiles()]):
+    for k, j, i in y.owned():
+        if j < y.shape[0] and k < y.shape[1]:
+            y[j, k, i] = x[k, j, i]  # RACE
+
+
+@kaio.kernel
 def modular_index(x: kaio.In[f32], y: kaio.Out[f32]):
     i = kaio.global_id()
     n = y.shape[0]
@@ -357,6 +371,10 @@ def _f2(r, c):
     return np.arange(r * c, dtype=np.float32).reshape(r, c)
 
 
+def _f3(p, r, c):
+    return np.arange(p * r * c, dtype=np.float32).reshape(p, r, c)
+
+
 @kaio.kernel
 def tree_read_early_barrier(x: kaio.In[f32], y: kaio.Out[f32]):
     buf = kaio.shared_array(f32, 64)
@@ -454,6 +472,8 @@ CASES = {
     "rows_transposed": ("y", ((1,), (8,)), lambda: (_f2(8, 8), _f2(8, 8)), "ownership"),
     "whole_row_per_thread": ("y", ((4,), (32,)), lambda: (_f2(4, 32), _f2(4, 32)), "race"),
     "shifted_tile": ("y", ((2, 2), (8, 8)), lambda: (_f2(16, 16), _f2(16, 16)), "ownership"),
+    "plane_neighbour": ("y", ((1, 1, 2), (4, 4, 1)), lambda: (_f3(2, 4, 4), _f3(2, 4, 4)), "race"),
+    "planes_swapped": ("y", ((1, 1, 4), (4, 4, 1)), lambda: (_f3(4, 4, 4), _f3(4, 4, 4)), "ownership"),
     "modular_index": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
     "reversed_write": ("y", ((1,), (32,)), lambda: (_f(32), _f(32)), "ownership"),
     "shared_two_writes": ("tile", ((1,), (64,)), lambda: (_f(64), _f(64)), "race"),

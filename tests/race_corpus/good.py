@@ -818,5 +818,42 @@ def run_histogram_shared(v):
     np.testing.assert_array_equal(hist, np.bincount(data, minlength=256))
 
 
+@kaio.kernel
+def planes_owned(x: kaio.In[f32, 3], y: kaio.Out[f32, 3, tiles()]):
+    """3-d tiles(): thread (tx, ty, tz) of block (bx, by, bz) owns [bz*bdz + tz, by*bdy + ty,
+    bx*bdx + tx]."""
+    for k, j, i in y.owned():
+        y[k, j, i] = x[k, j, i] * 2.0 + f32(k)
+
+
+def run_planes_owned(v):
+    shape = [(3, 5, 7), (4, 9, 33), (2, 16, 8)][v]
+    x = _x(int(np.prod(shape))).reshape(shape)
+    y = np.zeros_like(x)
+    launch = [None, ((2, 2, 2), (32, 8, 2)), ((3, 5, 1), (4, 4, 2))][v]
+    (planes_owned if launch is None else planes_owned[launch])(x, y)
+    _close(y, x * 2 + np.arange(shape[0], dtype=np.float32)[:, None, None])
+
+
+@kaio.kernel(block=(8, 4, 1))
+def planes_hand(x: kaio.In[f32, 3], y: kaio.Region[f32, 3, tiles()]):
+    """The CUDA 3-D index with one plane per block on z (block.z == 1, declared)."""
+    i = kaio.block_idx.x * kaio.block_dim.x + kaio.thread_idx.x
+    j = kaio.block_idx.y * kaio.block_dim.y + kaio.thread_idx.y
+    k = kaio.block_idx.z
+    if i < y.shape[2] and j < y.shape[1] and k < y.shape[0]:
+        y[k, j, i] = y[k, j, i] + x[k, j, i]
+
+
+def run_planes_hand(v):
+    shape = [(3, 5, 7), (4, 9, 33), (2, 16, 8)][v]
+    x = _x(int(np.prod(shape))).reshape(shape)
+    y = _x(int(np.prod(shape))).reshape(shape)
+    want = x + y
+    planes_hand(x, y) if v == 0 else planes_hand[(-(-shape[2] // 8), -(-shape[1] // 4), shape[0] + v),
+                                                 (8, 4, 1)](x, y)
+    _close(y, want)
+
+
 CASES = {name[4:]: fn for name, fn in globals().items() if name.startswith("run_")}
 KERNELS = {name: globals()[name] for name in CASES}
