@@ -169,6 +169,7 @@ def _const(k) -> str:
 def _source(code, codes) -> str:
     """The lines of the file the function spans, as the file is now (the frontend reads these:
     a file edited since the import misses, and the frontend reports it)."""
+    linecache.checkcache(code.co_filename)   # as inspect does: a rewritten file is read again
     lines = linecache.getlines(code.co_filename)
     last = max((ln for c in codes for _, _, ln in c.co_lines() if ln is not None),
                default=code.co_firstlineno)
