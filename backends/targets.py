@@ -33,7 +33,7 @@ from ..errors import CompileError
 from ..ir import print_kernel
 from ..ir.types import FragType
 from ..options import CompileOptions, KernelOptions
-from .abi import SUPPORTED_ARCHS
+from .abi import SUPPORTED_ARCHS, kernel_abi
 
 # The passes and the code generators (llvmlite, kaio's PTX emitter, the code-object reader) are
 # imported by the stages that run them, not here: a launch whose code comes from the compile
@@ -121,14 +121,14 @@ def launched(kernel, options: CompileOptions):
     parameter (kaio.passes.bounds_check), so every backend's ABI and argument list include it."""
     if not options.checked:
         return kernel
-    from ..passes.bounds_check import with_record_param
+    from ..passes.bounds_check import with_record_param  # lazy: import time, ~30 ms (checked mode)
     return with_record_param(kernel)
 
 
 def lower(kernel, options: CompileOptions):
     """The target pipeline on a copy of ``kernel`` (the frontend's cached IR is shared by every
     target and stays as it is)."""
-    from ..passes import target_pipeline
+    from ..passes import target_pipeline  # lazy: import time, ~70 ms (passes, math library)
     return target_pipeline(kernel, options.warp_size, options.fast_math,
                            disabled_passes=options.disabled_passes, checked=options.checked,
                            portable=options.portable)
@@ -139,7 +139,7 @@ def _lowered(a, o):
 
 
 def _ptx(a, o):
-    from .ptx import emit_ptx
+    from .ptx import emit_ptx  # lazy: import time, ~40 ms (kaio's PTX emitter)
     return emit_ptx(a["lowered"], o.target, fast_math=o.fast_math, ptx_version=o.ptx_version,
                     max_registers=o.max_registers)[0]
 
@@ -162,10 +162,10 @@ def _cubin(a, o):
 
 
 def _llvm(a, o):
-    from ..passes.limits import SHARED_LIMIT, check_static_shared
-    from .llvm import emit_llvm
-    from .llvm_targets import get_target as llvm_target
-    from .llvm_targets import module_flags
+    from ..passes.limits import SHARED_LIMIT, check_static_shared  # lazy: import time, ~70 ms
+    from .llvm import emit_llvm  # lazy: import time, ~35 ms (the LLVM IR emitter)
+    from .llvm_targets import get_target as llvm_target  # lazy: import time, ~4 ms
+    from .llvm_targets import module_flags  # lazy: import time, ~4 ms
     _no_fragments(a["lowered"], o.target)
     # the LLVM paths keep shared arrays static: 48 KiB on NVIDIA, the 64 KiB of LDS on AMD
     limit = "amd" if o.target.startswith("gfx") else "llvm"
@@ -179,8 +179,8 @@ def _no_fragments(kernel, target: str) -> None:
     the target (NVVM mma on nvptx64, MFMA on gfx90a/gfx942) laid out for its warp width; any
     other target (gfx1100's WMMA is not lowered) refuses the kernel here, at its first
     fragment op."""
-    from .llvm_mma import WARP, scheme_of, shapes_of
-    from .llvm_targets import get_target as llvm_target
+    from .llvm_mma import WARP, scheme_of, shapes_of  # lazy: import time, ~12 ms
+    from .llvm_targets import get_target as llvm_target  # lazy: import time, ~4 ms
     t = llvm_target(target)
     scheme = scheme_of(t)
     if scheme is not None and WARP[scheme] == t.warp_size:
@@ -213,29 +213,28 @@ def _no_shape(kernel, target: str, shapes: tuple) -> None:
 
 
 def _asm(a, o):
-    from .llvm_compile import llvm_to_asm
+    from .llvm_compile import llvm_to_asm  # lazy: import time, ~19 ms (llvmlite)
     return llvm_to_asm(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
 def _nvptx_ptx(a, o):
-    from . import ptx_workarounds
+    from . import ptx_workarounds  # lazy: import time, ~1 ms; the LLVM NVPTX path only
     return ptx_workarounds.apply(_asm(a, o), o.target)
 
 
 def _object(a, o):
-    from .llvm_compile import llvm_to_object
+    from .llvm_compile import llvm_to_object  # lazy: import time, ~19 ms (llvmlite)
     return llvm_to_object(a["llvm"], o.target, a["ir"].name, opt_level=o.opt_level)
 
 
 def _hsaco(a, o):
-    from .llvm_compile import link_code_object
+    from .llvm_compile import link_code_object  # lazy: import time, ~19 ms (llvmlite)
     return link_code_object(a["object"], a["ir"].name)
 
 
 def _report(a, o):
     """The code object checked against the kernel (metadata, ABI, registers, LDS)."""
-    from .abi import kernel_abi
-    from .codeobject import validate_code_object
+    from .codeobject import validate_code_object  # lazy: import time, ~9 ms (msgpack, pyelftools)
     lowered = a["lowered"]
     return validate_code_object(a["hsaco"], lowered, kernel_abi(lowered), o.target, o.warp_size,
                                 o.code_object_version)

@@ -10,8 +10,6 @@
 """
 from __future__ import annotations
 
-import importlib as _importlib
-
 # kaio.math inside kernels; kaio.regions (which registers the partitions as IR attributes, so IR
 # text parses in any process); kaio.backends (set_backend / get_backend below). kaio.blas and
 # kaio.autotune load on first use (__getattr__ below): a first launch needs neither.
@@ -119,11 +117,12 @@ def get_backend(name: str | None = None):
     return backends.get_backend(name)
 
 
-#: submodules imported on first use as ``kaio.NAME`` (``from kaio import NAME`` too)
-_LAZY = ("autotune", "blas")
-
-
 def __getattr__(name: str):
-    if name in _LAZY:
-        return _importlib.import_module(f"{__name__}.{name}")
+    """``kaio.autotune`` and ``kaio.blas`` (``from kaio import ...`` too), imported on first use."""
+    if name == "autotune":
+        from . import autotune  # lazy: import time, ~8 ms (statistics, datetime)
+        return autotune
+    if name == "blas":
+        from . import blas  # lazy: import time, ~2 ms; only kaio.blas.gemm needs it
+        return blas
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

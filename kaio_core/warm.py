@@ -41,6 +41,14 @@ import os
 import sys
 import types
 
+import numpy as np
+
+from .backends import Compiled
+from .cache import cache_key, default_cache
+from .dtypes import DType
+from .ir import print_kernel
+from .ir.parser import ParseError, parse_kernel
+from .lang import BufferSpec, ConstSpec, DeviceFunction, Intrinsic, _BufferIntent, _Const
 from .version import __version__
 
 #: bump when the entry's layout or the key's contents change
@@ -203,7 +211,6 @@ def value_print(v, active: dict | None = None) -> str:
             return f"object:{vm}.{v.__qualname__}"
         raise Unstable(f"{vm}.{getattr(v, '__qualname__', '?')}")
     if t.__module__ == "numpy":
-        import numpy as np
         if isinstance(v, np.generic):
             return f"np:{v.dtype.str}:{v.tobytes().hex()}"
         if isinstance(v, np.dtype):
@@ -214,18 +221,15 @@ def value_print(v, active: dict | None = None) -> str:
 def _kaio_value(v, t, active) -> str:
     """kaio's own objects: dtypes and intrinsics by name, partitions and annotations by their
     spec, ``@kaio.func`` functions by :func:`function_print`."""
-    from .lang import DeviceFunction, Intrinsic
     if isinstance(v, DeviceFunction):
         return "func:" + function_print(v.fn, active)
     if isinstance(v, Intrinsic):
         return "intrinsic:" + v.name
-    from .dtypes import DType
     if isinstance(v, DType):
         return "dtype:" + v.name
     spec = getattr(v, "spec", None)
     if callable(spec) and hasattr(v, "owned_spec"):      # a partition (kaio.regions)
         return f"partition:{t.__qualname__}:{spec()}"
-    from .lang import BufferSpec, ConstSpec, _BufferIntent, _Const
     if isinstance(v, (BufferSpec, ConstSpec)):
         return "spec:" + repr(v)
     if isinstance(v, _BufferIntent):
@@ -284,8 +288,6 @@ def _needs_body(options) -> bool:
 def store(cache, key: str, compiled, frontend_ir, elems, target) -> None:
     """Write the warm entry of ``compiled`` (just built through the frontend from IR kernel
     ``frontend_ir``) under ``key``; ``elems``: its coarsening factor (None: none)."""
-    from .cache import cache_key
-    from .ir import print_kernel
     options = compiled.options
     launched = print_kernel(compiled.kernel)
     entry = {"format": FORMAT, "name": compiled.kernel.name, "elems": elems,
@@ -315,7 +317,6 @@ def lookup(cache, key: str, backend, options, target):
     if text is None:
         stats["misses"] += 1
         return None
-    from .ir.parser import ParseError, parse_kernel
     try:
         entry = json.loads(text)
         if entry["format"] != FORMAT:
@@ -337,8 +338,7 @@ def lookup(cache, key: str, backend, options, target):
     if loaded is None:
         stats["misses"] += 1  # the artifact is gone: the frontend path rebuilds both
         return None
-    from .backends import Compiled
-    from .backends.targets import Artifacts
+    from .backends.targets import Artifacts  # lazy: import time, ~9 ms (the target table)
     arts = Artifacts(ir=kernel)
     arts[entry.get("loads", target.loads)] = loaded
     compiled = Compiled(kernel, arts, backend.load(kernel, arts, options), options)
@@ -349,7 +349,7 @@ def lookup(cache, key: str, backend, options, target):
 def _names(artifact, kernel) -> bool:
     """Whether the PTX text or code object names the kernel's entry point (a cheap check that
     the entry and the artifact it points to belong together)."""
-    from .backends.abi import kernel_abi
+    from .backends.abi import kernel_abi  # lazy: import time, ~4 ms
     entry = kernel_abi(kernel).entry
     return (entry in artifact) if isinstance(artifact, str) else (entry.encode() in artifact)
 
@@ -358,8 +358,7 @@ def compile_kernel(kfn, backend, consts: dict, coarsen: bool):
     """Compile kernel ``kfn`` (a KernelFunction) for ``backend`` with these Const values
     (``coarsen``: kaio picks the launch shape), through the warm entry when there is one;
     otherwise through the frontend, then write the entry. Returns the Compiled object."""
-    from .backends.targets import get_target
-    from .cache import default_cache
+    from .backends.targets import get_target  # lazy: import time, ~9 ms (the target table)
     options = backend.compile_options(kfn.options)
     target = get_target(options.target)
     # the reference backend keeps nothing in the compile cache; its warm entries (lowered IR

@@ -12,7 +12,7 @@ rank   layer       modules
 3      frontend    kaio.frontend.*, kaio.lang, kaio.math, kaio.signature
 3      backends    kaio.backends.* (frontend and backends never import each other)
 4      api         kaio, kaio.launch, kaio.device, kaio.devices, kaio.graphs, kaio.blas,
-                   kaio.dlpack, kaio.checked, kaio.mpi, kaio.autotune
+                   kaio.dlpack, kaio.checked, kaio.mpi, kaio.autotune, kaio.warm
 5      tools       kaio.kernels.*, kaio.conformance.*, kaio.cli, kaio.showcase, kaio.bench
 =====  ==========  ===========================================================================
 
@@ -51,7 +51,8 @@ LAYERS = [
     ("frontend", 3, ["kaio.frontend", "kaio.lang", "kaio.math", "kaio.mma", "kaio.signature"]),
     ("backends", 3, ["kaio.backends"]),
     ("api", 4, ["kaio", "kaio.launch", "kaio.device", "kaio.devices", "kaio.graphs", "kaio.blas",
-                "kaio.dlpack", "kaio.checked", "kaio.mpi", "kaio.autotune", "kaio.residency"]),
+                "kaio.dlpack", "kaio.checked", "kaio.mpi", "kaio.autotune", "kaio.residency",
+                "kaio.warm"]),
     ("tools", 5, ["kaio.kernels", "kaio.conformance", "kaio.cli", "kaio.showcase", "kaio.bench",
                   "kaio.progress", "kaio.roofline"]),
 ]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 
 #: the passes, imported on first use (here or as ``kaio.passes.NAME``): a process that only
 #: reads ``kaio.passes.limits`` (the CUDA backend does), or launches code from the compile cache,
@@ -18,9 +17,26 @@ _PASSES = ("bounds_check", "constfold", "cse", "dce", "expand_math", "full_tiles
 
 
 def __getattr__(name: str):
+    """``kaio.passes.NAME`` for a pass not imported yet."""
     if name in _PASSES:
-        return importlib.import_module(f"{__name__}.{name}")
+        _import_passes()
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _import_passes() -> None:
+    # plain `import` statements: `from . import name` would ask this module's __getattr__ first
+    import kaio.passes.bounds_check  # lazy: import time, ~4 ms
+    import kaio.passes.constfold  # lazy: import time, ~8 ms
+    import kaio.passes.cse  # lazy: import time, ~1 ms
+    import kaio.passes.dce  # lazy: import time, ~1 ms
+    import kaio.passes.expand_math  # lazy: import time, ~24 ms (the math library)
+    import kaio.passes.full_tiles  # lazy: import time, ~1 ms
+    import kaio.passes.loop_facts  # lazy: import time, ~1 ms
+    import kaio.passes.lower_reductions  # lazy: import time, ~1 ms
+    import kaio.passes.unroll  # lazy: import time, ~1 ms
+    import kaio.passes.unsigned_divide  # lazy: import time, ~1 ms
+    import kaio.passes.verify  # lazy: import time, ~8 ms  # noqa: F401
 
 
 def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
@@ -44,9 +60,9 @@ def target_pipeline(kernel, warp_size: int, fast_math: bool = False, *,
 
 
 def _target_pipeline(kernel, warp_size, fast_math, disabled_passes, checked, portable=False):
-    from ..ir.rewrite import clone_kernel
-    from ..regions.checker import check_width
-    from . import (
+    from ..ir.rewrite import clone_kernel  # lazy: import time, ~3 ms
+    from ..regions.checker import check_width  # lazy: import time, ~20 ms (the race checker)
+    from . import (  # lazy: import time, ~70 ms (the passes and the math library)
         bounds_check,
         constfold,
         cse,

@@ -12,26 +12,30 @@ Gradients of the first six: :mod:`kaio.kernels.ml.backward` (kaio kernels, numpy
 as torch custom ops with autograd: ``import kaio.kernels.ml.torch_ops`` (needs torch;
 docs/interop.md).
 """
-import importlib
-
 #: the entry points, each imported from its module on first use (``kaio.kernels.ml.softmax``
 #: imports norms.py only); the library cases (cases.py) register through kaio.kernels.cases()
-_API = {"silu_gate": "elementwise", "gelu": "elementwise", "rmsnorm": "norms",
-        "layernorm": "norms", "softmax": "norms", "dequantize": "quant", "int8_matmul": "quant",
-        "int4_matmul": "quant", "quantize_rows": "quant", "pack_int4": "quant",
-        "unpack_int4": "quant", "quantized_attention": "attention"}
-
-__all__ = list(_API)
+__all__ = ["silu_gate", "gelu", "rmsnorm", "layernorm", "softmax", "dequantize", "int8_matmul",
+           "int4_matmul", "quantize_rows", "pack_int4", "unpack_int4", "quantized_attention"]
 
 
 def __getattr__(name: str):
-    mod = _API.get(name)
-    if mod is not None:
-        return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
-    if not name.startswith("__"):   # a submodule not imported yet
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """An entry point of ``__all__``, or a submodule the package used to import (cases.py
+    imports them all), on first use; plain imports: ``from . import m`` would ask this
+    function again."""
+    if name in ("silu_gate", "gelu"):
+        import kaio.kernels.ml.elementwise as m  # lazy: import time, ~10 ms
+    elif name in ("rmsnorm", "layernorm", "softmax"):
+        import kaio.kernels.ml.norms as m  # lazy: import time, ~25 ms (with the autotuner)
+    elif name in ("dequantize", "int8_matmul", "int4_matmul", "quantize_rows", "pack_int4",
+                  "unpack_int4"):
+        import kaio.kernels.ml.quant as m  # lazy: import time, ~25 ms
+    elif name == "quantized_attention":
+        import kaio.kernels.ml.attention as m  # lazy: import time, ~120 ms (GEMM tiles, ports)
+    elif not name.startswith("__"):
+        import kaio.kernels.ml.cases  # noqa: F401  # lazy: import time, ~120 ms (every ML module)
+        if name in globals():
+            return globals()[name]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(m, name)
