@@ -341,9 +341,12 @@ class CudaBackend(Backend):
     def _guarded_launch(self, compiled: Compiled, plan):
         """``run(args, shared_bytes, stream) -> bool`` for a repeated call (kaio.launch): the
         plan's guard and its launcher in one function, False where the arguments do not match
-        the plan; None where the plan has no launcher of its own (it runs ``_launch``)."""
+        the plan; None where the plan has no launcher of its own (it runs ``_launch``) or where
+        ``_launch_planned`` is not this class's (a subclass's or a spy's: it must see every
+        launch)."""
         fast = plan.data
-        if not fast:
+        if (not fast or type(self)._launch_planned is not CudaBackend._launch_planned
+                or "_launch_planned" in self.__dict__):
             return None
 
         def full(args, shared_bytes, stream) -> bool:

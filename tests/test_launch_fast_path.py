@@ -249,3 +249,21 @@ def test_a_launch_spy_sees_repeated_cuda_launches(fake, lookups):  # noqa: F811
     run(4.0, x, y)
     assert run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
     np.testing.assert_array_equal(y.to_host(), 4.0 * np.arange(32, dtype=np.float32))
+
+
+def test_a_forwarding_backend_wrapper_sees_repeated_cuda_launches(fake, lookups):  # noqa: F811
+    """conformance.targets.Recorder forwards every other attribute to the CUDA backend it wraps:
+    its repeated calls take the generic path, through its own _launch_planned, so it records
+    every launch (the compiled CUDA launch would skip it)."""
+    pytest.importorskip("kaio.backends.ptx")
+    from kaio.conformance.targets import Recorder, using
+    fake.kernels["_scale"] = scale_impl
+    x = kaio.to_device(np.arange(32, dtype=np.float32))
+    y = kaio.device_array(32, kaio.f32)
+    recorder = Recorder(kaio.get_backend())
+    with using(recorder, "fast-path-test"):
+        run = _scale[(1,), (32,)]
+        for a in (1.0, 2.0, 3.0):
+            run(a, x, y)
+    assert len(recorder.log) == 3 and len(lookups) == 1
+    np.testing.assert_array_equal(y.to_host(), 3.0 * np.arange(32, dtype=np.float32))
