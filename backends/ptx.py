@@ -41,19 +41,23 @@ _PARAM_T = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "f
 
 
 def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
-             ptx_version: str | None = None, max_registers: int | None = None) -> tuple[str, KernelABI]:
+             ptx_version: str | None = None, max_registers: int | None = None,
+             version_aligned: bool = False) -> tuple[str, KernelABI]:
     """PTX module text for ``kernel`` and its launch ABI (see :mod:`kaio.backends.abi`).
 
     ``fast_math`` turns float division into ``div.full.f32`` and every math function that has a
     hardware approximation into it (as ``fast=True`` does per call). ``ptx_version`` overrides
     the ``.version`` line (default: :func:`~kaio.backends.abi.ptx_version_for`).
-    ``max_registers`` caps registers per thread (``.maxnreg``).
+    ``max_registers`` caps registers per thread (``.maxnreg``). ``version_aligned``: a body
+    with vector groups is emitted twice, one copy per alignment (:meth:`_Renderer._versioned`;
+    the compile path, kaio.backends.targets, turns it on unless the kernel switches the
+    ``version_aligned`` pass off).
     """
     if arch not in SUPPORTED:
         raise ValueError(f"kernel '{kernel.name}': PTX arch {arch!r} is not supported; "
                          f"choose one of {', '.join(SUPPORTED)}")
     abi = kernel_abi(kernel)
-    r = _Renderer(kernel, abi, arch, fast_math)
+    r = _Renderer(kernel, abi, arch, fast_math, version_aligned)
     body = ptx_workarounds.apply("\n".join(r.run()), arch).split("\n")
     version = ptx_version or ptx_version_for(arch)
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
@@ -92,8 +96,9 @@ def _abi_param_type(p) -> str:
 
 
 class _Renderer:
-    def __init__(self, kernel, abi, arch, fast_math):
+    def __init__(self, kernel, abi, arch, fast_math, version_aligned=False):
         self.k = kernel
+        self.version_aligned = version_aligned
         self.abi = abi
         self.em = Emitter(arch, fast_math)
         self.bufs: dict[int, ptx_mem.BufInfo] = {}
@@ -104,6 +109,10 @@ class _Renderer:
         self.pairs, self.load_words = half_pairs.plan_kernel(kernel, self.vec)
         self.words: dict[tuple, str] = {}   # (lo value id, hi value id) -> packed b32 register
         self.aligned: dict[int, str] = {}   # buffer id -> predicate "pointer is 16-byte aligned"
+        # which copy of a body versioned on alignment is being emitted (:meth:`_versioned`):
+        # None (not versioned: each group both ways under its predicate), "vector" or "scalar"
+        self.version: str | None = None
+        self.array_names: dict[int, str] = {}   # shared/local array op id -> its declared name
         self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
         # copies complete at every barrier, unless the kernel waits for them itself
         ops = [o.opcode for o in kernel.walk()]
@@ -118,8 +127,46 @@ class _Renderer:
     def run(self) -> list[str]:
         self.em.set_loc(self.k.loc)
         self._prologue()
-        self.block(self.k.body)
+        if self._versions():
+            self._versioned()
+        else:
+            self.block(self.k.body)
         return self.em.lines
+
+    def _versions(self) -> bool:
+        """Whether the body is emitted twice, versioned on alignment (:meth:`_versioned`): when
+        it has vector groups, and no tensor-core ops (large bodies, whose own copies are planned
+        16-byte aligned: doubling them would cost compile time and instruction cache)."""
+        return self.version_aligned and bool(self.aligned) and \
+            not any(o.opcode.startswith("mma") for o in self.k.walk())
+
+    def _versioned(self) -> None:
+        """The body twice: once with every vector group as its 16-byte access alone, once with
+        the scalar accesses alone, and a branch on "every grouped buffer is aligned" (uniform
+        over the launch) between them. Each group emitted both ways under its predicate left
+        the predicated-off half in the instruction stream, where it still issues, plus a select
+        per element to merge the halves' registers (ptxas if-converts per-group branches back
+        into that form): the resident rmsnorm f16's aligned path is 552 SASS instructions
+        instead of 696."""
+        em = self.em
+        preds = list(dict.fromkeys(self.aligned.values()))
+        every = preds[0]
+        for q in preds[1:]:
+            both = em.tmp("p")
+            em.ins(f"and.pred {both}, {every}, {q}")
+            every = both
+        l_scalar, l_end = em.label("unaligned"), em.label("end")
+        em.bra(l_scalar, every, negate=True)
+        linear = self.linear      # registers computed lazily in one copy are not in the other
+        self.version = "vector"
+        self.block(self.k.body)
+        em.bra(l_end)
+        self.linear = linear
+        em.place(l_scalar)
+        self.version = "scalar"
+        self.block(self.k.body)
+        em.place(l_end)
+        self.version = None
 
     def _prologue(self):
         em = self.em
@@ -400,6 +447,11 @@ class _Renderer:
         em, info, t = self.em, self._buf(g.buf), g.buf.type.dtype
         addr = self._addr(g.buf, g.index)
         p = self.aligned[g.buf.id]
+        # the vector access under @p and the scalar ones under @!p, or one of them alone in a
+        # copy of a body versioned on alignment (:meth:`_versioned`)
+        vec_on, scalar_on = self.version != "scalar", self.version != "vector"
+        vp = "" if self.version == "vector" else f"@{p} "
+        sp = "" if self.version == "scalar" else f"@!{p} "
         space = "global.nc" if info.nc else "global"
         mt = ptx_mem.mem_type(t)
         per = 4 // t.itemsize                          # elements per 32-bit word
@@ -416,32 +468,36 @@ class _Renderer:
         if g.kind == "load":
             regs = [em.define(o.result) for o in g.ops]
             words = [em.tmp("r") for _ in range(nw)] if per > 1 else regs
-            em.ins(f"@{p} ld.{space}{vec}.{vt} {regs_of(words)}, {at(0)}")
-            for j, w in enumerate(words if per > 1 else ()):
-                self._split_word(p, t, w, regs[per * j:per * j + per])
-            for k, r in enumerate(regs):
-                em.ins(f"@!{p} ld.{space}.{mt} {r}, {at(k)}")
+            if vec_on:
+                em.ins(f"{vp}ld.{space}{vec}.{vt} {regs_of(words)}, {at(0)}")
+                for j, w in enumerate(words if per > 1 else ()):
+                    self._split_word(vp, t, w, regs[per * j:per * j + per])
+            for k, r in enumerate(regs if scalar_on else ()):
+                em.ins(f"{sp}ld.{space}.{mt} {r}, {at(k)}")
             for j, w in enumerate(words if per == 2 else ()):   # words read by packed ops
                 key = (g.ops[2 * j].result.id, g.ops[2 * j + 1].result.id)
                 if key in self.load_words:      # (the fallback path packs them too)
-                    em.ins(f"@!{p} mov.b32 {w}, {{{regs[2 * j]}, {regs[2 * j + 1]}}}")
+                    if scalar_on:
+                        em.ins(f"{sp}mov.b32 {w}, {{{regs[2 * j]}, {regs[2 * j + 1]}}}")
                     self.words[key] = w
         else:
             regs = [self.v(o.operands[-1]) for o in g.ops]
             vals = [o.operands[-1] for o in g.ops]
             words = [self.words.get((vals[2 * j].id, vals[2 * j + 1].id)) if per == 2 else None
                      for j in range(nw)]
-            words = [w or self._pack_word(p, t, regs[per * j:per * j + per])
-                     for j, w in enumerate(words)] if per > 1 else regs
-            em.ins(f"@{p} st.global{vec}.{vt} {at(0)}, {regs_of(words)}")
-            for k, r in enumerate(regs):
-                em.ins(f"@!{p} st.global.{mt} {at(k)}, {r}")
+            if vec_on:
+                words = [w or self._pack_word(vp, t, regs[per * j:per * j + per])
+                         for j, w in enumerate(words)] if per > 1 else regs
+                em.ins(f"{vp}st.global{vec}.{vt} {at(0)}, {regs_of(words)}")
+            for k, r in enumerate(regs if scalar_on else ()):
+                em.ins(f"{sp}st.global.{mt} {at(k)}, {r}")
 
-    def _split_word(self, p: str, t, w: str, parts: list) -> None:
-        """Under ``@p``: the 2 or 4 elements of b32 word ``w`` into ``parts`` (lowest first)."""
+    def _split_word(self, pre: str, t, w: str, parts: list) -> None:
+        """Under the guard ``pre`` (``"@p "`` or ``""``): the 2 or 4 elements of b32 word ``w``
+        into ``parts`` (lowest first)."""
         em = self.em
         if reg_class(t) == "h":
-            em.ins(f"@{p} mov.b32 {{{parts[0]}, {parts[1]}}}, {w}")
+            em.ins(f"{pre}mov.b32 {{{parts[0]}, {parts[1]}}}, {w}")
             return
         # one prmt each (ptxas makes bfe a shift and a sign extension): the part's bytes, then its
         # top byte's sign (selector nibble 8 | byte) or zeros (byte 4: the zero operand's)
@@ -450,21 +506,22 @@ class _Renderer:
             low = [size * i + b for b in range(size)]
             fill = 8 | low[-1] if t.is_signed else 4
             sel = sum(x << 4 * k for k, x in enumerate(low + [fill] * (4 - size)))
-            em.ins(f"@{p} prmt.b32 {r}, {w}, 0, {sel:#06x}")
+            em.ins(f"{pre}prmt.b32 {r}, {w}, 0, {sel:#06x}")
 
-    def _pack_word(self, p: str, t, parts: list) -> str:
-        """Under ``@p``: a b32 word holding the 2 or 4 elements ``parts`` (lowest first)."""
+    def _pack_word(self, pre: str, t, parts: list) -> str:
+        """Under the guard ``pre``: a b32 word holding the 2 or 4 elements ``parts`` (lowest
+        first)."""
         em = self.em
         w = em.tmp("r")
         if reg_class(t) == "h":
-            em.ins(f"@{p} mov.b32 {w}, {{{parts[0]}, {parts[1]}}}")
+            em.ins(f"{pre}mov.b32 {w}, {{{parts[0]}, {parts[1]}}}")
         elif len(parts) == 2:           # bytes 0-1 of lo, then bytes 0-1 of hi
-            em.ins(f"@{p} prmt.b32 {w}, {parts[0]}, {parts[1]}, 0x5410")
+            em.ins(f"{pre}prmt.b32 {w}, {parts[0]}, {parts[1]}, 0x5410")
         else:                           # byte 0 of each: pairs, then the pairs' low halves
             lo, hi = em.tmp("r"), em.tmp("r")
-            em.ins(f"@{p} prmt.b32 {lo}, {parts[0]}, {parts[1]}, 0x0040")
-            em.ins(f"@{p} prmt.b32 {hi}, {parts[2]}, {parts[3]}, 0x0040")
-            em.ins(f"@{p} prmt.b32 {w}, {lo}, {hi}, 0x5410")
+            em.ins(f"{pre}prmt.b32 {lo}, {parts[0]}, {parts[1]}, 0x0040")
+            em.ins(f"{pre}prmt.b32 {hi}, {parts[2]}, {parts[3]}, 0x0040")
+            em.ins(f"{pre}prmt.b32 {w}, {lo}, {hi}, 0x5410")
         return w
 
     def op_atomic(self, op):
@@ -478,8 +535,11 @@ class _Renderer:
 
     def op_array(self, op):
         em, t = self.em, op.result.type
-        self.n_arrays += 1
-        name = f"{'dyn_smem' if op.opcode == 'dyn_shared' else 'arr'}{self.n_arrays}"
+        declared = self.array_names.get(id(op))   # the second copy of a versioned body
+        if declared is None:
+            self.n_arrays += 1
+        name = declared or f"{'dyn_smem' if op.opcode == 'dyn_shared' else 'arr'}{self.n_arrays}"
+        self.array_names[id(op)] = name
         space = t.space
         offset = 0
         if op.opcode == "dyn_shared" or (space == "shared" and self.shared_in_dyn):
@@ -490,7 +550,7 @@ class _Renderer:
             # large kernels: the shared arrays first (their planned offsets), then the launch's
             offset = self.shared_offsets[op.result.id] if op.opcode == "shared_array" \
                 else self.shared_in_dyn
-        else:
+        elif declared is None:
             nbytes = max(1, t.dtype.itemsize)
             for s in t.static_shape:
                 nbytes *= s

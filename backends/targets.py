@@ -141,6 +141,7 @@ def _lowered(a, o):
 def _ptx(a, o):
     from .ptx import emit_ptx  # lazy: import time, ~40 ms (kaio's PTX emitter)
     return emit_ptx(a["lowered"], o.target, fast_math=o.fast_math, ptx_version=o.ptx_version,
+                    version_aligned=o.pass_enabled("version_aligned"),
                     max_registers=o.max_registers)[0]
 
 

@@ -18,6 +18,9 @@ SWITCHABLE_PASSES = {
     "unroll_strided": "unroll also loops whose step's sign is unknown at compile time "
                       "(grid-stride loops: grid_dim.x * block_dim.x), behind a run-time test",
     "coarsen": "elementwise kernels: k elements per thread on default Regions (kaio.frontend.coarsen)",
+    "version_aligned": "PTX: a body with 16-byte vector accesses emitted twice, for aligned buffers "
+                       "and for the scalar fallback, behind one branch (off: each access both ways "
+                       "under its predicate)",
 }
 
 CODEGENS = ("ptx", "llvm", "interp")

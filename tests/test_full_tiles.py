@@ -29,7 +29,7 @@ def run_ref(k, args, grid, block, on=True):
 
 def run_sim(k, args, grid, block, misalign=0):
     from ptx_sim import Machine
-    ptx, abi = emit_ptx(lowered(k), "sm_90")
+    ptx, abi = emit_ptx(lowered(k), "sm_90", version_aligned=True)   # as compiled
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     Machine(ptx).launch(args, abi, (grid, 1, 1), (block, 1, 1), 0, misalign=misalign)
     return [a for a in args if isinstance(a, np.ndarray)]

@@ -6,6 +6,7 @@ assembly, and by running the PTX (tests/ptx_sim.py) and the LLVM IR (host JIT) o
 and views offset by 1..7 elements against numpy."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import llvm_host
@@ -121,7 +122,8 @@ def test_groups_need_eight_neighbours_from_a_multiple_of_8():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_has_one_v4_access_per_group_and_assembles(name, arch):
     kernel = CASES[name][0]
-    ptx = emit(kernel.specialize_ir(), "ptx", arch, kernel.options)
+    unversioned = dataclasses.replace(kernel.options, disabled_passes={"version_aligned"})
+    ptx = emit(kernel.specialize_ir(), "ptx", arch, unversioned)
     assert len(re.findall(r"@%p\d+ ld\.global\.nc\.v4\.b32", ptx)) == 1      # x
     assert len(re.findall(r"@%p\d+ ld\.global\.v4\.b32", ptx)) == 1          # y
     assert len(re.findall(r"@%p\d+ st\.global\.v4\.b32", ptx)) == 1
@@ -236,7 +238,8 @@ def test_narrow_groups_load_one_word_or_two_and_run_misaligned(name):
     access (PTX ``ld.b32`` / ``ld.v2.b32``, LLVM ``<n x T>`` aligned to its size), under the
     same alignment predicate; the simulator faults on a misaligned word or v2 access."""
     kernel, src, out, k, ref, pattern = NARROW[name]
-    ptx = emit(kernel.specialize_ir(), "ptx", "sm_90", kernel.options)
+    unversioned = dataclasses.replace(kernel.options, disabled_passes={"version_aligned"})
+    ptx = emit(kernel.specialize_ir(), "ptx", "sm_90", unversioned)
     assert len(re.findall(pattern, ptx)) == 1
     assert not re.search(r"ld\.global\.nc\.[bsu]8 %r\d+, \[%rd\d+\];", ptx.split("@!")[0])
     ptxas(ptx, "sm_90")

@@ -5,6 +5,7 @@ odd length). Both emitters; run on the PTX simulator (which faults on a misalign
 on the host through LLVM (where an ``align 16`` access at a misaligned address faults), and the
 register-resident row ops (kaio.kernels.ml.norms) that the grouping is for."""
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -70,8 +71,15 @@ def _groups(kernel, consts=None):
                   for g in {id(g): g for g in groups.values()}.values())
 
 
+def _predicated(kernel):
+    """``kernel``'s options with the ``version_aligned`` pass off: each vector group is emitted
+    both ways under its alignment predicate (what the count tests below describe)."""
+    return dataclasses.replace(kernel.options, disabled_passes={"version_aligned"})
+
+
 def _sim(kernel, args, grid, block, misalign=0, consts=None):
-    ptx, abi = emit_ptx(target_pipeline(kernel.specialize_ir(consts or {}), 32), "sm_90")
+    ptx, abi = emit_ptx(target_pipeline(kernel.specialize_ir(consts or {}), 32), "sm_90",
+                        version_aligned=True)    # as compiled: one copy per alignment
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     Machine(ptx).launch(args, abi, (grid, 1, 1), (block, 1, 1), 0, misalign=misalign)
     return args
@@ -100,7 +108,7 @@ def test_neighbours_from_two_rows_do_not_group():
 
 
 def test_the_predicate_tests_the_row_length_once():
-    ptx = emit(chunk_sums.specialize_ir(), "ptx", "sm_90", chunk_sums.options)
+    ptx = emit(chunk_sums.specialize_ir(), "ptx", "sm_90", _predicated(chunk_sums))
     assert len(re.findall(r"and\.b32 %r\d+, %r\d+, 3;", ptx)) == 1
     assert len(re.findall(r"setp\.eq\.and\.u32 %p\d+, %r\d+, 0, %p\d+", ptx)) == 1
     assert re.search(r"@%p\d+ ld\.global\.nc\.v4\.f32", ptx)
@@ -234,7 +242,7 @@ def max_u8(x: kaio.In[kaio.u8], y: kaio.Region[kaio.u8, blocked(16)]):
 
 @pytest.mark.parametrize("kernel, fill", [(add_i8, "sign"), (max_u8, "zero")])
 def test_sixteen_byte_accesses_split_and_pack_words(kernel, fill):
-    ptx = emit(kernel.specialize_ir(), "ptx", "sm_90", kernel.options)
+    ptx = emit(kernel.specialize_ir(), "ptx", "sm_90", _predicated(kernel))
     assert len(re.findall(r"@%p\d+ ld\.global\.nc\.v4\.b32", ptx)) == 1
     assert len(re.findall(r"@%p\d+ ld\.global\.v4\.b32", ptx)) == 1
     assert len(re.findall(r"@%p\d+ st\.global\.v4\.b32", ptx)) == 1
@@ -317,6 +325,36 @@ def test_row_addresses_are_computed_once_for_chunks_in_branches(dt_name, vec):
     computed once per buffer before the first branch, not once per chunk (ptxas does not hoist
     it out of a branch). x and y: two, for PER / V = 4 chunks each."""
     k = norms.rmsnorm_resident_kernel(dt_name, dt_name, vec=vec, regs=64)
-    ptx = emit(k.specialize_ir({"PER": 4 * vec}), "ptx", "sm_90", k.options)
+    ptx = emit(k.specialize_ir({"PER": 4 * vec}), "ptx", "sm_90", _predicated(k))
     assert len(re.findall(r"mul\.lo\.s64", ptx)) == 2
     ptxas(ptx, "sm_90")
+
+
+def test_a_body_with_vector_groups_is_emitted_once_per_alignment():
+    """As compiled (the ``version_aligned`` pass on): one uniform branch on "every grouped
+    buffer is aligned" selects a copy of the body with the 16-byte accesses alone or one with
+    the scalar accesses alone; nothing is left predicated off (it would still issue), the
+    block's shared arrays are declared once, and both copies run right on the simulator (the
+    resident rmsnorm: shared memory, a barrier, x, w and y grouped)."""
+    k = norms.rmsnorm_resident_kernel("f16", "f16", vec=8, regs=64)
+    ptx = emit(k.specialize_ir({"PER": 16}), "ptx", "sm_90", k.options)
+    assert len(re.findall(r"@!%p\d+ bra \$L_unaligned_\d+;", ptx)) == 1
+    assert not re.search(r"@!?%p\d+ (ld|st)\.global", ptx)       # no access under a predicate
+    vector, scalar = ptx.split("\n$L_unaligned_")
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", vector)) == 4     # x twice, w twice
+    assert len(re.findall(r"st\.global\.v4\.b32", vector)) == 2
+    assert not re.search(r"\.v4\.", scalar) and len(re.findall(r"ld\.global\.nc\.b16", scalar)) == 32
+    predicated = emit(k.specialize_ir({"PER": 16}), "ptx", "sm_90", _predicated(k))
+    shared = [re.findall(r"^\s*\.shared .*", text, re.M) for text in (ptx, predicated)]
+    assert shared[0] == shared[1] and shared[0]                  # declared once
+    assert len(re.findall(r"@!%p\d+ ld\.global\.nc\.b16", predicated)) == 32
+    ptxas(ptx, "sm_90")
+    rng = np.random.default_rng(12)
+    for cols, threads in ((128, 8), (96, 8)):     # 96: the second chunk of some threads is past n
+        x = rng.standard_normal((3, cols)).astype(np.float16)
+        w = rng.standard_normal(cols).astype(np.float16)
+        want = norms.rmsnorm_ref(x, w, 1e-6)
+        for misalign in (0, 2):
+            got = _sim(k, [x, w, np.zeros_like(x), np.float32(1e-6)], 3, threads, misalign,
+                       consts={"PER": 16})[2]
+            np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-2, atol=2e-3)
