@@ -22,9 +22,6 @@ conformance pre-flight through :meth:`Target.run`: there is no second path.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -147,6 +144,9 @@ def _ptx(a, o):
 
 def _cubin(a, o):
     """PTX assembled by ptxas (a view: the driver JIT-compiles the PTX it loads)."""
+    import shutil  # lazy: import time, ~5 ms with subprocess; only ptxas needs them
+    import subprocess  # lazy: import time, ~5 ms (locale, selectors)
+    import tempfile
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         raise CompileError("the cubin stage needs NVIDIA's ptxas on PATH (CUDA toolkit); the "
