@@ -2,12 +2,14 @@
 
     xq, sx = quantize_rows(x)                     # per-token symmetric int8
     Q = W8A8(xq, Wq) ; K = W8A8(xq, Wk) ; V = W8A8(xq, Wv)   # int32 accumulate, f32 out
-    P = softmax(Q K^T / sqrt(d) [+ causal mask])  # one block per query row
-    O = P V                                       # f32
+    O = softmax(Q K^T / sqrt(d) [+ causal mask]) V               # f32
 
-Q K^T and P V run on f16 tensor cores with split operands (:mod:`.attention_mma`) where the
-backend compiles them; otherwise the softmax kernel computes the dot products itself and P V
-takes the tiled f32 kernel.
+Where the backend compiles f16 fragments, the three projections are one W8A8 launch on the
+concatenated weights ([Dm, 3D]: each output column is computed exactly as alone) and the
+attention one fused launch (:mod:`.flash_attention`: scores, softmax and P V per 16-row block,
+on split-f16 fragments, the S x S scores never in memory): three launches with the quantization.
+Otherwise three projections, then Q K^T on fragments (:mod:`.attention_mma`) or in the softmax
+kernel (one block per query row), and P V on fragments or the tiled f32 kernel.
 
 Single head; batch and heads are independent and map to more launches (or more rows).
 """
@@ -18,7 +20,7 @@ from kaio import f32, regions
 
 from .._bench import empty
 from ..rajaperf._tiled import tiled_launcher
-from . import attention_mma
+from . import attention_mma, flash_attention
 from .quant import (
     _compiles,
     _warp_size,
@@ -99,12 +101,44 @@ def pv_launcher(p, v, o):
     return tiled_launcher(p, v, o)
 
 
+def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
+    """A zero-argument launch of the fused attention (:mod:`.flash_attention`) on ``qkv`` [S, 3D]
+    (Q, K and V side by side) into ``o`` [S, D], or None where the backend does not compile it
+    (no fragments, or shared memory past its limit). ``alloc(shape, dtype)`` makes the scratch."""
+    w = _warp_size()
+    s, d = o.shape
+    if not flash_attention.supported(w):
+        return None
+    kern = flash_attention.kernel(flash_attention.padded_dim(d), w)
+    if not _compiles(kern, causal=bool(causal)):
+        return None
+    bound = kern[flash_attention.launch_config(s, w)]
+    scr = flash_attention.scratch(s, w, alloc)
+    scale = float(1.0 / np.sqrt(d))
+    return lambda: bound(qkv, qkv, qkv, o, scr, scale, d, 0, d, 2 * d, bool(causal))
+
+
+def _stacked(*arrays, axis: int):
+    """numpy concatenation of host or device arrays (device ones come back to the device)."""
+    out = np.concatenate([np.asarray(a) for a in arrays], axis=axis)
+    return out if all(isinstance(a, np.ndarray) for a in arrays) else kaio.to_device(out)
+
+
 def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:
     """Attention over x [S, Dm] (f32) with int8 weights w* [Dm, D] and per-column scales s* [D]."""
     global _SCORES
     if _SCORES is None:
         _SCORES = _scores_kernel()
     xq, sx = quantize_rows(x)
+    s, d = x.shape[0], wq.shape[1]
+    qkv = np.empty((s, 3 * d), np.float32)
+    o = np.zeros((s, d), np.float32)
+    fused = fused_launcher(qkv, o, causal)
+    if fused is not None:
+        w8a8_launch(s, 3 * d)(xq, _stacked(wq, wk, wv, axis=1), np.ascontiguousarray(sx).reshape(-1, 1),
+                              _stacked(sq, sk, sv, axis=0), qkv)
+        fused()
+        return o
     q = int8_matmul(xq, wq, sx, sq)
     k = int8_matmul(xq, wk, sx, sk)
     v = int8_matmul(xq, wv, sx, sv)
@@ -131,9 +165,21 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
     d = wq.shape[1]
     xq = alloc((s, dm), np.int8)
     sx = alloc((s, 1), np.float32)
+    quantize = quantize_rows_kernel("f32")[(s,), (256,)]
+    qkv, o = alloc((s, 3 * d), np.float32), alloc((s, d), np.float32)
+    attend = fused_launcher(qkv, o, causal, alloc)
+    if attend is not None:          # three launches: quantize, one projection, fused attention
+        project = w8a8_launch(s, 3 * d)
+        wqkv, sqkv = _stacked(wq, wk, wv, axis=1), _stacked(sq, sk, sv, axis=0)
+
+        def launch3():
+            quantize(x, xq, sx)
+            project(xq, wqkv, sx, sqkv, qkv)
+            attend()
+        launch3.output = o
+        return launch3
     q, k, v, o = (alloc((s, d), np.float32) for _ in range(4))
     p = alloc((s, s), np.float32)
-    quantize = quantize_rows_kernel("f32")[(s,), (256,)]
     project = w8a8_launch(s, d)     # int8 tensor cores where the backend has them
     qk = qk_launcher(q, k, p)
     pv = pv_launcher(p, v, o)
