@@ -11,7 +11,7 @@ per output element; matrix-matrix products use the shared-memory tiled kernel.
 import numpy as np
 
 import kaio
-from kaio import f64, i32
+from kaio import f64, i32, regions
 
 from .._bench import launcher, resident
 from ..registry import Tolerance
@@ -75,7 +75,8 @@ def jacobi_1d_step(a: kaio.In[f64], b: kaio.Region[f64]):
 
 
 @kaio.kernel
-def jacobi_2d_step(a: kaio.In[f64, 2], b: kaio.Region[f64, 2]):
+def jacobi_2d_step(a: kaio.In[f64, 2], b: kaio.Region[f64, 2, regions.tiles()]):
+    """tiles(): the CUDA 2-D index under a guard, no unravel of a linear id by division."""
     n = b.shape[0]
     for i, j in b.owned():
         if i > 0 and i < n - 1 and j > 0 and j < n - 1:
@@ -97,7 +98,8 @@ def jacobi_2d_slab(a: kaio.In[f64, 2], b: kaio.Region[f64, 2], halo: i32, row0: 
 
 
 @kaio.kernel
-def heat_3d_step(a: kaio.In[f64, 3], b: kaio.Region[f64, 3]):
+def heat_3d_step(a: kaio.In[f64, 3], b: kaio.Region[f64, 3, regions.tiles()]):
+    """tiles() on 3-d: the CUDA 3-D index (planes on z) under a guard, no division."""
     n = b.shape[0]
     for i, j, k in b.owned():
         if i > 0 and i < n - 1 and j > 0 and j < n - 1 and k > 0 and k < n - 1:
