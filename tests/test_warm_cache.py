@@ -290,3 +290,34 @@ def test_entry_pointing_at_another_kernels_code_is_refused(disk_cache):
     disk_cache.clear_memory()
     assert kaio.kernel(_double).compile(stub).artifacts["ptx"] == a.artifacts["ptx"]
     assert warm.stats["hits"] == before["hits"] + 1      # the rewritten entry is right again
+
+
+# --- what a first launch imports ----------------------------------------------------------------
+_LOADED = '''
+import json, sys
+import kaio
+after_import = set(sys.modules)
+import kaio.backends.cuda, kaio.backends.reference, kaio.backends.hip
+after_backends = set(sys.modules)
+from kaio.kernels.ml.norms import softmax_kernel
+print(json.dumps({"import": sorted(after_import), "backends": sorted(after_backends),
+                  "norms": sorted(sys.modules)}))
+'''
+
+
+def test_first_launch_imports_stay_lazy():
+    """``import kaio``, the backend modules and one library kernel's module load neither the
+    frontend, the passes, the code generators and llvmlite, nor the autotuner, BLAS, the other
+    library modules or the RAJAPerf ports: those load when used (docs/runtime.md)."""
+    p = subprocess.run([sys.executable, "-c", _LOADED], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, KAIO_BACKEND="reference"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    never = ("kaio.frontend", "kaio.passes.constfold", "kaio.passes.expand_math", "kaio.mathlib",
+             "kaio.regions.checker", "kaio.backends.ptx", "kaio.backends.llvm", "llvmlite",
+             "kaio.backends.codeobject", "kaio.backends.cublas", "kaio.backends.hipblas",
+             "kaio.kernels.rajaperf", "kaio.kernels.ml.attention", "kaio.kernels.ml.quant")
+    for stage in ("import", "backends", "norms"):
+        assert not [m for m in got[stage] if m.startswith(never)], stage
+    assert "kaio.autotune" not in got["import"] and "kaio.blas" not in got["import"]
+    assert "kaio.kernels.ml.norms" in got["norms"]
