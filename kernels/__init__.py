@@ -36,7 +36,8 @@ def __getattr__(name: str):
         return _registry()
     if name in ("ml", "rajaperf", "_launch", "_bench"):
         _registry()   # plain imports: `from . import ml` would ask this __getattr__ again
-        return globals()[name]
+        if name in globals():
+            return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
