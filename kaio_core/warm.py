@@ -110,7 +110,11 @@ def _files(root: str):
                 if e.name != "__pycache__":
                     stack.append(e.path)
             elif e.name.endswith(".py"):
-                st = e.stat()
+                try:
+                    st = e.stat()
+                except OSError:   # replaced or removed meanwhile: stamped as missing
+                    out.append((e.path, -1, -1))
+                    continue
                 out.append((e.path, st.st_size, st.st_mtime_ns))
     return sorted(out)
 
