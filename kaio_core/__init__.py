@@ -119,10 +119,11 @@ def get_backend(name: str | None = None):
 
 def __getattr__(name: str):
     """``kaio.autotune`` and ``kaio.blas`` (``from kaio import ...`` too), imported on first use."""
+    # plain `import` statements: `from . import name` asks this __getattr__ first (recursion)
     if name == "autotune":
-        from . import autotune  # lazy: import time, ~8 ms (statistics, datetime)
-        return autotune
+        import kaio.autotune  # lazy: import time, ~8 ms (statistics, datetime)  # noqa: F401
+        return globals()["autotune"]
     if name == "blas":
-        from . import blas  # lazy: import time, ~2 ms; only kaio.blas.gemm needs it
-        return blas
+        import kaio.blas  # lazy: import time, ~2 ms; only kaio.blas.gemm needs it  # noqa: F401
+        return globals()["blas"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

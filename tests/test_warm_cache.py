@@ -321,3 +321,17 @@ def test_first_launch_imports_stay_lazy():
         assert not [m for m in got[stage] if m.startswith(never)], stage
     assert "kaio.autotune" not in got["import"] and "kaio.blas" not in got["import"]
     assert "kaio.kernels.ml.norms" in got["norms"]
+
+
+@pytest.mark.parametrize("how", ["attribute", "from-import"])
+def test_lazy_kaio_attributes_load_in_a_fresh_process(how):
+    """``kaio.blas`` / ``kaio.autotune`` as the first thing a process touches (the H200's
+    tests/test_blas.py run alone hit a RecursionError: ``from . import blas`` inside the
+    package's ``__getattr__`` asked that ``__getattr__`` again)."""
+    code = ("import kaio; b, a = kaio.blas, kaio.autotune" if how == "attribute"
+            else "from kaio import blas as b, autotune as a")
+    code += "; print(b.__name__, a.__name__, callable(b.gemm))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, KAIO_BACKEND="reference"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["kaio.blas", "kaio.autotune", "True"]
