@@ -120,8 +120,9 @@ def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
 
 def _stacked(*arrays, axis: int):
     """numpy concatenation of host or device arrays (device ones come back to the device)."""
-    out = np.concatenate([np.asarray(a) for a in arrays], axis=axis)
-    return out if all(isinstance(a, np.ndarray) for a in arrays) else kaio.to_device(out)
+    host = all(isinstance(a, np.ndarray) for a in arrays)
+    out = np.concatenate([a if isinstance(a, np.ndarray) else a.to_host() for a in arrays], axis=axis)
+    return out if host else kaio.to_device(out)
 
 
 def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:

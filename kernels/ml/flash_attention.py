@@ -2,25 +2,30 @@
 ``O = softmax(Q K^T * scale [+ causal mask]) V`` (f32 in and out) without writing the S x S
 scores to memory.
 
-Block ``by`` owns 16 query rows and four warps. The keys go in steps of ``KS = 4 * KW``; in a
-step warp ``w`` computes the 16 x ``KW`` score tile of keys ``w*KW ...`` (``Q K^T`` on
-``m16n8k16`` fragments, each f32 operand split into f16 hi + lo and three products
-``ah bh + ah bl + al bh`` accumulated in f32, as in :mod:`.attention_mma`: a few 2**-24 of
-``|q k|`` per term), stores it to a per-block scratch tile, and after a barrier the block's
-threads do the softmax arithmetic on it, each thread a fixed set of (row, column) positions.
+Block ``by`` owns 16 query rows and four warps; the keys go in steps of ``KS = 4 * warp_size``
+(128 on NVIDIA). Per step the block copies the step's K rows into a shared f32 staging tile
+(``kaio.mma.copy_tile``: ``cp.async`` of 16-byte chunks, 64 rows at a time) and splits them into
+f16 hi + lo tiles; warp ``w`` then computes the 16 x ``warp_size`` score tile of keys
+``w*warp_size ...`` on ``m16n8k16`` fragments with three products ``ah bh + ah bl + al bh``
+accumulated in f32 (as in :mod:`.attention_mma`: a few 2**-24 of ``|q k|`` per term) and stores
+it to a per-block scratch tile; after a barrier thread ``t`` does the softmax arithmetic of key
+``t`` of the step for all 16 rows, reading only what its own warp stored.
 
 Two passes over the keys, so the output accumulators never need rescaling (fragments have no
-element access): pass 1 keeps each thread's running maximum and sum of exponentials (online
-softmax in f32 scalars) and combines them per row; pass 2 recomputes the same scores, forms
-``p = exp(s - m) / l`` exactly normalised, splits it into f16 hi + lo in shared memory and
-multiplies it with the step's V tile (split likewise) on fragments; warp ``w`` accumulates the
-output columns ``w*DS ...`` of all 16 rows over all keys, and stores them once at the end into
-the output ``Region`` declared by warp tiles, which the race checker proves.
+element access): pass 1 keeps each thread's running maximum and sum of exponentials per row
+(online softmax in f32, in shared memory, one exp per score) and combines them per row; pass 2
+recomputes the same scores, forms ``p = exp(s - m) / l`` exactly normalised, splits it into
+f16 hi + lo in shared memory, stages the step's V rows in the K tiles (Q K^T is done with them)
+and multiplies: warp ``w`` accumulates the output columns ``w*D/4 ...`` of all 16 rows over all
+keys and stores them once at the end into the output ``Region`` declared by warp tiles, which
+the race checker proves. Per key and query row that is 9 fragment products against FlashAttention's
+6 with rescaling (3 for Q K^T in each pass, 3 for P V).
 
-The score scratch is a ``Raw`` global array (``[16 * blocks, KS]``, each block its own rows):
-kaio's fragment stores go to global memory only, so the tile round-trips through L1/L2 instead
-of shared memory; each warp stores its own 16 x KW tile, which the reference backend's
-sanitizer checks. The causal variant skips the key steps past the block's last row.
+The score scratch is a ``Raw`` global array (``[16 * blocks, 4 * warp_size]``, each block its
+own rows): kaio's fragment stores go to global memory only, so the tile round-trips through
+L1/L2 instead of shared memory (twice per step); each warp stores its own 16 x warp_size tile
+and only its own lanes read it back, which the reference backend's sanitizer checks. The causal
+variant skips the key steps past the block's last row.
 """
 import functools
 
@@ -31,6 +36,7 @@ from kaio import f16, f32, regions
 
 NW = 4                          # warps per block
 ROWS = 16                       # query rows per block (one m16 tile)
+UNROLL = 16                     # rows a thread stages per loop trip (divides ROWS and the steps)
 PAD = 8                         # f16 row padding of the shared tiles (ldmatrix banks)
 
 
@@ -46,15 +52,17 @@ def split_rows(hi, lo, src, row0, col0, rows, cols, d):
     """hi + lo = src[row0:row0+rows, col0:col0+cols] (zeros past src's rows and past column
     col0 + d), block-cooperative: thread t
     takes columns t, t + n, ... of every row (a 1-d block of n threads; consecutive threads
-    read consecutive addresses)."""
-    for r in range(rows):
-        for c in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
-            v = f32(0.0)
-            if row0 + r < src.shape[0] and c < d:
-                v = src[row0 + r, col0 + c]
-            h = f16(v)
-            hi[r, c] = h
-            lo[r, c] = f16(v - f32(h))          # exact in f32
+    read consecutive addresses); ``rows`` is a multiple of UNROLL."""
+    for c in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
+        for r0 in range(0, rows, UNROLL):
+            for u in kaio.static_range(UNROLL):     # UNROLL independent loads in flight
+                r = r0 + u
+                v = f32(0.0)
+                if row0 + r < src.shape[0] and c < d:
+                    v = src[row0 + r, col0 + c]
+                h = f16(v)
+                hi[r, c] = h
+                lo[r, c] = f16(v - f32(h))          # exact in f32
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,6 +73,7 @@ def kernel(dp: int, warp_size: int = 32):
     ds = dp // NW                # output columns per warp
     KW = warp_size               # keys per warp and step
     KS = NW * KW                 # keys per step: one per thread of the block
+    STAGE = min(64, KS)          # rows of K or V per cp.async stage (f32)
 
     @kaio.func
     def scores(Qh, Ql, Kh, Kl, scr, row0, w):
@@ -81,11 +90,29 @@ def kernel(dp: int, warp_size: int = 32):
         kaio.mma.store(scr, row0, w * KW, acc)
 
     @kaio.func
-    def step_scores(Qh, Ql, Kh, Kl, k, k0, kc, d, scr, row0, w):
+    def stage_split(hi, lo, stg, src, row0, col0, d):
+        """hi + lo = src[row0:row0+KS, col0:col0+d] (zeros past src's rows and column d), STAGE
+        rows at a time: a block copy of f32 rows into stg (cp.async, 16-byte chunks), then each
+        thread splits its column of them. Visible after the final barrier."""
+        for h in range(0, KS, STAGE):
+            kaio.mma.copy_tile(stg, src, row0 + h, col0, rows=STAGE, cols=dp)
+            kaio.sync()
+            for c in range(kaio.thread_idx.x, dp, kaio.block_dim.x):
+                for r0 in range(0, STAGE, UNROLL):
+                    for u in kaio.static_range(UNROLL):
+                        x = f32(0.0)
+                        if c < d:               # (stg holds the next matrix's columns there)
+                            x = stg[r0 + u, c]
+                        xh = f16(x)
+                        hi[h + r0 + u, c] = xh
+                        lo[h + r0 + u, c] = f16(x - f32(xh))
+            kaio.sync()
+
+    @kaio.func
+    def step_scores(Qh, Ql, Kh, Kl, stg, k, k0, kc, d, scr, row0, w):
         """Stage the step's keys (split) and store the warps' score tiles; after the barrier
         that ends it every thread may read scr and the tiles may be refilled."""
-        split_rows(Kh, Kl, k, k0, kc, KS, dp, d)
-        kaio.sync()
+        stage_split(Kh, Kl, stg, k, k0, kc, d)
         scores(Qh, Ql, Kh, Kl, scr, row0, w)
         kaio.sync()
 
@@ -102,14 +129,13 @@ def kernel(dp: int, warp_size: int = 32):
         Ql = kaio.shared_array(f16, (ROWS, dp + PAD))
         Kh = kaio.shared_array(f16, (KS, dp + PAD))
         Kl = kaio.shared_array(f16, (KS, dp + PAD))
+        stg = kaio.shared_array(f32, (STAGE, dp + 4))
         Ph = kaio.shared_array(f16, (ROWS, KS + PAD))
         Pl = kaio.shared_array(f16, (ROWS, KS + PAD))
         red_m = kaio.shared_array(f32, (ROWS, KS))
         red_l = kaio.shared_array(f32, (ROWS, KS))
         row_m = kaio.shared_array(f32, (ROWS,))
         row_il = kaio.shared_array(f32, (ROWS,))
-        m_t = kaio.local_array(f32, ROWS)       # this thread's running max and sum per row
-        l_t = kaio.local_array(f32, ROWS)
         tid = kaio.thread_idx.x                 # the key of each step this thread handles
         w = tid // kaio.warp_size
         row0 = kaio.block_idx.y * ROWS
@@ -120,22 +146,21 @@ def kernel(dp: int, warp_size: int = 32):
             last = kaio.math.min(n_keys, row0 + ROWS)
         steps = (last + KS - 1) // KS
         split_rows(Qh, Ql, q, row0, qc, ROWS, dp, d)
-        for rr in kaio.static_range(ROWS):
-            m_t[rr] = f32(-kaio.math.inf)
-            l_t[rr] = f32(0.0)
+        for rr in kaio.static_range(ROWS):      # this thread's running max and sum per row
+            red_m[rr, tid] = f32(-kaio.math.inf)
+            red_l[rr, tid] = f32(0.0)
         # pass 1: each thread's running max and sum of exp over its key of each step
         for st in range(steps):
             k0 = st * KS
-            step_scores(Qh, Ql, Kh, Kl, k, k0, kc, d, scr, row0, w)
+            step_scores(Qh, Ql, Kh, Kl, stg, k, k0, kc, d, scr, row0, w)
             for rr in kaio.static_range(ROWS):
                 if valid(row0 + rr, k0 + tid, n_rows, n_keys, causal):
                     s = scr[row0 + rr, tid] * scale
-                    m_new = kaio.math.max(m_t[rr], s)
-                    l_t[rr] = l_t[rr] * kaio.math.exp(m_t[rr] - m_new) + kaio.math.exp(s - m_new)
-                    m_t[rr] = m_new
-        for rr in kaio.static_range(ROWS):
-            red_m[rr, tid] = m_t[rr]
-            red_l[rr, tid] = l_t[rr]
+                    m_old = red_m[rr, tid]
+                    e = kaio.math.exp(-kaio.math.abs(s - m_old))    # one exp (0 at m = -inf)
+                    up = s > m_old                  # a new max: rescale the sum by e, add 1
+                    red_l[rr, tid] = red_l[rr, tid] * (e if up else 1.0) + (1.0 if up else e)
+                    red_m[rr, tid] = kaio.math.max(m_old, s)
         kaio.sync()
         if tid < ROWS:                          # thread t combines row t
             m = f32(-kaio.math.inf)
@@ -153,8 +178,7 @@ def kernel(dp: int, warp_size: int = 32):
         acc = kaio.mma.fill(f32, 0.0, m=ROWS, n=ds)
         for st in range(steps):
             k0 = st * KS
-            step_scores(Qh, Ql, Kh, Kl, k, k0, kc, d, scr, row0, w)
-            split_rows(Kh, Kl, v, k0, vc, KS, dp, d)     # V in K's tiles, Q K^T is done
+            step_scores(Qh, Ql, Kh, Kl, stg, k, k0, kc, d, scr, row0, w)
             for rr in kaio.static_range(ROWS):
                 p = f32(0.0)
                 if valid(row0 + rr, k0 + tid, n_rows, n_keys, causal):
@@ -162,7 +186,7 @@ def kernel(dp: int, warp_size: int = 32):
                 ph = f16(p)
                 Ph[rr, tid] = ph
                 Pl[rr, tid] = f16(p - f32(ph))
-            kaio.sync()
+            stage_split(Kh, Kl, stg, v, k0, vc, d)       # V in K's tiles, Q K^T is done
             for kk in kaio.static_range(KS // 16):
                 ah = kaio.mma.load_a(Ph, 0, kk * 16, m=ROWS, k=16)
                 al = kaio.mma.load_a(Pl, 0, kk * 16, m=ROWS, k=16)
