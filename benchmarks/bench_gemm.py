@@ -133,6 +133,50 @@ def quant_rows(reps, rounds):
     return rows
 
 
+def w4a16_tile_rows(reps, rounds, size=(256, 4096, 4096, 128)):
+    """int4_matmul_w4a16 at the issue's shape per tiling of quant_mma.W4_TILES (the library's
+    default for the shape marked), each checked against the float64 reference first (the
+    registry's atol = rtol = 1e-3), against cuBLAS f16 on dequantized weights."""
+    import numpy as np
+    import torch
+
+    from kaio import kernels
+    from kaio.kernels._bench import empty, up
+    from kaio.kernels.ml import quant, quant_mma
+    case = kernels.get("ml/int4_matmul_w4a16")
+    m, k, n, group = size
+    inp = case.make_inputs(size, seed=0)
+    ref = case.reference(inp)["y"]
+    x, packed, scales = up(inp, "x", "packed", "scales")
+    y = empty((m, n), inp["x"].dtype)
+    xt = torch.randn((m, k), device="cuda", dtype=torch.float16)
+    wt = torch.randn((k, n), device="cuda", dtype=torch.float16)
+    t_cublas = _time(lambda: torch.matmul(xt, wt), reps, rounds)
+    default = quant.w4a16_launch("f16", m, n, group).kernel
+    rows = []
+    for tile in quant_mma.W4_TILES:
+        label = f"ml/int4_matmul_w4a16 {size} {tile}"
+        try:
+            kern = quant_mma.w4a16_kernel("f16", 32, tile)
+            launch = kern[quant_mma.w4a16_launch_config(m, n, 32, tile)]
+            launch(x, packed, scales, y, group)
+            got = y.to_host().astype(np.float64)
+            ok = bool((np.abs(got - ref) <= 1e-3 + 1e-3 * np.abs(ref)).all())
+            t = _time(lambda launch=launch: launch(x, packed, scales, y, group), reps, rounds)
+            row = {"case": label + (" (default)" if kern is default else ""), "kaio_us": t,
+                   "kaio_tflops": 2.0 * m * n * k / t / 1e6, "torch_us": t_cublas,
+                   "ratio": t_cublas / t, "torch_op": "cuBLAS f16 on dequantized weights", "ok": ok}
+            row.update(_attributes(kern))
+            print(f"{row['case']:<64} kaio {t:8.1f} us {row['kaio_tflops']:6.1f} TF/s | cuBLAS "
+                  f"{t_cublas:.1f} us, speed {row['ratio']:.2f}x | ok {ok} | regs {row.get('regs')}",
+                  flush=True)
+        except Exception as e:   # one tiling failing must not hide the others
+            row = {"case": label, "error": f"{type(e).__name__}: {e}"}
+            print(f"{label}: {type(e).__name__}: {e}", flush=True)
+        rows.append(row)
+    return rows
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="kaio bench --gemm",
                                  description="The library GEMM (tensor cores, written in kaio) "
@@ -144,6 +188,9 @@ def parse_args(argv=None):
     ap.add_argument("--rounds", type=int, default=5, help="timings per figure; the median (5)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for the results")
     ap.add_argument("--no-quant", action="store_true", help="skip the quantized kernels' rows")
+    ap.add_argument("--w4a16-tiles", action="store_true",
+                    help="only int4_matmul_w4a16 at 256x4096x4096, group 128, per tiling of "
+                         "quant_mma.W4_TILES (each compiled cold takes tens of seconds)")
     return ap.parse_args(argv)
 
 
@@ -158,9 +205,12 @@ def main(argv=None) -> int:
         return 2
     os.environ.setdefault("KAIO_BACKEND", "cuda")
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = gemm_rows(sizes, args.dtypes.split(","), args.reps, args.rounds)
-    if not args.no_quant:
-        rows += quant_rows(args.reps, args.rounds)
+    if args.w4a16_tiles:
+        rows = w4a16_tile_rows(args.reps, args.rounds)
+    else:
+        rows = gemm_rows(sizes, args.dtypes.split(","), args.reps, args.rounds)
+        if not args.no_quant:
+            rows += quant_rows(args.reps, args.rounds)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gemm.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)

@@ -24,6 +24,8 @@
 #   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
 #   gemm-stalls  Nsight Compute stall reasons, tensor-pipe and shared-memory use of the 128x256x64 GEMM tiling
 #   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
+#   gemm-w4a16  kaio bench --gemm --w4a16-tiles: int4_matmul_w4a16 at 256x4096x4096 per tiling
+#             (each checked against numpy first) vs cuBLAS f16; bench_gemm.md under w4a16/
 #   attention the fused attention (kernels/ml/flash_attention.py) and quantized_attention on the
 #             GPU against numpy (tests/test_flash_attention.py, the ml cases' default size)
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
@@ -86,6 +88,7 @@ for step in "$@"; do
               run gemm_stalls 200 "$NCU" --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_tex_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_imc_miss_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__cycles_elapsed.avg \
                   -k regex:gemm python3 scripts/profile_gemm.py 128x256x64_w64x64 ;;
     gemm) run bench_gemm 300 python3 -m kaio.cli bench --gemm --out "$OUT" ;;
+    gemm-w4a16) run bench_w4a16 420 python3 -m kaio.cli bench --gemm --w4a16-tiles --out "$OUT/w4a16" ;;
     attention) run attention_gpu 240 python3 -m pytest -q -rf -p no:cacheprovider -m gpu tests/test_flash_attention.py \
                    tests/test_kernels_ml.py -k "attention" ;;
     gemm-ncu) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

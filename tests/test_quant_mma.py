@@ -1,9 +1,13 @@
 """The quantized matmuls on fragments (kaio.kernels.ml.quant_mma): W8A8 on i8 m16n8k32 with the
-scaling epilogue, W4A16 on f16/bf16 m16n8k16 with the weights split into hi + lo parts. Exact
-checks on the reference backend at ragged shapes, one small case each run exactly in the PTX
-simulator (tests/ptx_sim.py) and assembled for sm_80/sm_90, and the library's choice of path.
-The registry cases (tests/test_kernels_ml.py) check them against the numpy references too, and
-on a GPU at their default sizes (gpu-marked there)."""
+scaling epilogue, W4A16 on f16/bf16 m16n8k16 with the weights carried as hi + lo parts (a tiled
+GEMM over the tilings quant_mma.W4_TILES: x by cp.async, the packed weights loaded to registers a
+K-step ahead and dequantized once per K-step into shared tiles). Exact checks on the reference
+backend at ragged shapes (every W4A16 tiling, both warp widths), small cases run exactly in the
+PTX simulator (tests/ptx_sim.py) and assembled for sm_80/sm_90, and the library's choice of path
+and tiling. The registry cases (tests/test_kernels_ml.py) check them against the numpy
+references too, and on a GPU at their default sizes (gpu-marked there)."""
+
+import functools
 
 import numpy as np
 import pytest
@@ -40,6 +44,72 @@ def _w4a16_inputs(m, k, n, group, npdt, seed=0):
     x = g.uniform(-1, 1, (m, k)).astype(np.float32).astype(npdt)
     scales = g.uniform(0.005, 0.02, (k // group, n)).astype(np.float32).astype(npdt)
     return x, quant.pack_int4(w), scales
+
+
+def _w4a16_within_exact_bound(x, packed, scales, group, y, name):
+    """|y - x @ (q * s)| within the f32 accumulation's K * 2**-24 * (|x| @ |w|) plus the output's
+    one rounding (half an ulp of T)."""
+    w = quant.unpack_int4(packed).astype(np.float64) * np.repeat(
+        scales.astype(np.float32).astype(np.float64), group, axis=0)
+    x64 = x.astype(np.float32).astype(np.float64)
+    exact = x64 @ w
+    ulp_half = 2.0 ** (-11 if name == "f16" else -8)
+    bound = x.shape[1] * 2.0**-24 * (np.abs(x64) @ np.abs(w)) + ulp_half * np.abs(exact) * (1 + 2**-10)
+    return (np.abs(y.astype(np.float32).astype(np.float64) - exact) <= bound + 1e-30).all()
+
+
+#: (m, k, n, group, dtype): M and N no multiple of any tile; K 96 is no multiple of the 64-deep
+#: K steps (a zero-filled tail) and group 32 is shorter than them (a scale per packed row);
+#: K 256 with group 128 has one scale per K step
+_RAGGED = [(70, 96, 136, 32, "f16"), (33, 256, 72, 128, "bf16")]
+
+
+@functools.lru_cache(maxsize=None)
+def _w4a16_tiled(tile, m, k, n, group, name, warp_size=32):
+    """(inputs, y) of one tiling on the reference backend at ``warp_size``."""
+    from kaio.backends.reference import ReferenceBackend
+    npdt = np.float16 if name == "f16" else kaio.bf16.storage_np
+    x, packed, scales = _w4a16_inputs(m, k, n, group, npdt, seed=k)
+    y = np.zeros((m, n), npdt)
+    be = ReferenceBackend(warp_size=warp_size)
+    kern = quant_mma.w4a16_kernel(name, warp_size, tile)
+    grid, block = quant_mma.w4a16_launch_config(m, n, warp_size, tile)
+    be.launch(be.compile(kern.specialize_ir({"group": group})), (*grid, 1), (*block, 1),
+              [x, packed, scales, y])
+    return (x, packed, scales), y
+
+
+@pytest.mark.parametrize("tile", list(quant_mma.W4_TILES))
+@pytest.mark.parametrize("case", _RAGGED, ids=lambda c: "x".join(map(str, c)))
+def test_w4a16_every_tiling_is_exact_at_ragged_shapes(tile, case):
+    """Within the exact-weight bound at edge shapes, and bit-identical to the default tiling:
+    every tiling accumulates in one order (16-deep slices, hi then lo)."""
+    (x, packed, scales), y = _w4a16_tiled(tile, *case)
+    assert _w4a16_within_exact_bound(x, packed, scales, case[3], y, case[4])
+    np.testing.assert_array_equal(y, _w4a16_tiled(quant_mma.W4_DEFAULT, *case)[1])
+
+
+@pytest.mark.parametrize("tile", ["64x128x32_w32x32", "64x64x64_w32x32"])
+def test_w4a16_is_the_same_on_64_lane_warps(tile):
+    """64-lane warps (twice the threads, half the packed rows each): the same bits."""
+    case = _RAGGED[0]
+    np.testing.assert_array_equal(_w4a16_tiled(tile, *case, warp_size=64)[1],
+                                  _w4a16_tiled(tile, *case)[1])
+
+
+def test_w4a16_tilings_fill_the_gpu_first():
+    """At the bench shape the default tiling makes 128 blocks (132 SMs) with the largest tile,
+    more rows first (fewer dequantizations per multiply), 64-deep K steps; small outputs take
+    the most blocks, then tiles within 48 KiB of shared memory; the autotuner offers every
+    tiling, the default first."""
+    order = quant_mma.w4a16_tiles(256, 4096)
+    assert order[:2] == ["128x64x64_w32x32", "64x128x64_w32x32"]
+    assert sorted(order) == sorted(quant_mma.W4_TILES)
+    assert quant_mma.w4a16_tiles(20, 136)[:2] == ["64x64x32_w32x32", "64x64x64_w32x32"]
+    assert quant_mma.w4a16_tiles(8, 16)[:2] == ["64x64x32_w32x32", "64x128x32_w32x32"]
+    assert quant_mma.w4a16_tiles(4096, 4096)[0] == "128x128x64_w64x32"
+    key = [[256, 4096], 4096, "f16", 128]
+    assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
 
 
 @pytest.mark.parametrize("name", ["f16", "bf16"])
@@ -90,12 +160,60 @@ def test_w8a8_ptx_exact_in_the_simulator():
     np.testing.assert_array_equal(c, _w8a8_expected(a, b, sa, sb))
 
 
-def test_w4a16_ptx_matches_the_reference_backend_in_the_simulator(reference):
+def test_w4a16_ptx_is_exact_in_the_simulator(reference):
+    """The default tiling (48 KiB static shared) at the registry's small size, bit for bit the
+    m16n8k16 arithmetic (:func:`_w4a16_mma_model`), and within the exact-weight bound of the
+    reference backend's result."""
     x, packed, scales = _w4a16_inputs(8, 64, 16, 16, np.float16, seed=3)
-    want = ml.int4_matmul(x, packed, scales, group=16)
+    want = _w4a16_mma_model(x, packed, scales, 16)
     y = np.zeros_like(want)
-    _sim(quant_mma.w4a16_kernel("f16", 32), [x, packed, scales, y], (1, 1, 1), (128, 2, 1),
+    grid, block = quant_mma.w4a16_launch_config(8, 16)
+    _sim(quant_mma.w4a16_kernel("f16", 32), [x, packed, scales, y], (*grid, 1), (*block, 1),
          group=16)
+    np.testing.assert_array_equal(y, want)
+    assert _w4a16_within_exact_bound(x, packed, scales, 16, ml.int4_matmul(x, packed, scales, 16), "f16")
+
+
+def _w4a16_mma_model(x, packed, scales, group):
+    """The kernel's arithmetic as the simulator's m16n8k16 defines it (each instruction's sum
+    exact, rounded once to f32): per 16-deep slice of K, acc += x @ hi, then acc += x @ lo, with
+    hi = f16(q * s) and lo = f16(q * s - hi) (exact); y = f16(acc)."""
+    w = quant.unpack_int4(packed).astype(np.float64) * np.repeat(scales.astype(np.float64), group, axis=0)
+    hi = w.astype(np.float16).astype(np.float64)
+    lo = (w - hi).astype(np.float16).astype(np.float64)
+    assert (hi + lo == w).all()
+    x64 = x.astype(np.float64)
+    acc = np.zeros((x.shape[0], w.shape[1]), np.float32)
+    for k0 in range(0, x.shape[1], 16):
+        for part in (hi, lo):   # 17 terms of <= 22 bits within 2**30 of each other: exact in f64
+            acc = (acc + x64[:, k0:k0 + 16] @ part[k0:k0 + 16]).astype(np.float32)
+    return acc.astype(np.float16)
+
+
+@pytest.mark.parametrize("tile", ["64x128x64_w32x32", "128x64x64_w32x32"])
+def test_w4a16_loop_loads_the_weights_before_the_copy_and_the_mma(tile):
+    """In each half of the K loop the packed bytes are loaded (one ld.global.nc.u8 per byte of
+    the thread: NR rows x NC columns), then the x tile is copied (cp.async), then the mma, then
+    the dequantized tiles stored: the loads' latency hides behind the copy and the mma."""
+    RS, NR, NC = quant_mma.w4a16_geometry(tile)[1:]
+    ptx = quant_mma.w4a16_kernel("f16", 32, tile).emit("ptx", "sm_90", group=128)
+    body = ptx[ptx.index("bar.sync"):]                  # after the prologue's barrier
+    half = body[:body.index("bar.sync", body.index("mma.sync"))]
+    loads = [i for i in range(len(half)) if half.startswith("ld.global.nc.u8", i)]
+    assert len(loads) == NR * NC
+    assert loads[-1] < half.index("cp.async") < half.index("mma.sync") < half.rindex("st.shared.b16")
+
+
+def test_w4a16_deep_tiling_ptx_is_exact_in_the_simulator():
+    """A 64-deep tiling (two K steps: the prologue's and the loop's dequantization) with a
+    group shorter than the K step (a scale per packed row) and N no multiple of the tile."""
+    tile = "64x64x64_w32x32"
+    x, packed, scales = _w4a16_inputs(8, 128, 40, 16, np.float16, seed=4)
+    want = _w4a16_mma_model(x, packed, scales, 16)
+    y = np.zeros_like(want)
+    grid, block = quant_mma.w4a16_launch_config(8, 40, 32, tile)
+    _sim(quant_mma.w4a16_kernel("f16", 32, tile), [x, packed, scales, y], (*grid, 1),
+         (*block, 1), group=16)
     np.testing.assert_array_equal(y, want)
 
 

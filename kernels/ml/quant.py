@@ -24,7 +24,9 @@ import numpy as np
 
 import kaio
 from kaio import f32, i32, regions
+from kaio.autotune import Autotuner, Config
 from kaio.backends import get_backend
+from kaio.config import settings
 
 from .._launch import kdtype, np_dtype
 from . import quant_mma
@@ -247,23 +249,64 @@ def int8_matmul(a, b, sa, sb) -> np.ndarray:
     return c
 
 
-def w4a16_launch(dt: str, m: int, n: int, group: int):
+def w4a16_launch(dt: str, m: int, n: int, group: int, tile: str | None = None):
     """The launch (kernel[grid, block]) of y = x @ dequant(packed, scales) for activations of
     ``dt`` and an [m, n] output: f16/bf16 fragments (:mod:`.quant_mma`) where the backend
-    compiles them, else (and for f32) the scalar kernel; both take (x, packed, scales, y, group)."""
+    compiles them (``tile``: a tiling of ``quant_mma.W4_TILES``; by default the first of
+    ``quant_mma.w4a16_tiles(m, n)`` that compiles), else (and for f32) the scalar kernel; both
+    take (x, packed, scales, y, group)."""
     w = _warp_size()
-    if dt in ("f16", "bf16") and _compiles(quant_mma.w4a16_kernel(dt, w), group=group):
-        return quant_mma.w4a16_kernel(dt, w)[quant_mma.w4a16_launch_config(m, n, w)]
+    if dt in ("f16", "bf16"):
+        for t in [tile] if tile is not None else quant_mma.w4a16_tiles(m, n):
+            if tile is not None or _w4a16_builds(dt, w, t, group):   # a named tile must build
+                return quant_mma.w4a16_kernel(dt, w, t)[quant_mma.w4a16_launch_config(m, n, w, t)]
     return w4a16_kernel(dt)[w4a16_launch_config(m, n)]
+
+
+#: (backend kind, target, CUDA code path, dt, warp width, tiling, group) -> whether it compiles
+_W4A16_BUILDS: dict = {}
+
+
+def _w4a16_builds(dt: str, w: int, tile: str, group: int) -> bool:
+    """Whether the fragment kernel of ``tile`` compiles on the current backend, remembered: a
+    tiling that does not (past the LLVM paths' 48 KiB of static shared memory) is not compiled
+    again on every call (kaio caches compiled kernels, not failures)."""
+    be = get_backend()
+    key = (type(be).__name__, getattr(be, "target", None), settings().cuda_codegen, dt, w, tile,
+           group)
+    if key not in _W4A16_BUILDS:
+        _W4A16_BUILDS[key] = _compiles(quant_mma.w4a16_kernel(dt, w, tile), group=group)
+    return _W4A16_BUILDS[key]
+
+
+def _w4a16_run(x, packed, scales, y, group, *, config):
+    w4a16_launch(_name(x), *y.shape, group, config.name)(x, packed, scales, y, group)
+
+
+#: the W4A16 tiling per (m, n, k, dtype, group), timed on a GPU (every tiling computes the same
+#: bits: one accumulation order); the default is quant_mma.w4a16_tiles' first
+_w4a16_tuner = Autotuner(
+    _w4a16_run, name="kaio.kernels.ml.quant.int4_matmul",
+    configs=lambda key: [Config(t) for t in quant_mma.w4a16_tiles(*key[0])
+                         if _w4a16_builds(key[2], _warp_size(), t, key[3])],
+    key=lambda x, packed, scales, y, group: ([int(v) for v in y.shape], int(x.shape[1]),
+                                             _name(x), int(group)),
+    outputs=lambda x, packed, scales, y, group: [y], check=lambda key: (1e-3, 1e-3),
+    tune_when=lambda key: key[0][0] * key[0][1] * key[1] >= 2**24)
 
 
 def int4_matmul(x, packed, scales, group: int) -> np.ndarray:
     """W4A16 matmul: x [M,K] f16/bf16/f32, packed [K/2,N] u8, scales [K/group,N] -> [M,N]
-    (f16/bf16 tensor cores where the backend has them: :mod:`.quant_mma`)."""
+    (f16/bf16 tensor cores where the backend has them: :mod:`.quant_mma`, the tiling chosen by
+    kaio.autotune on a GPU)."""
     if x.shape[1] % group or group % 2:
         raise ValueError(f"K = {x.shape[1]} must be a multiple of the (even) group size {group}")
     y = np.empty((x.shape[0], packed.shape[1]), dtype=x.dtype)
-    w4a16_launch(_name(x), *y.shape, group)(x, packed, scales, y, group)
+    launch = w4a16_launch(_name(x), *y.shape, group)
+    if launch.kernel is w4a16_kernel(_name(x)):      # f32, or no fragments here: nothing to tune
+        launch(x, packed, scales, y, group)
+    else:
+        _w4a16_tuner(x, packed, scales, y, group)
     return y
 
 

@@ -6,15 +6,23 @@
   Each warp stores its own tile of c (``kaio.Raw``) with the scaling epilogue of
   ``kaio.mma.store(..., row_scale=sa, col_scale=sb)``: ``c = f32(acc) * sa[m] * sb[n]``, the
   same three f32 roundings as the scalar kernel.
-- W4A16 (:func:`w4a16_kernel`): f16/bf16 activations on ``m16n8k16`` fragments. The block
-  dequantizes its K-step of the packed weights cooperatively into shared tiles. A weight
-  ``q * s`` (int4 times an f16/bf16 scale) needs up to 15 significant bits, more than f16 or
-  bf16 hold, so it is split into ``hi = T(q * s)`` and ``lo = T(q * s - hi)`` (exact in f32)
-  and both are multiplied: ``x @ hi + x @ lo`` with f32 accumulation equals ``x @ (q * s)``
-  up to the f32 accumulation the scalar kernel has too. (``q * s`` has at most 15 significant
-  bits, and ``lo`` the ones ``hi`` lacks; both are exact for bf16, and for f16 whenever the
+- W4A16 (:func:`w4a16_kernel`): f16/bf16 activations on ``m16n8k16`` fragments, a tiled GEMM
+  (tilings :data:`W4_TILES`, chosen per shape by kaio.autotune). Per K-step the block copies
+  its x tile with ``copy_tile`` (cp.async) and each thread loads its bytes of the packed weight
+  tile and their group scales into registers; after the warps multiply the previous K-step,
+  the threads dequantize those registers once into shared f16/bf16 tiles, and the warps read
+  them with ldmatrix as the GEMM reads B. A weight ``q * s`` (int4 times an f16/bf16 scale)
+  needs up to 14 significant bits (11 with a bf16 scale), more than f16 (11) or bf16 (8) hold,
+  so it is carried as ``hi = T(q * s)`` and ``lo = fma(q, s, -hi)`` (the exact residual), and
+  both are multiplied: ``x @ hi + x @ lo`` with f32 accumulation equals ``x @ (q * s)`` up to
+  the f32 accumulation the scalar kernel has too (exact for bf16, and for f16 whenever the
   scales are normal, >= 2**-14; smaller f16 scales lose at most 2**-25 absolute per weight in
-  ``lo``.) The output is rounded once to T (``kaio.mma.store``).
+  ``lo``). One rounding of the weight (what cuBLAS on f16-dequantized weights computes) is not
+  enough for the registry's tolerance (atol = rtol = 1e-3 in f16): at 256 x 4096 x 4096, group
+  128, it leaves ~850 of the 1M outputs outside it, by up to 1.9x. Applying the scale outside
+  the multiply (x @ q per group, then ``* s``) would halve the matrix work but needs
+  per-element access to accumulator fragments, which kaio.mma does not offer. The output is
+  rounded once to T (``kaio.mma.store``).
 
 :mod:`kaio.kernels.ml.quant` launches them where the backend compiles them (W4A16 everywhere
 fragments are lowered; W8A8 where ``m16n8k32`` is: kaio's PTX path, the LLVM nvptx64 path,
@@ -39,11 +47,6 @@ def int4_at(packed_byte, high):
 #: W8A8 block tile, K step and warp tile; PAD: bytes of row padding of the shared i8 tiles
 BM, BN, BK, WM, WN = 128, 128, 64, 64, 32
 PAD = 16
-#: W4A16: block tile (64 rows: the activations are few at decode/prefill sizes), K step, warp
-#: tile; rows of the f16/bf16 shared tiles padded by 8 elements (16 bytes)
-QBM, QBN, QBK, QWM, QWN, QPAD = 64, 128, 32, 32, 32, 8
-
-
 def threads(bm, bn, wm, wn, warp_size):
     return (bm // wm) * (bn // wn) * warp_size
 
@@ -88,76 +91,219 @@ def w8a8_launch_config(m: int, n: int, warp_size: int = 32):
     return ((-(-n // BN), -(-m // BM)), (threads(BM, BN, WM, WN, warp_size),))
 
 
+
+#: W4A16 tilings: block tile (BM, BN), K step BK, warp tile (WM, WN); :func:`w4a16_tiles` orders
+#: them per shape. The first (:data:`W4_DEFAULT`), at 2 * (BM (BK + 8) + 2 BK (BN + 8)) * 2 bytes
+#: = 45 KiB, fits the 48 KiB every NVIDIA path allows statically, and 64x64x32 (28 KiB); the
+#: others use kaio's PTX path's dynamic shared memory and are skipped where a target refuses
+#: them. At the bench shape (M = 256, N = 4096) 64 x 128 and 128 x 64 tiles make 128 blocks for
+#: the H200's 132 SMs, 64 x 64 tiles 256 (two per SM), 128 x 128 tiles 64.
+W4_TILES = {
+    "64x128x32_w32x32": (64, 128, 32, 32, 32),
+    "64x128x64_w32x32": (64, 128, 64, 32, 32),
+    "128x64x64_w32x32": (128, 64, 64, 32, 32),
+    "64x64x64_w32x32": (64, 64, 64, 32, 32),
+    "64x64x32_w32x32": (64, 64, 32, 32, 32),
+    "128x128x64_w64x32": (128, 128, 64, 64, 32),
+}
+W4_DEFAULT = "64x128x32_w32x32"
+#: most packed bytes a thread holds per K-step (fetch's tuples); threads per packed row
+MAXNB, CW = 16, 32
+#: elements of row padding of the f16/bf16 shared tiles (16 bytes: ldmatrix rows in distinct banks)
+QPAD = 8
+
+
+def w4a16_geometry(tile: str, warp_size: int = 32):
+    """(threads, RS, NR, NC) of a W4A16 tiling: its block is CW x RS threads (CW = 32); thread
+    (x, y) dequantizes columns ``x + CW * j`` (j < NC) of packed rows ``y + RS * i`` (i < NR) of
+    the block's weight tile: a warp's loads read 32 neighbouring bytes of a row (each row's
+    address computed once per K-step, the columns immediate offsets), its shared stores write 32
+    neighbouring f16/bf16 of a row (conflict-free)."""
+    bm, bn, bk, wm, wn = W4_TILES[tile]
+    nthreads = threads(bm, bn, wm, wn, warp_size)
+    rs = nthreads // CW
+    if nthreads % CW or bn % CW or (bk // 2) % rs or (bk // 2 // rs) * (bn // CW) > MAXNB:
+        raise ValueError(f"W4A16 tiling {tile}: {nthreads} threads do not divide its "
+                         f"{bk // 2} x {bn} packed weight tile into at most {MAXNB} bytes each")
+    return nthreads, rs, bk // 2 // rs, bn // CW
+
+
+@kaio.func
+def _row_at(packed, scales, kb, n, ok, s, group, step, live):
+    """(packed[kb, n] as i32, its scale) where ``live`` (a compile-time flag), column n ok and
+    row kb in range, else (0, 0): the scale is ``s`` (the K-step's) when groups span whole
+    K-steps of ``step``, else row (2 kb) // group's."""
+    v = i32(0)
+    c = s
+    if live:
+        if ok and kb < packed.shape[0]:
+            v = i32(packed[kb, n])
+            if group % step != 0:
+                c = scales[_over(kb, group // 2), n]
+    return v, c
+
+
+@kaio.func
+def _step_scale(packed, scales, k0, n, ok, group, step, live):
+    """The scale of the K-step at k0, column n, where groups span whole K-steps of ``step`` and
+    ``live`` (compile-time flags), the column ok and the step inside the weights; else 0."""
+    s = scales.dtype(0.0)
+    if live and group % step == 0:
+        if ok and k0 < 2 * packed.shape[0]:
+            s = scales[_over(k0, group), n]
+    return s
+
+
+@kaio.func
+def _over(k, d):
+    """k // d for k >= 0 and a compile-time d: a shift when d is a power of two (kaio's //
+    is a signed division, which ptxas does not reduce to a shift; and a literal // 32 of a
+    thread id would read as a warp width)."""
+    r = k
+    if d & (d - 1) != 0:
+        r = k // d
+    for p in kaio.static_range(1, 16):
+        if d == 1 << p:
+            r = k >> p
+    return r
+
+
 @functools.lru_cache(maxsize=None)
-def w4a16_kernel(dt: str, warp_size: int = 32):
-    """y = x @ dequant(w) on f16/bf16 fragments (``dt``), weights split into hi + lo parts;
-    double-buffered: the block stages K-step k + 1 (x by copy_tile, the weights dequantized)
-    while its warps multiply step k, one barrier per step."""
+def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
+    """y = x @ dequant(w) on f16/bf16 fragments (``dt``) for one tiling of :data:`W4_TILES`.
+
+    Per K-step each thread loads its bytes of the packed weight tile (and their group scales)
+    into registers, the block copies its x tile with ``copy_tile`` (cp.async), the warps
+    multiply the previous step, and then the threads dequantize those registers into the shared
+    hi and lo tiles (``hi = T(q * s)``, ``lo = fma(q, s, -hi)``: the exact residual); one
+    barrier, and the two pairs of shared tiles swap (double buffering). The loads come before
+    the copy on purpose: the copy's branches keep ptxas from sinking them below the mma (issued
+    after the copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
-    nthreads = threads(QBM, QBN, QWM, QWN, warp_size)
-    rows = nthreads // QBN          # the 2-d block's y extent
+    BM_, BN_, BK_, WM_, WN_ = W4_TILES[tile]
+    RS, NR, NC = w4a16_geometry(tile, warp_size)[1:]
+    NB = NR * NC
 
     @kaio.func
-    def dequant(Wh, Wl, packed, scales, k0, col0, group):
-        """Block-cooperative: Wh + Wl = q * s of the K-step at k0 (zeros outside the weights);
-        each thread takes one byte (two k, one group: the group size is even) of its column at
-        a time."""
-        n = col0 + kaio.thread_idx.x
-        for kp in range(kaio.thread_idx.y, QBK // 2, rows):
-            kb = k0 // 2 + kp
-            byte = kaio.u8(0)
-            s = f32(0.0)
-            if kb < packed.shape[0] and n < packed.shape[1]:
-                byte = packed[kb, n]
-                s = f32(scales[(2 * kb) // group, n])
-            for h in kaio.static_range(2):
-                w = f32(int4_at(byte, h)) * s
-                hi = T(w)
-                Wh[2 * kp + h, kaio.thread_idx.x] = hi
-                Wl[2 * kp + h, kaio.thread_idx.x] = T(w - f32(hi))     # exact: w - hi fits f32
+    def pick(P, S, kb, n, ok, s, g, i):
+        """This thread's packed byte i (row i // NC, column i % NC) with its scale."""
+        return _row_at(P, S, kb + RS * (i // NC), n + CW * (i % NC), ok[i % NC], s[i % NC], g,
+                       BK_, i < NB)
 
     @kaio.func
-    def stage(Xs, Wh, Wl, x, packed, scales, row0, col0, k0, group):
-        kaio.mma.copy_tile(Xs, x, row0, k0, cols=QBK)
-        dequant(Wh, Wl, packed, scales, k0, col0, group)
+    def fetch(P, S, k0, n, ty, g):
+        """This thread's packed bytes (P) of the K-step at k0 with their scales (S, group g):
+        MAXNB pairs (entries past NB are never loaded; entry i: row i // NC, column i % NC),
+        zeros outside the weights. The values stay in registers across the step's mma (a
+        local_array would live on the stack: ptxas keeps it there when copy_tile's fallback
+        loop is in the kernel)."""
+        ok = (n < P.shape[1], n + CW < P.shape[1], n + 2 * CW < P.shape[1], n + 3 * CW < P.shape[1])
+        s = (_step_scale(P, S, k0, n, ok[0], g, BK_, NC > 0),
+             _step_scale(P, S, k0, n + CW, ok[1], g, BK_, NC > 1),
+             _step_scale(P, S, k0, n + 2 * CW, ok[2], g, BK_, NC > 2),
+             _step_scale(P, S, k0, n + 3 * CW, ok[3], g, BK_, NC > 3))
+        kb = (k0 >> 1) + ty
+        return (pick(P, S, kb, n, ok, s, g, 0), pick(P, S, kb, n, ok, s, g, 1),
+                pick(P, S, kb, n, ok, s, g, 2), pick(P, S, kb, n, ok, s, g, 3),
+                pick(P, S, kb, n, ok, s, g, 4), pick(P, S, kb, n, ok, s, g, 5),
+                pick(P, S, kb, n, ok, s, g, 6), pick(P, S, kb, n, ok, s, g, 7),
+                pick(P, S, kb, n, ok, s, g, 8), pick(P, S, kb, n, ok, s, g, 9),
+                pick(P, S, kb, n, ok, s, g, 10), pick(P, S, kb, n, ok, s, g, 11),
+                pick(P, S, kb, n, ok, s, g, 12), pick(P, S, kb, n, ok, s, g, 13),
+                pick(P, S, kb, n, ok, s, g, 14), pick(P, S, kb, n, ok, s, g, 15))
+
+    @kaio.func
+    def dequant(Wh, Wl, e, tx, ty):
+        """Shared hi + lo = q * s exactly for this thread's bytes (low nibble: even k)."""
+        for i in kaio.static_range(NB):
+            r = 2 * (ty + RS * (i // NC))
+            c = tx + CW * (i % NC)
+            for h in range(2):      # a loop (ptxas unrolls it): half the stores to race-check
+                b, s = e[i]
+                qf = T((b << (28 - 4 * h)) >> 28)           # the signed nibble
+                hi = qf * s                                  # q * s rounded once
+                Wh[r + h, c] = hi
+                Wl[r + h, c] = kaio.math.fma(qf, s, -hi)     # the residual, exact
 
     @kaio.func
     def step(Xs, Wh, Wl, wm, wn, acc):
-        for kk in kaio.static_range(QBK // 16):
-            a = kaio.mma.load_a(Xs, wm, kk * 16, m=QWM, k=16)
-            acc = kaio.mma.mma(a, kaio.mma.load_b(Wh, kk * 16, wn, k=16, n=QWN), acc)
-            acc = kaio.mma.mma(a, kaio.mma.load_b(Wl, kk * 16, wn, k=16, n=QWN), acc)
+        for kk in kaio.static_range(BK_ // 16):
+            a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
+            acc = kaio.mma.mma(a, kaio.mma.load_b(Wh, kk * 16, wn, k=16, n=WN_), acc)
+            acc = kaio.mma.mma(a, kaio.mma.load_b(Wl, kk * 16, wn, k=16, n=WN_), acc)
         return acc
 
-    @kaio.kernel(block=(QBN, rows))     # 2-d: x walks the weight tile's columns
+    @kaio.kernel(block=(CW, RS))        # 2-d: x walks a packed row's columns, y the rows
     def matmul_w4a16_mma(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2], scales: kaio.In[T, 2],
                          y: kaio.Raw[T, 2], group: kaio.Const[int]):
-        Xs0 = kaio.shared_array(T, (QBM, QBK + QPAD))
-        Wh0 = kaio.shared_array(T, (QBK, QBN + QPAD))
-        Wl0 = kaio.shared_array(T, (QBK, QBN + QPAD))
-        Xs1 = kaio.shared_array(T, (QBM, QBK + QPAD))
-        Wh1 = kaio.shared_array(T, (QBK, QBN + QPAD))
-        Wl1 = kaio.shared_array(T, (QBK, QBN + QPAD))
-        warp = (kaio.thread_idx.y * QBN + kaio.thread_idx.x) // kaio.warp_size
-        wm = (warp // (QBN // QWN)) * QWM
-        wn = (warp % (QBN // QWN)) * QWN
-        row0 = kaio.block_idx.y * QBM
-        col0 = kaio.block_idx.x * QBN
-        acc = kaio.mma.fill(f32, 0.0, m=QWM, n=QWN)
-        stage(Xs0, Wh0, Wl0, x, packed, scales, row0, col0, 0, group)
+        Xs0 = kaio.shared_array(T, (BM_, BK_ + QPAD))
+        Wh0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Wl0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Xs1 = kaio.shared_array(T, (BM_, BK_ + QPAD))
+        Wh1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Wl1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        tx = kaio.thread_idx.x
+        ty = kaio.thread_idx.y
+        warp = (ty * CW + tx) // kaio.warp_size
+        wm = (warp // (BN_ // WN_)) * WM_
+        wn = (warp % (BN_ // WN_)) * WN_
+        row0 = kaio.block_idx.y * BM_
+        col0 = kaio.block_idx.x * BN_
+        n = col0 + tx
+        acc = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        kaio.mma.copy_tile(Xs0, x, row0, 0, cols=BK_)
+        e = fetch(packed, scales, 0, n, ty, group)
+        dequant(Wh0, Wl0, e, tx, ty)
         kaio.sync()
-        for k0 in range(0, x.shape[1], 2 * QBK):
-            stage(Xs1, Wh1, Wl1, x, packed, scales, row0, col0, k0 + QBK, group)
+        for k0 in range(0, x.shape[1], 2 * BK_):
+            e = fetch(packed, scales, k0 + BK_, n, ty, group)
+            kaio.mma.copy_tile(Xs1, x, row0, k0 + BK_, cols=BK_)
             acc = step(Xs0, Wh0, Wl0, wm, wn, acc)
+            dequant(Wh1, Wl1, e, tx, ty)
             kaio.sync()
-            stage(Xs0, Wh0, Wl0, x, packed, scales, row0, col0, k0 + 2 * QBK, group)
+            e = fetch(packed, scales, k0 + 2 * BK_, n, ty, group)
+            kaio.mma.copy_tile(Xs0, x, row0, k0 + 2 * BK_, cols=BK_)
             acc = step(Xs1, Wh1, Wl1, wm, wn, acc)
+            dequant(Wh0, Wl0, e, tx, ty)
             kaio.sync()
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
 
     return matmul_w4a16_mma
 
 
-def w4a16_launch_config(m: int, n: int, warp_size: int = 32):
+def w4a16_launch_config(m: int, n: int, warp_size: int = 32, tile: str = W4_DEFAULT):
     """(grid, block) of :func:`w4a16_kernel` for an [m, n] output (a 2-d block)."""
-    return ((-(-n // QBN), -(-m // QBM)), (QBN, threads(QBM, QBN, QWM, QWN, warp_size) // QBN))
+    bm, bn = W4_TILES[tile][:2]
+    return ((-(-n // bn), -(-m // bm)), (CW, w4a16_geometry(tile, warp_size)[1]))
+
+
+#: bytes of static shared memory every NVIDIA code path allows
+STATIC_SHARED = 48 * 1024
+
+
+def w4a16_shared_bytes(tile: str) -> int:
+    """Shared memory of a W4A16 tiling: two stages of the x tile and the hi and lo tiles."""
+    bm, bn, bk = W4_TILES[tile][:3]
+    return 2 * (bm * (bk + QPAD) + 2 * bk * (bn + QPAD)) * 2
+
+
+#: blocks that fill an H200 (132 SMs) to within a few percent
+FILL_BLOCKS = 120
+
+
+def w4a16_tiles(m: int, n: int) -> list[str]:
+    """The tilings of :data:`W4_TILES` in order of preference for an [m, n] output (the first
+    is the default where it compiles; kaio.autotune times them all on a GPU): tilings that make
+    at least :data:`FILL_BLOCKS` blocks first, the largest block tile among them (the fewest
+    reloads of x and the fewest dequantizations per multiply), then more rows (each weight is
+    dequantized once per BM rows of x: 128 x 64 issues 959 SASS instructions per 128 HMMA in
+    its K loop, 64 x 128 1294), then the longer K step; on outputs too small to fill the GPU,
+    the most blocks first, then the tilings whose shared tiles fit every NVIDIA path's 48 KiB
+    of static shared memory, the smallest tile."""
+    def rank(name):
+        bm, bn, bk = W4_TILES[name][:3]
+        blocks = -(-m // bm) * -(-n // bn)
+        if blocks >= FILL_BLOCKS:
+            return (True, bm * bn, bm, bk)
+        return (False, blocks, w4a16_shared_bytes(name) <= STATIC_SHARED, -bm * bn, bk)
+    return sorted(W4_TILES, key=rank, reverse=True)
