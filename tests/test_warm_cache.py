@@ -335,3 +335,22 @@ def test_lazy_kaio_attributes_load_in_a_fresh_process(how):
                        env=dict(os.environ, KAIO_BACKEND="reference"))
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["kaio.blas", "kaio.autotune", "True"]
+
+
+def test_a_backend_with_its_own_compile_sees_every_compilation(disk_cache):
+    """A backend whose compile is not Backend.compile (the conformance suite's recorder wraps
+    one to record the IR it compiles) is never served a warm entry."""
+    seen = []
+
+    class Spy(_Stub):
+        def compile(self, kernel, kernel_options=None):
+            seen.append(len(list(kernel.walk())))   # the whole kernel, never a signature
+            return super().compile(kernel, kernel_options)
+
+    kaio.kernel(_double).compile(_Stub())          # writes the warm entry
+    before = dict(warm.stats)
+    for _ in range(2):
+        disk_cache.clear_memory()
+        kaio.kernel(_double).compile(Spy())
+    assert len(seen) == 2 and min(seen) > 0
+    assert warm.stats["hits"] == before["hits"] and warm.stats["stores"] == before["stores"]
