@@ -36,6 +36,7 @@
 #   autotune  benchmarks/autotune_rows.py: the autotuner tunes the row ops at kaio bench --ml's
 #             shapes and prints what each candidate took (autotune_rows.md); warms the compile cache for ml
 #   rajaperf-x64  only the 64x size (reps x0.05), every port, with a longer limit than `rajaperf`
+#   ml-short  kaio bench --ml, dequantize and the 16-bit-heavy ops first, 110 s of cases
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
 #   examples  examples/*.py at their default sizes on CUDA (tests/test_examples.py -m gpu, output shown)
@@ -125,6 +126,8 @@ for step in "$@"; do
                       --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf" --outfile x64 --sizefact 64 \
                       --repfact 0.05 --time-limit 290
                   grep "geomean" "$OUT/rajaperf_x64.log" | sed 's/^/   /' >> "$OUT/summary.txt" ;;
+    ml-short) run bench_ml 160 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 110 \
+                  --ops dequantize_int8,gelu_tanh,rmsnorm,softmax,gelu_exact,layernorm,silu_gate ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
     examples) run examples 300 python3 -m pytest -q -s -rf -p no:cacheprovider -m gpu tests/test_examples.py ;;
     interop) run interop 280 python3 -m pytest -q -rf -p no:cacheprovider -m "gpu or cuda" tests/test_torch_ops.py tests/test_interop.py ;;
