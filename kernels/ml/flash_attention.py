@@ -13,7 +13,8 @@ it to a per-block scratch tile; after a barrier thread ``t`` does the softmax ar
 
 Two passes over the keys, so the output accumulators never need rescaling (fragments have no
 element access): pass 1 keeps each thread's running maximum and sum of exponentials per row
-(online softmax in f32, in shared memory, one exp per score) and combines them per row; pass 2
+(online softmax in f32, in shared memory, one exp per score) and combines them per row in a
+tree over the threads; pass 2
 recomputes the same scores, forms ``p = exp(s - m) / l`` exactly normalised, splits it into
 f16 hi + lo in shared memory, stages the step's V rows in the K tiles (Q K^T is done with them)
 and multiplies: warp ``w`` accumulates the output columns ``w*D/4 ...`` of all 16 rows over all
@@ -162,17 +163,26 @@ def kernel(dp: int, warp_size: int = 32):
                     red_l[rr, tid] = red_l[rr, tid] * (e if up else 1.0) + (1.0 if up else e)
                     red_m[rr, tid] = kaio.math.max(m_old, s)
         kaio.sync()
-        if tid < ROWS:                          # thread t combines row t
-            m = f32(-kaio.math.inf)
-            for t in range(KS):
-                m = kaio.math.max(m, red_m[tid, t])
-            lsum = f32(0.0)
-            for t in range(KS):
-                mt = red_m[tid, t]
-                if mt > -kaio.math.inf:
-                    lsum += red_l[tid, t] * kaio.math.exp(mt - m)
-            row_m[tid] = m
-            row_il[tid] = 1.0 / lsum
+        half = KS // 2                          # a tree over the KS threads' (max, sum) pairs
+        while half >= 1:                        # (unrolled: KS is a constant power of two)
+            if tid < half:
+                for rr in kaio.static_range(ROWS):
+                    m1 = red_m[rr, tid]
+                    m2 = red_m[rr, tid + half]
+                    m = kaio.math.max(m1, m2)
+                    l1 = f32(0.0)
+                    l2 = f32(0.0)
+                    if m1 > -kaio.math.inf:
+                        l1 = red_l[rr, tid] * kaio.math.exp(m1 - m)
+                    if m2 > -kaio.math.inf:
+                        l2 = red_l[rr, tid + half] * kaio.math.exp(m2 - m)
+                    red_m[rr, tid] = m
+                    red_l[rr, tid] = l1 + l2
+            kaio.sync()
+            half = half // 2
+        if tid < ROWS:
+            row_m[tid] = red_m[tid, 0]
+            row_il[tid] = 1.0 / red_l[tid, 0]
         kaio.sync()
         # pass 2: the same scores, p = exp(s - m) / l split into f16 hi + lo, O += P V
         acc = kaio.mma.fill(f32, 0.0, m=ROWS, n=ds)
