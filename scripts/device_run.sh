@@ -80,8 +80,8 @@ for step in "$@"; do
            run ptx_smoke 120 python3 scripts/ptx_smoke.py
            run llvm_smoke 120 python3 scripts/llvm_nvptx_smoke.py ;;
     gpu) run gpu_tests 240 python3 -m pytest -q -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
-    suite) run suite_cuda 300 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
-    suite-llvm) run suite_llvm 300 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
+    suite) run suite_cuda 540 env KAIO_BACKEND=cuda python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
+    suite-llvm) run suite_llvm 540 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -rf -p no:cacheprovider tests ;;
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
     conformance) run conformance 280 python3 -m kaio.conformance --target reference,reference-w64,cuda,cuda-llvm,sm_80,sm_86,sm_89,sm_80-llvm,sm_86-llvm,sm_89-llvm,gfx90a,gfx942 --out "$OUT/conformance" ;;
     bench) run bench 240 python3 benchmarks/bench_gpu.py --out "$OUT" ;;
