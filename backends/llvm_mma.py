@@ -485,6 +485,34 @@ class MmaEmitter(CopyEmitter):
             vec = self.ins(f"insertelement {cty} {vec}, {_ELEM_TY[tc.dtype.name]} {x}, i32 {e}")
         self.bind(op, vec)
 
+    def op_mma_apply(self, op):
+        """The region once per lane element e, its arguments bound to element e of the
+        accumulator (and of the other fragments) and the element's (row, column) from the
+        scheme's layout; a padding element (AMD's lone n-tile) runs at the tile's origin and
+        its result is never stored."""
+        scheme = self._scheme(op)
+        acc, row0, col0, *others = op.operands
+        t = acc.type
+        body = op.regions[0]
+        x, r, c, *ys = body.args
+        vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
+        r0, c0 = (self.index_value(v, "i32") for v in (row0, col0))
+        lanes = _LlvmLanes(self)
+        vecs = [self.v(v) for v in (acc, *others)]
+        vec = "poison"
+        for e, (rr, cc, valid) in enumerate(element_coords(scheme, t, self._lane(), lanes)):
+            rr = lanes._once(("row", rr), f"add i32 {r0}, {rr}")
+            cc = lanes._once(("col", cc), f"add i32 {c0}, {cc}")
+            if valid is not None:
+                rr = self.ins(f"select i1 {valid}, i32 {rr}, i32 {r0}")
+                cc = self.ins(f"select i1 {valid}, i32 {cc}, i32 {c0}")
+            elems = [self.ins(f"extractelement {vty} {v}, i32 {e}") for v in vecs]
+            for arg, val in zip((x, r, c, *ys), (elems[0], rr, cc, *elems[1:])):
+                self.vals[arg.id] = val
+            term = self.block(body)
+            vec = self.ins(f"insertelement {vty} {vec}, {ety} {self.v(term.operands[0])}, i32 {e}")
+        self.bind(op, vec)
+
     def _dequant(self, op, x: str, row: str, col: str) -> str:
         """``f32(x) * row_scale[row] * col_scale[col]``, a rounding per step (operands
         [..., row_scale, col_scale, acc]; a 2-d row_scale is read at [row, 0])."""

@@ -642,6 +642,24 @@ class _Renderer:
             scale = (self._buf(rs), self._buf(cs))
         ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc), scale)
 
+    def op_mma_apply(self, op):
+        """The region once per register of the accumulator, its arguments bound to that
+        register, the element's (row, column) in mma.sync's layout and the other fragments'
+        same register (a fresh copy each time: the rows and words it computes stay inside)."""
+        acc, row0, col0, *others = op.operands
+        body = op.regions[0]
+        x, r, c, *ys = body.args
+        t = acc.type
+        regs = [self.v(v).split(",") for v in (acc, *others)]
+        out = self.em.reg(t).split(",")
+        coords = ptx_mma.element_coords(self.em, t, self.v(row0), self.v(col0))
+        for k, (rr, cc) in enumerate(coords):
+            for arg, reg in zip((x, r, c, *ys), (regs[0][k], rr, cc, *(g[k] for g in regs[1:]))):
+                self.em.define(arg, reg)
+            self.block(body)
+            self._mov(out[k], self.v(body.terminator.operands[0]), t.dtype)
+        self.em.define(op.result, ",".join(out))
+
     def op_mma_copy_wait(self, op):
         self.em.ins(f"cp.async.wait_group {op.attrs['pending']}")
 

@@ -131,6 +131,26 @@ def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, insid
     return out
 
 
+def element_coords(em, t, row0: str, col0: str) -> list[tuple[str, str]]:
+    """(row, column) registers of each of this lane's elements of fragment ``t`` at matrix
+    origin (row0, col0), in register order (``kaio.mma.apply``)."""
+    syms = _lane_syms(em)
+    memo: dict = {}
+
+    def at(origin, sym, off):
+        key = (origin, sym, off)
+        if key not in memo:
+            r = em.tmp("r")
+            em.ins(f"add.s32 {r}, {origin}, {syms[sym]}")
+            if off:
+                em.ins(f"add.s32 {r}, {r}, {off}")
+            memo[key] = r
+        return memo[key]
+    return [(at(row0, rs, ro + roff), at(col0, cs, co + coff))
+            for _, roff, coff in _tiles(t)
+            for (rs, ro), (cs, co) in _LAYOUT[t.shape][t.role]]
+
+
 def _inside(em, info, idx) -> str:
     """Predicate: the element index (i32 registers) lies inside the buffer."""
     p = None

@@ -60,6 +60,12 @@ copy_wait = Intrinsic("mma.copy_wait", "copy_wait(pending=0): complete every cop
                                        "multi-stage pipeline): a copy is visible after a "
                                        "copy_wait that completes it and a kaio.sync().")
 
+apply = Intrinsic("mma.apply", "apply(fn, acc, row0, col0, *args): a new accumulator whose "
+                               "element (i, j) is fn(acc[i, j], row0 + i, col0 + j, *args), fn a "
+                               "@kaio.func returning the element's dtype; an argument that is an "
+                               "accumulator of acc's type is passed as its element (i, j) (the "
+                               "epilogue of a GEMM: scales, bias, activation, masking).")
+
 FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
-                                     copy_wait)}
+                                     copy_wait, apply)}
 __all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32", "m16n8k8"]

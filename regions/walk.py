@@ -506,6 +506,12 @@ class Walk:
         for r in op.results:
             self._opaque(r, False)
 
+    def op_mma_apply(self, op, blk):
+        """Warp-collective like every fragment op; its region is one lane's code per element
+        (loads and arithmetic; its arguments, the element and its coordinates, vary by lane)."""
+        self.block(op.regions[0])
+        self.op_mma(op, blk)
+
     def op_mma_store(self, op, blk):
         """A warp-collective store: into a Region/Out it is recorded with its tile origin, which
         the checker proves is the warp's own tile (:mod:`.warp_tiles`)."""

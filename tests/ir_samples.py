@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kaio import dtypes as dt
 from kaio.ir import BufType, Builder, Loc, Param
+from kaio.ir.core import Block
 from kaio.ir.types import frag_type
 
 
@@ -95,4 +96,11 @@ def every_op_kernel(fragments: bool = False):
         st = b.shared_array(dt.f32, (16, 16), name="stage")
         b.op("mma_copy", [st, x, i, j], attrs={"rows": 16, "cols": 8})
         b.op("mma_copy_wait", [], attrs={"pending": 0})
+        # element access: x * y + a at each element (r, c), y the other fragment's element
+        body = Block()
+        ex, _, _, ey = (body.add_arg(t) for t in (dt.f32, dt.i32, dt.i32, dt.f32))
+        app = b.op("mma_apply", [acc, i, j, z], [acc.type], regions=[body]).result
+        with b.at(body):
+            b.yield_(b.binary("add", b.binary("mul", ex, ey), a))
+        b.op("mma_store", [y, i, j, app])
     return b.finish()

@@ -32,7 +32,8 @@ def _what(op) -> str:
     role = (op.results[0].type if op.results else op.operands[-1].type).role
     return {"mma_load": f"kaio.mma.load_{role}", "mma_store": "kaio.mma.store",
             "mma_copy": "kaio.mma.copy_tile", "mma_copy_wait": "kaio.mma.copy_wait",
-            "mma": "kaio.mma.mma", "mma_fill": "kaio.mma.fill"}[op.opcode]
+            "mma": "kaio.mma.mma", "mma_fill": "kaio.mma.fill",
+            "mma_apply": "kaio.mma.apply"}[op.opcode]
 
 
 def check_warps(interp, op, mask):
@@ -229,3 +230,29 @@ def mma(interp, op, mask):
     b = interp.batch
     a, bm, c = (to_matrices(b, v.type, interp.env[v.id]) for v in op.operands)
     return from_matrices(b, semantics.mma(a, bm, c))
+
+
+def apply(interp, op, mask):
+    """``mma_apply``: the region run once per element slot e, over all lanes at once, with each
+    lane's element e, its (row0 + row, col0 + column) in the reference layout and the other
+    fragments' element e."""
+    check_warps(interp, op, mask)
+    b = interp.batch
+    acc_v, row_v, col_v, *others = op.operands
+    t = acc_v.type
+    origin = [np.asarray(_uniform_per_warp(interp, op, interp.env[v.id], mask, what))
+              for v, what in ((row_v, "row"), (col_v, "column"))]
+    rows, cols = coords(b, t)
+    vals = [np.broadcast_to(interp.env[v.id], rows.shape) for v in (acc_v, *others)]
+    body = op.regions[0]
+    x, r, c, *ys = body.args
+    out = np.empty(rows.shape, dtype=t.dtype.storage_np)
+    for e in range(len(rows)):
+        interp.env[x.id] = vals[0][e]
+        interp.env[r.id] = (origin[0] + rows[e]).astype(np.int32)
+        interp.env[c.id] = (origin[1] + cols[e]).astype(np.int32)
+        for y, v in zip(ys, vals[1:]):
+            interp.env[y.id] = v[e]
+        (res,) = interp.block(body, mask)
+        out[e] = res
+    return out

@@ -299,6 +299,9 @@ class Interpreter:
     def op_mma_store(self, op, mask):
         fragments.store(self, op, mask)
 
+    def op_mma_apply(self, op, mask):
+        self._set(op, fragments.apply(self, op, mask))
+
     def op_mma_copy_wait(self, op, mask):
         """Copies complete when issued here; regions.async_copies proves no thread looks
         before the wait and barrier the GPU needs."""

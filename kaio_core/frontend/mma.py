@@ -12,8 +12,13 @@ ones. ``beta=`` reads the old value, so it is refused on ``Out`` buffers (never 
 """
 from __future__ import annotations
 
+import inspect
+
 from .. import dtypes as dt
+from ..ir.core import Block
+from ..ir.ops import MMA_APPLY_FORBIDDEN
 from ..ir.types import MMA_ACC, MMA_INPUTS, MMA_SHAPES, frag_of_dims, mma_shape_of
+from ..lang import DeviceFunction
 from .values import Lit, PyObj, describe, is_buffer
 
 
@@ -225,6 +230,68 @@ class MmaMixin:
                                      f"{describe(v)}")
         self.b.op("mma_store", [buf, *idx, rs, cs, acc], attrs={"int_scaled": True})
         return Lit(None)
+
+    def intr_mma_apply(self, name, args, kwargs, node):
+        """``apply(fn, acc, row0, col0, *args)``: a new accumulator whose element (i, j) is
+        ``fn(acc[i, j], row0 + i, col0 + j, *args)``, an argument that is an accumulator of
+        acc's type passed as its element (i, j). fn is a @kaio.func; it is inlined into the op's
+        region, which each target expands per element of its own lane layout."""
+        usage = "kaio.mma.apply(fn, acc, row0, col0, *args) with @kaio.func def fn(x, r, c, *args)"
+        if kwargs:
+            k, (_, knode) = next(iter(kwargs.items()))
+            raise self.err(knode, f"kaio.mma.apply() got a keyword argument '{k}'",
+                           hint=f"pass everything by position: {usage}")
+        if len(args) < 4:
+            raise self.err(node, f"kaio.mma.apply() takes at least 4 arguments, got {len(args)}",
+                           hint=usage)
+        fn, acc, row0, col0, *rest = args
+        if not (isinstance(fn, PyObj) and isinstance(fn.obj, DeviceFunction)):
+            raise self.err(node, f"the first argument of kaio.mma.apply must be a @kaio.func, got "
+                                 f"{describe(fn)}", hint=usage)
+        t = getattr(acc, "type", None)
+        if getattr(t, "role", None) != "acc":
+            raise self.err(node, f"kaio.mma.apply applies a function to an accumulator, got "
+                                 f"{describe(acc)}", hint=usage)
+        for v in rest:
+            vt = getattr(v, "type", None)
+            if getattr(vt, "kind", None) == "frag" and vt is not t:
+                raise self.err(node, f"kaio.mma.apply combines accumulators of one type: {t} "
+                                     f"and {vt}", hint="both from fill/load_acc with the same "
+                                                       "shape=, m= and n= (and dtype)")
+        self._apply_arity(fn.obj, 3 + len(rest), node, usage)
+        idx = [self.index_value(v, node) for v in (row0, col0)]
+        frags = [v for v in rest if getattr(getattr(v, "type", None), "kind", None) == "frag"]
+        body = Block()
+        x, r, c = (body.add_arg(ty, n) for ty, n in ((t.dtype, "x"), (dt.INDEX, "r"), (dt.INDEX, "c")))
+        elems = iter([body.add_arg(t.dtype, "y") for _ in frags])
+        op = self.b.op("mma_apply", [acc, *idx, *frags], [t], regions=[body])
+        call = [x, r, c] + [next(elems) if v in frags else v for v in rest]
+        with self.b.at(body):
+            res = self.call_func(fn.obj, call, {}, node)
+            if getattr(getattr(res, "type", None), "kind", None) == "frag" or not (
+                    isinstance(res, Lit) or hasattr(res, "type")):
+                raise self.err(node, f"@kaio.func '{fn.obj.name}' passed to kaio.mma.apply returns "
+                                     f"{describe(res)}, not one {t.dtype.name} element",
+                               hint="return the new value of the element x (e.g. x * s[c])")
+            self.b.yield_(self.convert(res, t.dtype, node,
+                                       f"the value @kaio.func '{fn.obj.name}' returns"))
+        for inner in body.walk():
+            if inner.opcode in MMA_APPLY_FORBIDDEN:
+                raise self.err(node, f"@kaio.func '{fn.obj.name}' passed to kaio.mma.apply "
+                                     f"contains '{inner.opcode}' (line "
+                                     f"{inner.loc.line if inner.loc else '?'})",
+                               hint="the function computes one element from loads and "
+                                    "arithmetic: no stores, atomics, barriers, warp or fragment ops")
+        return op.result
+
+    def _apply_arity(self, dfn, n: int, node, usage: str) -> None:
+        """``dfn`` takes ``n`` positional arguments (x, r, c and the extras)."""
+        params = list(inspect.signature(dfn.fn).parameters.values())
+        required = sum(p.default is inspect.Parameter.empty for p in params)
+        if not required <= n <= len(params):
+            names = ", ".join(p.name for p in params)
+            raise self.err(node, f"kaio.mma.apply calls @kaio.func '{dfn.name}({names})' with {n} "
+                                 f"arguments (x, r, c and {n - 3} more)", hint=usage)
 
     def intr_mma_copy_tile(self, name, args, kwargs, node):
         """Block-collective staging of a global tile in a shared array (zeros outside src)."""

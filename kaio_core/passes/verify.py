@@ -346,6 +346,8 @@ class _Verifier:
         if op.opcode == "mma_copy_wait":
             self.counts(op, 0, 0)
             return
+        if op.opcode == "mma_apply":
+            return self._mma_apply(op)
         if op.opcode == "mma_copy":
             self.counts(op, 4, 0)
             dst, src = self.buffer(op, op.operands[0]), self.buffer(op, op.operands[1])
@@ -390,6 +392,29 @@ class _Verifier:
         elif not bt.writable or not bt.dtype.is_float:
             self.fail(op, f"stores into a writable float buffer, got {bt}")
 
+    def _mma_apply(self, op):
+        """[acc, row0, col0, frag...] -> acc, one region (x, r, c, y...) yielding the element."""
+        if len(op.operands) < 3:
+            self.fail(op, f"expected operands (acc, row0, col0, frag...), got {len(op.operands)}")
+        acc = self.frag(op, op.operands[0], "operand 0", "acc")
+        for k, v in enumerate(op.operands[1:3]):
+            self.scalar(op, v, f"index {k}", ("int", "uint"))
+        others = op.operands[3:]
+        if any(v.type is not acc for v in others):
+            self.fail(op, f"combines fragments of one type {_tn(acc)}, got "
+                          f"{', '.join(_tn(v.type) for v in others)}")
+        self.result_is(op, acc)
+        want = [acc.dtype, dt.INDEX, dt.INDEX] + [acc.dtype] * len(others)
+        body = op.regions[0] if len(op.regions) == 1 else None
+        if body is None or [a.type for a in body.args] != want:
+            self.fail(op, f"takes one region with arguments ({', '.join(map(_tn, want))})")
+        for inner in body.walk():
+            if inner.opcode in O.MMA_APPLY_FORBIDDEN:
+                self.fail(inner, f"'{inner.opcode}' inside a mma_apply region (it computes one "
+                                 "element: loads and arithmetic only)")
+        self.regions(op)
+        self.yielded(op, body, [acc.dtype], "mma_apply region", True)
+
     def op_reduce(self, op, parent):
         self.counts(op, 1)
         t = self.scalar(op, op.operands[0], "operand 0", ("int", "uint", "float"))
@@ -397,7 +422,7 @@ class _Verifier:
 
     def op_terminator(self, op, parent):
         self.counts(op, None, 0)
-        allowed = ("while",) if op.opcode == "condition" else ("if", "for", "while")
+        allowed = ("while",) if op.opcode == "condition" else ("if", "for", "while", "mma_apply")
         ok = parent is not None and parent.opcode in allowed
         if ok and parent.opcode == "while":
             ok = op.parent is parent.regions[0 if op.opcode == "condition" else 1]
