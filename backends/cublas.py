@@ -34,7 +34,10 @@ def gemm_args(call: GemmCall, t: str, tf32: bool, ptrs, alpha: int, beta: int) -
 
 
 class Cublas:
-    """One cuBLAS handle on a CUDA backend's context, through :attr:`binding`."""
+    """One cuBLAS handle on a CUDA backend's context, through :attr:`binding`.
+
+    :attr:`plans` is :func:`kaio.blas.gemm`'s cache of checked call signatures on this handle;
+    each holds a call :meth:`prepare` built once."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -44,27 +47,53 @@ class Cublas:
         self.handle = self.binding.create()
         self.stream = None                # the stream the handle is bound to (set when it changes)
         self.lock = threading.Lock()      # a handle is bound to one stream at a time
+        # alpha and beta for cublasGemmEx (host pointer mode: read during the call), written
+        # under the lock: f32 for f16/bf16/f32, f64 for f64
+        self.scalars = {"f32": (ctypes.c_float * 2)(), "f64": (ctypes.c_double * 2)()}
+        self.plans: dict = {}
+
+    def prepare(self, a_shape, b_shape, t, trans_a: bool, trans_b: bool, tf32: bool):
+        """``run(a_ptr, b_ptr, out_ptr, alpha, beta, stream)``: the cublasGemmEx of a checked
+        row-major call of these shapes and kaio dtype ``t``, everything but the pointers, the
+        scalars' values and the stream computed now."""
+        call = column_major_call(a_shape, b_shape, trans_a, trans_b)
+        ctx, rt = self.backend.ctx, self.backend.runtime
+        if call.m == 0 or call.n == 0:
+            def run(pa, pb, pc, alpha, beta, stream) -> None:
+                rt.stream_handle(stream)      # still checked: a bad stream is an error
+            return run
+        sc = self.scalars["f64" if t.name == "f64" else "f32"]
+        args = gemm_args(call, t.name, tf32, (0, 0, 0), ctypes.addressof(sc),
+                         ctypes.addressof(sc) + ctypes.sizeof(sc) // 2)
+        # the arguments around the pointers (b's buffer first: see GemmCall)
+        head, mid1, mid2, tail = args[:6], args[7:9], args[10:13], args[14:]
+        lock, handle, gemm_ex = self.lock, self.handle, self.binding.gemm_ex
+
+        def run(pa, pb, pc, alpha, beta, stream) -> None:
+            ctx.make_current()
+            hstream = rt.stream_handle(stream)
+            with lock:
+                sc[0] = float(alpha)
+                sc[1] = float(beta)
+                if hstream != self.stream:
+                    self.binding.set_stream(handle, hstream)
+                    self.stream = hstream
+                gemm_ex(handle, *head, pb, *mid1, pa, *mid2, pc, *tail)
+        return run
 
     def gemm(self, A, B, C, alpha: float, beta: float, trans_a: bool, trans_b: bool,
              tf32: bool, stream) -> None:
-        call = column_major_call(A.shape, B.shape, trans_a, trans_b)
-        if call.m == 0 or call.n == 0:
-            return
-        t = A.dtype.name
-        scalar = ctypes.c_double if t == "f64" else ctypes.c_float
-        al, be_ = scalar(alpha), scalar(beta)
+        """The general path (numpy operands copied through temporaries, foreign arrays)."""
         self.backend.ctx.make_current()
         rt = self.backend.runtime
         hstream = rt.stream_handle(stream)
+        if 0 in C.shape:      # nothing to compute (nor to copy)
+            return
+        run = self.prepare(A.shape, B.shape, A.dtype, trans_a, trans_b, tf32)
         xfer = Transfers(rt, hstream)
         try:
-            ptrs = gemm_pointers(rt, (A, B, C), beta, xfer)
-            args = gemm_args(call, t, tf32, ptrs, ctypes.addressof(al), ctypes.addressof(be_))
-            with self.lock:
-                if hstream != self.stream:
-                    self.binding.set_stream(self.handle, hstream)
-                    self.stream = hstream
-                self.binding.gemm_ex(self.handle, *args)
+            pa, pb, pc = gemm_pointers(rt, (A, B, C), beta, xfer)
+            run(pa, pb, pc, alpha, beta, stream)
             if xfer.temps:
                 xfer.finish()
         finally:

@@ -9,7 +9,10 @@ of kernels: numpy arrays are copied to the device and ``out`` back (nothing is c
 ``out`` when ``beta == 0``); kaio device arrays and objects exporting
 ``__cuda_array_interface__`` (PyTorch, CuPy) are used in place. Every argument is checked before
 anything is copied or launched, and a bad one raises :class:`kaio.LaunchError` naming the
-parameter and what was expected.
+parameter and what was expected. On cuBLAS, calls on kaio device arrays are checked in full once
+per signature (shapes, dtype, transposes, ``tf32``, the scalars' types); later ones re-check only
+what depends on the arrays themselves (:class:`GemmPlan`), which keeps the call cost near the
+binding's own.
 
 Precision: f64 and f32 compute in their own precision (``tf32=True`` lets cuBLAS use TF32 tensor
 cores for f32); f16 and bf16 multiply in tensor cores and accumulate in f32. The reference
@@ -28,6 +31,7 @@ from .device import DeviceArray, check_cuda_array_interface
 from .errors import LaunchError
 
 GEMM_DTYPES = (dt.f16, dt.bf16, dt.f32, dt.f64)
+MAX_PLANS = 256   # signatures kept per BLAS handle (all are dropped when it fills)
 
 
 @dataclass
@@ -110,6 +114,9 @@ def check_gemm(a, b, out, alpha, beta, trans_a, trans_b) -> tuple[Operand, Opera
     if beta != 0 and C is None:
         raise LaunchError("kaio.blas.gemm: parameter 'beta' is nonzero, so 'out' (the matrix it "
                           "scales) must be given")
+    for o in (A, B, C):
+        if o is not None and isinstance(o.value, DeviceArray) and o.value.ptr == 0 and o.value.nbytes:
+            raise LaunchError(f"kaio.blas.gemm: parameter '{o.name}': the device array was freed")
     hosts = {o.on_host for o in (A, B, C) if o is not None}
     if len(hosts) > 1:
         raise LaunchError("kaio.blas.gemm: mix of numpy and device arrays; pass all on the host "
@@ -124,14 +131,60 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
          tf32: bool = False, backend=None, stream=None):
     """``out = alpha * op(a) @ op(b) + beta * out`` by the backend's vendor BLAS; returns ``out``
     (a new array of the inputs' kind when not given). See the module docstring."""
-    A, B, C = check_gemm(a, b, out, alpha, beta, bool(trans_a), bool(trans_b))
     be = backend if backend is not None and not isinstance(backend, str) else get_backend(backend)
+    key = plans = None
+    if type(out) is DeviceArray and type(a) is DeviceArray and type(b) is DeviceArray:
+        blas = be.blas()
+        plans = getattr(blas, "plans", None)   # None: the backend's BLAS does not plan
+    if plans is not None:
+        key = (a.shape, b.shape, out.shape, a.dtype, trans_a, trans_b, tf32, type(alpha), type(beta))
+        try:
+            plan = plans.get(key)
+        except TypeError:   # an unhashable flag: the checked path takes it, unplanned
+            plan = key = None
+        if plan is not None and plan.accepts(a, b, out):
+            plan.run(a.ptr, b.ptr, out.ptr, alpha, beta, stream)
+            return out
+    A, B, C = check_gemm(a, b, out, alpha, beta, bool(trans_a), bool(trans_b))
     m = A.shape[1] if trans_a else A.shape[0]
     n = B.shape[0] if trans_b else B.shape[1]
     if C is None:
         C = _new_out(A, (m, n), be)
-    be.blas().gemm(A, B, C, float(alpha), float(beta), bool(trans_a), bool(trans_b), bool(tf32), stream)
+    blas = be.blas()
+    if key is not None:   # checked device arrays: plan the calls that repeat this one
+        if len(plans) >= MAX_PLANS:
+            plans.clear()
+        plan = plans[key] = GemmPlan(be.runtime, A, B, C, blas.prepare(
+            A.shape, B.shape, A.dtype, bool(trans_a), bool(trans_b), bool(tf32)))
+        if plan.accepts(a, b, out):
+            plan.run(a.ptr, b.ptr, out.ptr, alpha, beta, stream)
+            return out
+    blas.gemm(A, B, C, float(alpha), float(beta), bool(trans_a), bool(trans_b), bool(tf32), stream)
     return C.value
+
+
+class GemmPlan:
+    """What :func:`gemm` knows of every call with one signature (shapes, dtype, transposes, tf32,
+    the scalars' types) of kaio device arrays once :func:`check_gemm` passed one: the backend's
+    prepared call. :meth:`accepts` is what still depends on the arrays themselves (the runtime
+    they live on, freed or not, out overlapping an input); a call it refuses takes the checked
+    path, which raises naming the parameter."""
+
+    __slots__ = ("rt", "na", "nb", "nc", "dtype", "run")
+
+    def __init__(self, rt, A: Operand, B: Operand, C: Operand, run):
+        self.rt, self.dtype, self.run = rt, A.value.dtype, run
+        self.na, self.nb, self.nc = A.value.nbytes, B.value.nbytes, C.value.nbytes
+
+    def accepts(self, a, b, out) -> bool:
+        rt, na, nb, nc = self.rt, self.na, self.nb, self.nc
+        pa, pb, pc = a.ptr, b.ptr, out.ptr
+        return (a.runtime is rt and b.runtime is rt and out.runtime is rt
+                and b.dtype is self.dtype and out.dtype is self.dtype
+                and (pa or not na) and (pb or not nb) and (pc or not nc)   # freed: ptr 0
+                and out is not a and out is not b    # then by address range, as overlaps() does
+                and (not na or not nc or pa >= pc + nc or pc >= pa + na)
+                and (not nb or not nc or pb >= pc + nc or pc >= pb + nb))
 
 
 def _new_out(A: Operand, shape, be) -> Operand:

@@ -162,6 +162,19 @@ def test_default_falls_back_to_ctypes_and_says_why(stand_ins, monkeypatch, broke
         CB.open_binding()
 
 
+def test_default_is_nvmath_else_ctypes(stand_ins, monkeypatch):
+    """The H200 timing (docs/backends.md) made nvmath the default; ctypes when it cannot import."""
+    monkeypatch.delenv("KAIO_CUBLAS_BINDING", raising=False)
+    monkeypatch.delenv("KAIO_CUBLAS", raising=False)
+    assert CB.choose() == ("nvmath", "the default", False)
+    assert _backend(monkeypatch).blas().binding.name == "nvmath"
+    monkeypatch.setattr(CB, "_nvmath_module", None)
+    for mod in ("nvmath", "nvmath.bindings", "nvmath.bindings.cublas"):
+        monkeypatch.setitem(sys.modules, mod, None)   # importing it fails
+    b = _backend(monkeypatch).blas().binding
+    assert b.name == "ctypes" and "nvmath unusable" in b.why and "not installed" in b.why
+
+
 def test_bad_binding_name_is_refused():
     from kaio import config
     with pytest.raises(ValueError, match="KAIO_CUBLAS_BINDING='cffi': choose one of ctypes, nvmath"):
