@@ -179,6 +179,16 @@ def test_amd_code_objects_build(n):
     assert "v_mfma_f32_16x16x16" in EPILOGUE[n].emit("asm", "gfx942")
 
 
+def test_conformance_row_is_bitwise_on_both_warp_widths():
+    from kaio.conformance.cases import all_cases, select
+    from kaio.conformance.rules import BITWISE
+    from kaio.conformance.runner import Options, run_suite
+    (case,) = select(all_cases(), ["feature/fragment_apply"])
+    assert case.rule is BITWISE
+    rep = run_suite(Options(["reference", "reference-w64"], cases=[case], log=lambda m: None))
+    assert rep.failing == [] and {c.status for c in rep.rows[0].cells.values()} <= {"identical"}
+
+
 # --- what is refused, at the user's line ------------------------------------------------------
 def _refused(k, *match, consts=None):
     with pytest.raises(kaio.CompileError) as e:

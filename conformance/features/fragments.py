@@ -1,7 +1,8 @@
 """Matrix fragments (kaio.mma): tiled GEMMs on the matrix units, f16, bf16 and tf32 (f32 data,
 shape m16n8k8), a warp tile of several instruction tiles (``m=32, n=16``) fed from shared
 memory by ``kaio.mma.copy_tile`` (zero fill outside the source, the store skipping elements
-outside C), and integer data.
+outside C), integer data, and element access (``kaio.mma.apply``: a per-group scaled
+accumulation and a bias + relu epilogue).
 
 Rules: products of two f16/bf16 values are exact in f32, but a matrix unit may add them in
 another order and internal precision than the interpreter's documented one (ascending k, f32,
@@ -85,6 +86,64 @@ def fragment_warp_tile(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 
         kaio.mma.store(C, r0, c0, acc)
 
 
+AM, AN, AK, GROUP = 64, 48, 64, 16    # the apply kernel: 16 x 24 warp tiles, a scale per 16 of K
+
+
+@kaio.func
+def _group_step(x, r, c, t, scale, g):
+    return x + t * scale[g, c]
+
+
+@kaio.func
+def _bias_relu(x, r, c, bias):
+    return max(x + bias[r], 0.0)
+
+
+@kaio.kernel(block=THREADS)
+def fragment_apply(A: kaio.In[f16, 2], B: kaio.In[f16, 2], Scale: kaio.In[f32, 2],
+                   Bias: kaio.In[f32, 1], C: kaio.Raw[f32, 2]):
+    """Element access (kaio.mma.apply): 16 x 24 warp tiles (three n-tiles, a lone one on AMD's
+    16-wide MFMA); each K step of 16 multiplied into a temporary folded in as
+    ``acc + tmp * Scale[k / 16, c]``, then ``relu(acc + Bias[r])``."""
+    nw = kaio.block_dim.x // kaio.warp_size
+    warp = kaio.thread_idx.x // kaio.warp_size
+    for base in range(0, (AM // 16) * (AN // 24), nw):
+        t = base + warp
+        r0 = (t // (AN // 24)) * 16
+        c0 = (t % (AN // 24)) * 24
+        acc = kaio.mma.fill(f32, 0.0, n=24)
+        for g in range(0, AK // GROUP):
+            tmp = kaio.mma.mma(kaio.mma.load_a(A, r0, g * GROUP),
+                               kaio.mma.load_b(B, g * GROUP, c0, n=24),
+                               kaio.mma.fill(f32, 0.0, n=24))
+            acc = kaio.mma.apply(_group_step, acc, r0, c0, tmp, Scale, g)
+        kaio.mma.store(C, r0, c0, kaio.mma.apply(_bias_relu, acc, r0, c0, Bias))
+
+
+def _apply_case():
+    g = np.random.default_rng(12)
+    inp = {"a": g.integers(-3, 4, (AM, AK)).astype(np.float16),
+           "b": g.integers(-3, 4, (AK, AN)).astype(np.float16),
+           "scale": (2.0 ** g.integers(-2, 2, (AK // GROUP, AN))).astype(np.float32),
+           "bias": g.integers(-40, 40, AM).astype(np.float32)}
+
+    def run(i):
+        c = np.full((AM, AN), -1.0, np.float32)
+        fragment_apply[1, THREADS](i["a"], i["b"], i["scale"], i["bias"], c)
+        return {"c": c}
+
+    def expected(i):
+        a, b = i["a"].astype(np.float64), i["b"].astype(np.float64)
+        acc = sum(a[:, k:k + GROUP] @ b[k:k + GROUP] * i["scale"][k // GROUP]
+                  for k in range(0, AK, GROUP))
+        return {"c": np.maximum(acc + i["bias"][:, None], 0).astype(np.float32)}
+    return feature("fragment_apply", lambda: inp, run, expected, vs_numpy=BITWISE, rule=BITWISE,
+                   description="kaio.mma.apply: per-group scaled accumulation of two "
+                               "accumulators and a bias + relu epilogue by element (r, c) on "
+                               "16x24 warp tiles; small integers and power-of-two scales, so "
+                               "bitwise on every target")
+
+
 def _random(npdt, shape_a, shape_b, seed):
     g = np.random.default_rng(seed)
     a = g.standard_normal(shape_a).astype(np.float32).astype(npdt)
@@ -166,7 +225,8 @@ def _exact_case():
 
 
 def cases():
-    out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case()]
+    out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case(),
+           _apply_case()]
     for c in out[:4]:
         c.order_dependent = ORDER
     return out
