@@ -12,7 +12,7 @@ branches; region results and loop-carried values are registers written at ``yiel
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir.ops import handler_table
+from ..ir.ops import handler_table, is_pure
 from ..ir.types import BufType, FragType
 from ..passes.expand_math import library_code
 from ..passes.limits import (
@@ -653,12 +653,34 @@ class _Renderer:
         regs = [self.v(v).split(",") for v in (acc, *others)]
         out = self.em.reg(t).split(",")
         coords = ptx_mma.element_coords(self.em, t, self.v(row0), self.v(col0))
+        memo: dict = {}
         for k, (rr, cc) in enumerate(coords):
             for arg, reg in zip((x, r, c, *ys), (regs[0][k], rr, cc, *(g[k] for g in regs[1:]))):
                 self.em.define(arg, reg)
-            self.block(body)
+            self._apply_body(body, memo)
             self._mov(out[k], self.v(body.terminator.operands[0]), t.dtype)
         self.em.define(op.result, ",".join(out))
+
+    def _apply_body(self, body, memo: dict) -> None:
+        """One copy of a mma_apply region. A top-level op whose operands are registers an
+        earlier copy already gave the same op reuses its result: elements of one column share
+        its column register, so ``scale[c]`` is loaded once per column, not once per element
+        (the region has no stores, so a load's value cannot change between copies)."""
+        rows, words = dict(self.rows), dict(self.words)
+        for o in body.ops:
+            if o.opcode == "yield":
+                break
+            key = None
+            if len(o.results) == 1 and not o.regions and id(o) not in self.vec and \
+                    id(o) not in self.pairs and (is_pure(o) or o.opcode == "load"):
+                key = (id(o), tuple(self.v(v) for v in o.operands))
+                if key in memo:
+                    self.em.define(o.result, memo[key])
+                    continue
+            self.op(o)
+            if key is not None:
+                memo[key] = self.v(o.result)
+        self.rows, self.words = rows, words
 
     def op_mma_copy_wait(self, op):
         self.em.ins(f"cp.async.wait_group {op.attrs['pending']}")

@@ -146,6 +146,13 @@ def test_ptx_assembles(arch):
     ptxas(grouped.emit("ptx", arch, group=32), arch)
 
 
+def test_ptx_loads_each_scale_once_per_row_or_column():
+    """A 32 x 16 warp tile is 16 elements per lane in 4 rows and 4 columns: S[c] and Bias[r]
+    are loaded once per column and row (8 loads), not once per element (32)."""
+    ptx = EPILOGUE[16].emit("ptx", "sm_80")
+    assert ptx.count("ld.global.nc.f32") == 8 and ptx.count("max.f32") == 16
+
+
 @pytest.mark.parametrize("n", [8, 24])
 def test_ptx_epilogue_runs_exactly(n):
     args, ref = _epilogue_data(n)
