@@ -11,7 +11,7 @@ of kernels: numpy arrays are copied to the device and ``out`` back (nothing is c
 anything is copied or launched, and a bad one raises :class:`kaio.LaunchError` naming the
 parameter and what was expected. On cuBLAS, calls on kaio device arrays are checked in full once
 per signature (shapes, dtype, transposes, ``tf32``, the scalars' types); later ones re-check only
-what depends on the arrays themselves (:class:`GemmPlan`), which keeps the call cost near the
+what depends on the arrays themselves (:func:`gemm_plan`), which keeps the call cost near the
 binding's own.
 
 Precision: f64 and f32 compute in their own precision (``tf32=True`` lets cuBLAS use TF32 tensor
@@ -142,8 +142,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
             plan = plans.get(key)
         except TypeError:   # an unhashable flag: the checked path takes it, unplanned
             plan = key = None
-        if plan is not None and plan.accepts(a, b, out):
-            plan.run(a.ptr, b.ptr, out.ptr, alpha, beta, stream)
+        if plan is not None and plan(a, b, out, alpha, beta, stream):
             return out
     A, B, C = check_gemm(a, b, out, alpha, beta, bool(trans_a), bool(trans_b))
     m = A.shape[1] if trans_a else A.shape[0]
@@ -154,37 +153,37 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     if key is not None:   # checked device arrays: plan the calls that repeat this one
         if len(plans) >= MAX_PLANS:
             plans.clear()
-        plan = plans[key] = GemmPlan(be.runtime, A, B, C, blas.prepare(
+        plan = plans[key] = gemm_plan(be.runtime, A, B, C, blas.prepare(
             A.shape, B.shape, A.dtype, bool(trans_a), bool(trans_b), bool(tf32)))
-        if plan.accepts(a, b, out):
-            plan.run(a.ptr, b.ptr, out.ptr, alpha, beta, stream)
+        if plan(a, b, out, alpha, beta, stream):
             return out
     blas.gemm(A, B, C, float(alpha), float(beta), bool(trans_a), bool(trans_b), bool(tf32), stream)
     return C.value
 
 
-class GemmPlan:
-    """What :func:`gemm` knows of every call with one signature (shapes, dtype, transposes, tf32,
-    the scalars' types) of kaio device arrays once :func:`check_gemm` passed one: the backend's
-    prepared call. :meth:`accepts` is what still depends on the arrays themselves (the runtime
-    they live on, freed or not, out overlapping an input); a call it refuses takes the checked
-    path, which raises naming the parameter."""
+def gemm_plan(rt, A: Operand, B: Operand, C: Operand, run):
+    """The plan of every :func:`gemm` call with the signature of checked device-array operands
+    ``A``, ``B``, ``C`` (shapes, dtype, transposes, tf32, the scalars' types): ``plan(a, b, out,
+    alpha, beta, stream)`` calls the backend's prepared ``run(a_ptr, b_ptr, out_ptr, alpha, beta,
+    stream)`` and returns True when what still depends on the arrays themselves passes (each on
+    ``rt``, one dtype, none freed, out neither an input nor overlapping one); else it returns
+    False without launching, and the caller takes the checked path, which raises naming the
+    parameter. A closure: its cells are the cheapest state a Python call can read."""
+    dtype = A.value.dtype
+    na, nb, nc = A.value.nbytes, B.value.nbytes, C.value.nbytes
 
-    __slots__ = ("rt", "na", "nb", "nc", "dtype", "run")
-
-    def __init__(self, rt, A: Operand, B: Operand, C: Operand, run):
-        self.rt, self.dtype, self.run = rt, A.value.dtype, run
-        self.na, self.nb, self.nc = A.value.nbytes, B.value.nbytes, C.value.nbytes
-
-    def accepts(self, a, b, out) -> bool:
-        rt, na, nb, nc = self.rt, self.na, self.nb, self.nc
+    def plan(a, b, out, alpha, beta, stream) -> bool:
         pa, pb, pc = a.ptr, b.ptr, out.ptr
-        return (a.runtime is rt and b.runtime is rt and out.runtime is rt
-                and b.dtype is self.dtype and out.dtype is self.dtype
+        if (a.runtime is rt and b.runtime is rt and out.runtime is rt
+                and b.dtype is dtype and out.dtype is dtype
                 and (pa or not na) and (pb or not nb) and (pc or not nc)   # freed: ptr 0
                 and out is not a and out is not b    # then by address range, as overlaps() does
                 and (not na or not nc or pa >= pc + nc or pc >= pa + na)
-                and (not nb or not nc or pb >= pc + nc or pc >= pb + nb))
+                and (not nb or not nc or pb >= pc + nc or pc >= pb + nb)):
+            run(pa, pb, pc, alpha, beta, stream)
+            return True
+        return False
+    return plan
 
 
 def _new_out(A: Operand, shape, be) -> Operand:

@@ -1,5 +1,5 @@
 """kaio.blas.gemm's planned path without a GPU: a call on kaio device arrays is checked in full
-once per signature (kaio.blas.GemmPlan, Cublas.prepare) and later calls only re-check what depends
+once per signature (kaio.blas.gemm_plan, Cublas.prepare) and later calls only re-check what depends
 on the arrays themselves. On the fake CUDA driver with the stand-in cuBLAS bindings of
 tests/test_blas_bindings.py (which compute the product on the fake device memory): repeated calls
 skip the full check, make the same cublasGemmEx call as the checked path and give the same bytes;
