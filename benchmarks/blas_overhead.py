@@ -169,6 +169,17 @@ def measure(cases: dict, sync, calls: int, rounds: int, clock) -> dict:
     return {k: (statistics.median(host[k]), statistics.median(total[k])) for k in cases}
 
 
+def own_cost(results: dict) -> dict:
+    """{binding: kaio.blas.gemm's f32 host us minus the bare binding call's}: kaio's own cost."""
+    out = {}
+    for binding in CB.BINDINGS:
+        call = results.get((f"kaio.blas.gemm {N}^3 f32", binding))
+        bare = results.get((f"cublasGemmEx alone {N}^3 f32", binding))
+        if call and bare:
+            out[binding] = round(call[0] - bare[0], 3)
+    return out
+
+
 def report(results: dict, missing: dict, device: str, fake: bool) -> tuple[str, dict]:
     lines = [f"kaio.blas.gemm call overhead on {device}" + (" (fake driver and bindings: kaio's own "
              "CPU time)" if fake else ""),
@@ -176,6 +187,9 @@ def report(results: dict, missing: dict, device: str, fake: bool) -> tuple[str, 
              "", "| case | binding | host us/call (median) | us/call with sync |", "|---|---|---|---|"]
     for (case, binding), (h, t) in results.items():
         lines.append(f"| {case} | {binding} | {h:.2f} | {t:.2f} |")
+    for binding, d in own_cost(results).items():
+        lines.append(f"| kaio's own: kaio.blas.gemm {N}^3 f32 minus cublasGemmEx alone | {binding} "
+                     f"| {d:.2f} | |")
     for name, why in missing.items():
         lines.append(f"| (all) | {name} | unavailable: {why} | |")
     verdict = {}
@@ -220,6 +234,7 @@ def main() -> int:
     print(text)
     data = {"device": be.props.name, "fake": args.fake, "calls": args.calls, "rounds": args.rounds,
             "default": CB.PREFERRED_BINDING, "missing": missing, "nvmath_minus_ctypes_us": verdict,
+            "kaio_own_us": own_cost(results),
             "us_per_call": {f"{c} [{b}]": [round(h, 3), round(t, 3)] for (c, b), (h, t) in results.items()}}
     print(json.dumps(data))
     if args.out:

@@ -273,3 +273,8 @@ def test_overhead_benchmark_runs_on_fakes(tmp_path):
     assert set(data["nvmath_minus_ctypes_us"]) == {"kaio.blas.gemm 64^3 f16 (f32 accumulation)",
                                                     "kaio.blas.gemm 64^3 f32"}
     assert "PREFERRED_BINDING = " in p.stdout and data["missing"] == {}
+    for binding, d in data["kaio_own_us"].items():   # kaio.blas.gemm minus the bare binding call
+        assert d == pytest.approx(rows[f"kaio.blas.gemm 64^3 f32 [{binding}]"][0]
+                                  - rows[f"cublasGemmEx alone 64^3 f32 [{binding}]"][0], abs=2e-3)
+        assert f"| kaio's own: kaio.blas.gemm 64^3 f32 minus cublasGemmEx alone | {binding} |" in p.stdout
+    assert set(data["kaio_own_us"]) == {"ctypes", "nvmath"}
