@@ -176,6 +176,13 @@ def get_backend(name: str | None = None) -> Backend:
     return be if device is None else be.on_device(device)
 
 
+#: ``get_backend()`` as an expression over this module (named ``backends``), for launch code
+#: compiled from source (kaio.backends.cuda_planned): no call until a device was chosen, and
+#: None where no backend is current yet (the caller then takes its full path)
+CURRENT_SOURCE = ("(backends.get_backend() if backends._devices_chosen"
+                  " else backends._instances.get(backends._current))")
+
+
 def current_device() -> int:
     """The device launches and new arrays, streams and events of this thread use."""
     device = _tls.device

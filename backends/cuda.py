@@ -31,7 +31,8 @@ from ..passes.limits import DYN_SHARED_MARK
 from . import Backend, Compiled, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
-from .runtime import DeviceArray, Transfers, buffer_arg, capture_state, capture_target, captures
+from .cuda_planned import PlannedLaunch
+from .runtime import DeviceArray, Transfers, buffer_arg, capture_target
 from .targets import get_target, nvptx_target_for
 
 #: struct codes of the flat argument dtypes (f16 packs natively; bf16 as its 16-bit pattern)
@@ -155,94 +156,6 @@ class LoadedKernel:
             drv.check("cuLaunchKernel", r, self.name)
 
 
-#: memoryview formats of the flat scalar codes a planned launch writes through a view (f16's
-#: "e" has none: it is packed with struct)
-_VIEW_CODES = frozenset("bBhHiIqQfd")
-
-#: the planned launch, as source: one function per signature, compiled with that signature's
-#: constants as its globals (``env`` in :func:`planned_launcher`), so a launch is one Python
-#: frame with no loops (issue 15: the checked call within 1.2x of a raw cuLaunchKernel)
-_RUN = """
-def run(args, shared_bytes, stream):
-{guard}    if shared_bytes > LIMIT or CAPTURES[0] and capture.graph is not None:
-        return DECLINE(args, shared_bytes, stream)
-    hstream = 0 if stream is None else stream_handle(stream)
-    if tls.current is not CTX:
-        CTX.make_current()
-    try:
-        mine = local.mine
-    except AttributeError:  # this thread's first launch of the signature
-        mine = local.mine = per_thread()
-{writes}    r = cu_launch(FUNCTION, GX, GY, GZ, BX, BY, BZ, shared_bytes + OWN, hstream, mine[0], 0)
-    drv.last_launched = NAME
-    if r[0]:  # CUresult is an int enum: nonzero is an error
-        drv.check("cuLaunchKernel", r, NAME)
-    return True
-"""
-
-
-def planned_launcher(lk: LoadedKernel, ctx, rt, grid, block, values: list, scalars: list):
-    """``launch(args, shared_bytes, stream) -> bool`` for one argument signature of ``lk`` on
-    ``ctx``: parameter buffers of its own with ``values`` (flat, ABI order) packed once, into
-    which a launch writes only the scalars (``scalars``: (flat index, argument index) pairs),
-    each through a memoryview of its slot. The driver reads the buffer during the call, with the
-    GIL released, so each thread has a buffer of its own (no lock on the hot path). It returns
-    False, launching nothing, where the full path must run: above 48 KiB of dynamic shared
-    memory (the function must opt in first) or in a graph capture (which counts its launches).
-    ``launch.guarded(plan, full)`` is the same launch behind ``plan``'s guard
-    (:meth:`LaunchPlan.guard_source`): False where the arguments do not match, ``full(args,
-    shared_bytes, stream)`` where this launch declines (made once per plan)."""
-    packer = lk.packer
-    convert = dict(packer.convert)
-    view_slots = [(i, f) for f, i in scalars if packer.codes[f] in _VIEW_CODES]
-    struct_slots = [(i, f) for f, i in scalars if packer.codes[f] not in _VIEW_CODES]
-
-    def per_thread() -> tuple:
-        """(kernelParams address, a view per view slot, the buffers they keep alive)."""
-        buffer, pointers, address = packer.new_buffer()
-        packer.struct.pack_into(buffer, 0, *values)
-        raw = memoryview(buffer).cast("B")
-        views = [raw[packer.offsets[f]:packer.offsets[f] + struct.calcsize(packer.codes[f])]
-                 .cast(packer.codes[f]) for _, f in view_slots]
-        return (address, *views, buffer, pointers)
-
-    (gx, gy, gz), (bx, by, bz) = grid, block
-    env = {"LIMIT": _DEFAULT_DYN_SHARED - lk.own_shared, "capture": capture_state, "CAPTURES": captures,
-           "stream_handle": rt.stream_handle, "tls": drv.current_context, "CTX": ctx,
-           "local": threading.local(), "per_thread": per_thread, "cu_launch": lk._cuLaunchKernel,
-           "FUNCTION": lk.function, "GX": gx, "GY": gy, "GZ": gz, "BX": bx, "BY": by, "BZ": bz,
-           "OWN": lk.own_shared, "NAME": lk.name, "drv": drv, "DECLINE": lambda *a: False}
-    writes = []
-    for k, (i, f) in enumerate(view_slots, 1):
-        env[f"CONV{f}"] = convert.get(f)
-        value = f"args[{i}]" if f not in convert else f"CONV{f}(args[{i}])"
-        writes.append(f"    mine[{k}][0] = {value}\n")
-    for i, f in struct_slots:  # f16: struct's "e"
-        env[f"PACK{f}"] = struct.Struct("=" + packer.codes[f]).pack_into
-        env[f"OFF{f}"] = packer.offsets[f]
-        writes.append(f"    PACK{f}(mine[-2], OFF{f}, args[{i}])\n")
-    writes = "".join(writes)
-    launch = _compile_run(env, "", writes)
-    made = []  # the guarded launch, made once (a launcher serves one plan)
-
-    def guarded(plan, full):
-        if not made:
-            genv = dict(env, DECLINE=full)
-            guard = plan.guard_source(genv)
-            made.append(_compile_run(genv, guard, writes))
-        return made[0]
-    launch.guarded = guarded
-    return launch
-
-
-def _compile_run(env: dict, guard: str, writes: str):
-    """:data:`_RUN` with its guard and scalar writes, as a function whose globals are ``env``."""
-    code = compile(_RUN.format(guard=guard, writes=writes), "<kaio planned launch>", "exec")
-    scope = dict(env)
-    exec(code, scope)
-    return scope["run"]
-
-
 def _param_plan(compiled: Compiled) -> list:
     """Per IR parameter: None for a scalar, (BufType, numpy dtype, ndim) for a buffer; kept as
     the Compiled object's ``launch_plan`` so a launch does not re-derive it."""
@@ -328,31 +241,32 @@ class CudaBackend(Backend):
     # --- launching ------------------------------------------------------------------------
     def _launch_planned(self, compiled: Compiled, plan, args, shared_bytes=0, stream=None):
         """A checked launch whose buffers are all this device's kaio arrays runs the plan's own
-        launcher (:func:`planned_launcher`: pointers and extents packed once per signature, only
-        the scalars written per launch). Anything else (numpy copies, foreign arrays, syncing
-        after every launch, more than 48 KiB of dynamic shared memory, a graph capture, which
-        counts its launches) goes through ``_launch``."""
+        launcher (:class:`kaio.backends.cuda_planned.PlannedLaunch`: pointers and extents
+        packed once per signature, only the scalars written per launch). Anything else (numpy
+        copies, foreign arrays, syncing after every launch, more than 48 KiB of dynamic shared
+        memory, a graph capture, which counts its launches) goes through ``_launch``."""
         fast = plan.data
         if fast is None:
             fast = plan.data = self._planned_launcher(compiled, plan, args)
-        if not (fast and fast(args, shared_bytes, stream)):
+        if not (fast and fast.run(args, shared_bytes, stream)):
             self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
 
-    def _guarded_launch(self, compiled: Compiled, plan):
-        """``run(args, shared_bytes, stream) -> bool`` for a repeated call (kaio.launch): the
-        plan's guard and its launcher in one function, False where the arguments do not match
-        the plan; None where the plan has no launcher of its own (it runs ``_launch``) or where
-        ``_launch_planned`` is not this class's (a subclass's or a spy's: it must see every
-        launch)."""
+    def _guarded_launch(self, st, compiled: Compiled, plan, shared_bytes: int, stream_given: bool):
+        """``run(args, stream) -> bool`` for a repeated call (kaio.launch): the plan's guard
+        and its launcher in one function, False where this backend and settings ``st`` are not
+        current or the arguments do not match the plan; None where the plan has no launcher of
+        its own (it runs ``_launch``), where ``shared_bytes`` needs the function to opt in
+        first, or where ``_launch_planned`` is not this class's (a subclass's or a spy's: it
+        must see every launch)."""
         fast = plan.data
         if (not fast or type(self)._launch_planned is not CudaBackend._launch_planned
                 or "_launch_planned" in self.__dict__):
             return None
 
-        def full(args, shared_bytes, stream) -> bool:
+        def full(args, stream) -> bool:
             self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
             return True
-        return fast.guarded(plan, full)
+        return fast.guarded(plan, self, st, shared_bytes, stream_given, full)
 
     def _planned_launcher(self, compiled: Compiled, plan, args):
         """The plan's launcher when every buffer is a live kaio array of this device (the plan's
@@ -370,7 +284,8 @@ class CudaBackend(Backend):
                 values.extend(a.shape)
             else:
                 return False
-        return planned_launcher(compiled.handle, self.ctx, rt, plan.grid, plan.block, values, scalars)
+        return PlannedLaunch(compiled.handle, self.ctx, rt, plan.grid, plan.block, values, scalars,
+                             len(params), _DEFAULT_DYN_SHARED)
 
     def _launch(self, compiled: Compiled, grid, block, args, shared_bytes=0, stream=None):
         """Run a launch that ``Backend.launch`` checked; ``args`` in IR parameter order."""

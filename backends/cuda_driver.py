@@ -27,6 +27,10 @@ _tls = _Local()
 #: this thread's current context as ``current_context.current`` (read on every launch)
 current_context = _tls
 _contexts: dict[int, "Context"] = {}
+#: ``contexts_made[0]``: Contexts created in this process. While it is 1, a thread that made that
+#: context current keeps it (kaio makes no other one current), so a planned launch reads its
+#: thread's current context only once there are more (kaio.backends.cuda_planned)
+contexts_made = [0]
 
 #: errors after which the context is unusable (a kernel faulted); named so messages can say so
 STICKY_ERRORS = {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_MISALIGNED_ADDRESS",
@@ -192,6 +196,7 @@ class Context:
 
     def __init__(self, ordinal: int):
         require()
+        contexts_made[0] += 1
         self.ordinal = ordinal
         n = call("cuDeviceGetCount")
         if not 0 <= ordinal < n:

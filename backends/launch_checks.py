@@ -447,23 +447,22 @@ class LaunchPlan:
                 return False
         return True
 
-    def guard_source(self, env: dict) -> str:
-        """:meth:`matches` as the opening lines of a function of ``args`` (indented, one test
-        per argument, ``return False`` where one fails), for a backend that compiles its planned
-        launch into one function; the objects the lines name are added to ``env``."""
-        lines = [f"if len(args) != {self.nargs}: return False"]
+    def guard_source(self, env: dict) -> list[str]:
+        """:meth:`matches` as lines of a function body (indented once, ``return False`` where a
+        test fails) over the arguments unpacked as ``a0, a1, ...`` (their count checked by the
+        caller), one test per argument, for a backend that compiles its planned launch into one
+        function; the objects the lines name are added to ``env``."""
+        lines = []
         for i, cls, rt, ptr, shape, dtype in self.buffers:
             env.update({f"CLS{i}": cls, f"RT{i}": rt, f"PTR{i}": ptr, f"SHAPE{i}": shape,
                         f"DTYPE{i}": dtype})
-            lines += [f"a = args[{i}]",
-                      f"if type(a) is not CLS{i} or a.ptr != PTR{i} or a.dtype is not DTYPE{i}: "
-                      "return False",
-                      f"if a.runtime is not RT{i} or a.shape is not SHAPE{i} and a.shape != SHAPE{i}: "
-                      "return False"]
+            lines.append(f"type(a{i}) is not CLS{i} or a{i}.ptr != PTR{i} or a{i}.dtype is not DTYPE{i}"
+                         f" or a{i}.runtime is not RT{i} or a{i}.shape is not SHAPE{i}"
+                         f" and a{i}.shape != SHAPE{i}")
         for i, ty, lo, hi in self.scalars:
             env.update({f"TY{i}": ty, f"LO{i}": lo, f"HI{i}": hi})
-            lines += [f"a = args[{i}]", f"if type(a) is not TY{i} or not LO{i} <= a <= HI{i}: return False"]
-        return "".join(f"    {line}\n" for line in lines)
+            lines.append(f"type(a{i}) is not TY{i} or not LO{i} <= a{i} <= HI{i}")
+        return [part for line in lines for part in (f"    if {line}:", "        return False")]
 
 
 def _grid_for(part, shape, grid, block, declared, buffer, kernel) -> tuple:

@@ -70,7 +70,7 @@ class KernelFunction(KaioFunction):
         self._resident = [(i, self.params[i].spec.intent != "in") for i in self._buffers]
         self._last = (None, None, None, None)  # (backend, settings, coarsen, Compiled) of the last call
         self._auto = _BoundLaunch(self, None, None, 0, None)  # k(args): kaio picks the shape
-        self._configs: dict = {}  # k[grid, block(, shared)] as written -> its _BoundLaunch
+        self._configs: dict = {}  # k[grid, block(, shared)] as written -> its launch function
 
     # --- specialisation ---------------------------------------------------------------
     def _const_values(self, values: list) -> dict:
@@ -170,20 +170,24 @@ class KernelFunction(KaioFunction):
         return emit(self.specialize_ir(consts), stage, target, self.options)
 
     # --- launching --------------------------------------------------------------------
-    def __getitem__(self, config) -> "_BoundLaunch":
+    def __getitem__(self, config):
+        """The launch function of a configuration (:class:`_BoundLaunch`); one per kernel and
+        configuration of ints, so ``k[grid, block](...)`` in a loop finds it in one lookup."""
         if (type(config) is tuple and len(config) == 2 and type(config[0]) is int
                 and type(config[1]) is int):  # k[blocks, threads], inline: written in loops
-            bound = self._configs.get(config)
-            if bound is not None:
-                return bound
-        plain = _plain_config(config)
-        bound = self._configs.get(config) if plain else None
-        if bound is not None:
-            return bound  # a launch written in a loop keeps its recent plans
-        bound = self._bind(config)
+            launch = self._configs.get(config)
+            if launch is not None:
+                return launch
+            plain = True
+        else:
+            plain = _plain_config(config)
+            launch = self._configs.get(config) if plain else None
+            if launch is not None:
+                return launch
+        launch = self._bind(config).call
         if plain and len(self._configs) < _CONFIGS:
-            self._configs[config] = bound
-        return bound
+            self._configs[config] = launch
+        return launch
 
     def _bind(self, config) -> "_BoundLaunch":
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -198,18 +202,15 @@ class KernelFunction(KaioFunction):
 
     def __call__(self, *args, **kwargs):
         bound = self._auto
-        if bound.recent and not kwargs:
-            if residency.active:  # a scope is open in some thread: its mirrors, if this one's
-                args = swap(self._resident, args)
-            if _launch_recent(bound, args):
-                return None
-        return bound._checked(args, kwargs)
+        if not kwargs and bound.fast(args, None):  # a repeated call (_BoundLaunch.call)
+            return None
+        return bound.slow(args, kwargs)
 
-    def on(self, stream) -> "_BoundLaunch":
+    def on(self, stream):
         """``k.on(stream)(args...)``: the launch kaio shapes (as ``k(args...)``) on ``stream``
         (a kaio.Stream, a torch or CuPy stream, anything with ``__cuda_stream__``, a handle;
         None: the default stream)."""
-        return _BoundLaunch(self, None, None, 0, stream)
+        return _BoundLaunch(self, None, None, 0, stream).call
 
     def _launch(self, bound: "_BoundLaunch", args, kwargs):
         grid, block, shared_bytes, stream = bound.grid, bound.block, bound.shared, bound.stream
@@ -252,6 +253,14 @@ class KernelFunction(KaioFunction):
         if plan.nargs >= 0 and not kwargs and not self._has_consts:
             bound.remember(backend, st, compiled, plan)
 
+    def _forget_plans(self) -> None:
+        """Forget the recent plans of every launch configuration (tests: a freed array's
+        address may come back, and with it another test's plan)."""
+        for launch in self._configs.values():
+            launch.bound.recent = ()
+        self._configs.clear()
+        self._auto.recent = ()
+
     def __repr__(self):
         return f"<kaio.kernel {self.name}({', '.join(p.name for p in self.params)})>"
 
@@ -267,31 +276,50 @@ def _plain_config(config) -> bool:
     if type(config) is not tuple:
         return False
     n = len(config)
-    if n == 2 and type(config[0]) is int and type(config[1]) is int:
-        return True  # k[blocks, threads]: the common case, without the calls below
     return (2 <= n <= 3 and plain_dims(config[0]) and plain_dims(config[1])
             and (n == 2 or type(config[2]) is int))
 
 
-class _BoundLaunch:
-    """A kernel with its launch configuration (None: kaio picks the shape), and the plans of
-    the argument signatures it launched last. A call whose arguments match one of them
-    (:meth:`LaunchPlan.matches`: every check that plan passed holds for them) on the same backend
-    and settings goes straight to the backend; any other call takes the checked path."""
+def _miss(args, stream) -> bool:
+    """A launch configuration's fast path before it has a plan."""
+    return False
 
-    __slots__ = ("kernel", "grid", "block", "shared", "stream", "recent")
+
+class _BoundLaunch:
+    """A kernel with its launch configuration (None: kaio picks the shape) and the plans of
+    the argument signatures it launched last, each kept as a function ``run(args, stream) ->
+    bool`` that launches ``args`` if the backend and settings are those its plan was checked
+    with and they match the plan (:meth:`LaunchPlan.matches`: every check that plan passed
+    holds for them), else returns False. ``call`` is what ``k[grid, block]`` returns: it tries
+    the newest plan's function (``fast``), then :meth:`slow`."""
+
+    __slots__ = ("kernel", "grid", "block", "shared", "stream", "_recent", "fast", "call")
 
     def __init__(self, kernel, grid, block, shared, stream):
         self.kernel, self.grid, self.block, self.shared, self.stream = kernel, grid, block, shared, stream
-        self.recent = ()  # (backend, settings, Compiled, LaunchPlan), newest first
+        self.recent = ()
+        self.call = _launch_function(self)
 
-    def __call__(self, *args, **kwargs):
-        if self.recent and not kwargs:  # _launch_recent, inline: this is the hot path
-            if residency.active:
+    @property
+    def recent(self) -> tuple:
+        """(backend, settings, run, LaunchPlan) of the recent plans, newest first."""
+        return self._recent
+
+    @recent.setter
+    def recent(self, entries: tuple) -> None:
+        self._recent = entries
+        self.fast = entries[0][2] if entries else _miss
+
+    def slow(self, args, kwargs):
+        """A call the newest plan did not launch: the other recent plans, with the arrays
+        resident in a ``kaio.resident`` scope swapped for their mirrors, else the checked path."""
+        recent = self._recent
+        if recent and not kwargs:
+            if residency.active:  # a scope is open in some thread: its mirrors, if this one's
                 args = swap(self.kernel._resident, args)
-            be, st = backends.get_backend(None), settings()
-            for e_be, e_st, run, _ in self.recent:
-                if e_be is be and e_st is st and run(args, self.shared, self.stream):
+            stream = self.stream
+            for _, _, run, _ in recent:
+                if run(args, stream):
                     return None
         return self._checked(args, kwargs)
 
@@ -301,42 +329,48 @@ class _BoundLaunch:
 
     def remember(self, backend, st, compiled, plan) -> None:
         """Keep ``plan`` (checked on ``backend`` under settings ``st``) among the recent ones."""
-        if any(e[3] is plan and e[0] is backend and e[1] is st for e in self.recent):
+        if any(e[3] is plan and e[0] is backend and e[1] is st for e in self._recent):
             return
-        entry = (backend, st, _guarded_launch(backend, compiled, plan), plan)
-        self.recent = (entry, *self.recent[:_RECENT - 1])  # one assignment: thread-safe
+        entry = (backend, st, _guarded_launch(backend, st, compiled, plan, self.shared,
+                                              self.stream is not None), plan)
+        self.recent = (entry, *self._recent[:_RECENT - 1])
 
 
-def _guarded_launch(backend, compiled, plan):
-    """``run(args, shared_bytes, stream) -> bool``: launch ``args`` through ``plan`` if they
-    match it (:meth:`LaunchPlan.matches`), else False. The backend's own where it has one (the
-    CUDA backend compiles the guard and the launch into one function, which declines where its
-    ``_launch_planned`` is replaced: a spy that records launches, e.g. benchmarks/ml_kaio's
-    LaunchSpy, which reloads the settings so that plans kept before it are dropped). Taken from
-    the backend's class: a wrapper that forwards attributes (conformance.targets.Recorder) gets
-    the generic path, through its own ``_launch_planned``."""
+def _launch_function(bound: _BoundLaunch):
+    """``launch(*args, **kwargs)`` for ``bound``: a function, not a method (a call costs less)."""
+    stream = bound.stream
+
+    def launch(*args, **kwargs):
+        if not kwargs and bound.fast(args, stream):
+            return None
+        return bound.slow(args, kwargs)
+    launch.bound = bound
+    launch.__qualname__ = launch.__name__ = f"{bound.kernel.name}[launch]"
+    launch.__doc__ = f"Launch kernel '{bound.kernel.name}' with its configuration (kaio.launch)."
+    return launch
+
+
+def _guarded_launch(backend, st, compiled, plan, shared: int, stream_given: bool):
+    """``run(args, stream) -> bool``: launch ``args`` through ``plan`` if ``backend`` and
+    settings ``st`` are current and they match it (:meth:`LaunchPlan.matches`), else False.
+    The backend's own where it has one (the CUDA backend compiles the whole of it into one
+    function, which declines where its ``_launch_planned`` is replaced: a spy that records
+    launches, e.g. benchmarks/ml_kaio's LaunchSpy, which reloads the settings so that plans
+    kept before it are dropped). Taken from the backend's class: a wrapper that forwards
+    attributes (conformance.targets.Recorder) gets the generic path, through its own
+    ``_launch_planned``."""
     own = getattr(type(backend), "_guarded_launch", None)
-    fused = own(backend, compiled, plan) if own is not None else None
+    fused = own(backend, st, compiled, plan, shared, stream_given) if own is not None else None
     if fused is not None:
         return fused
-    matches = plan.matches
+    matches, current = plan.matches, backends.get_backend
 
-    def run(args, shared_bytes, stream) -> bool:
-        if not matches(args):
+    def run(args, stream) -> bool:
+        if current(None) is not backend or settings() is not st or not matches(args):
             return False
-        backend._launch_planned(compiled, plan, args, shared_bytes, stream)
+        backend._launch_planned(compiled, plan, args, shared, stream)  # looked up: a spy's
         return True
     return run
-
-
-def _launch_recent(bound: _BoundLaunch, args) -> bool:
-    """Launch ``args`` through one of ``bound``'s recent plans, if they match one on this
-    thread's backend and the current settings (which pick the Compiled); False otherwise."""
-    be, st = backends.get_backend(None), settings()
-    for e_be, e_st, run, _ in bound.recent:
-        if e_be is be and e_st is st and run(args, bound.shared, bound.stream):
-            return True
-    return False
 
 
 def kernel(fn=None, *, fast_math: bool = False, max_registers: int | None = None,

@@ -8,7 +8,10 @@ of issuing it. Prints a table and one JSON line. Needs an NVIDIA GPU.
 
 ``--fake`` needs no GPU: it runs against the fake driver of tests/test_cuda_runtime_fake.py with
 a ``cuLaunchKernel`` that does nothing, so the rows are kaio's own Python cost per launch (CPU
-time, which other load on the machine disturbs less than wall time).
+time, which other load on the machine disturbs less than wall time). Where cuda.bindings can load
+a libcuda that does nothing (scripts/stub_libcuda.c: ``LD_LIBRARY_PATH=DIR``), that launch is
+cuda.bindings' own ``cuLaunchKernel``, so the rows include its per-call argument handling as on a
+GPU (the argument forms kaio passes cost what they cost there).
 
 :func:`setup`, :func:`kaio_cases` and :func:`measure` are shared with scripts/bench_cuda_core.py.
 """
@@ -90,8 +93,10 @@ def setup() -> Setup:
                  kaio.device_array(1, kaio.f32), lambda: drv.call("cuCtxSynchronize"))
 
 
-def use_fake_driver() -> None:
-    """Run on the fake driver of tests/test_cuda_runtime_fake.py, its launches doing nothing."""
+def use_fake_driver() -> str:
+    """Run on the fake driver of tests/test_cuda_runtime_fake.py, its launches doing nothing:
+    through cuda.bindings' ``cuLaunchKernel`` where a libcuda stub loads, else a Python no-op
+    (which says)."""
     import os
     import sys
     import tempfile
@@ -101,6 +106,8 @@ def use_fake_driver() -> None:
 
     from kaio.backends import cuda_driver as drv
 
+    bindings = _stub_bindings()
+
     class NoLaunch(FakeDriver):
         done = (0,)
 
@@ -109,7 +116,27 @@ def use_fake_driver() -> None:
 
         def cuModuleLoadData(self, image):
             return 0, ("module", image)
+
+        def cuModuleGetFunction(self, mod, name):
+            r = FakeDriver.cuModuleGetFunction(self, mod, name)
+            return (0, bindings.CUfunction()) if bindings else r
+    if bindings:
+        NoLaunch.cuLaunchKernel = staticmethod(bindings.cuLaunchKernel)
+        NoLaunch.CUresult = bindings.CUresult
     drv.set_driver(NoLaunch())
+    return ("cuda.bindings' cuLaunchKernel on a libcuda stub" if bindings
+            else "a Python no-op (no libcuda stub: scripts/stub_libcuda.c)")
+
+
+def _stub_bindings():
+    """cuda.bindings.driver where its cuLaunchKernel runs (a libcuda stub on a machine without
+    a GPU), else None."""
+    try:
+        from cuda.bindings import driver as d
+        ok = d.cuLaunchKernel(d.CUfunction(), 1, 1, 1, 1, 1, 1, 0, None, 0, 0)[0] == 0
+    except Exception:  # no cuda-python, or no libcuda to load
+        return None
+    return d if ok else None
 
 
 def kaio_cases(st: Setup, launches: int, fake: bool = False) -> dict:
@@ -129,9 +156,13 @@ def kaio_cases(st: Setup, launches: int, fake: bool = False) -> dict:
     def raw():
         d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, addr, 0)
 
+    def raw_none():  # kaio's form: cuda.bindings builds no CUstream for None
+        d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0)
+
     cfg = touch[1, 32]
     cases = {
         "raw cuLaunchKernel (cuda.bindings)": Case(raw, launches),
+        "raw cuLaunchKernel, default stream as None": Case(raw_none, launches),
         "kaio backend.launch(compiled, ...)": Case(
             lambda: st.be.launch(st.compiled, (1, 1, 1), (32, 1, 1), [y, 2.0]), launches),
         "kaio touch[1, 32](y, 2.0)": Case(lambda: cfg(y, 2.0), launches),
@@ -174,7 +205,7 @@ def main() -> None:
     ap.add_argument("--fake", action="store_true", help="no GPU: kaio's own cost on a fake driver")
     args = ap.parse_args()
     if args.fake:
-        use_fake_driver()
+        print("fake driver, launches through", use_fake_driver())
     st = setup()
     cases = kaio_cases(st, args.launches, fake=args.fake)
     clock = time.process_time if args.fake else time.perf_counter

@@ -1,4 +1,4 @@
-"""The fast path of a repeated call (kaio.launch._BoundLaunch.recent): a call whose arguments
+"""The fast path of a repeated call (kaio.launch._BoundLaunch.fast and .recent): a call whose arguments
 match one of the recent plans of its launch configuration goes straight to the backend, without
 even the plan lookup; a call that changes the signature (a dtype, a shape, a numpy array for a
 device array, a freed array, a scalar's type or range) or the backend's settings takes the
@@ -166,7 +166,7 @@ def test_backend_launch_tries_the_last_plan_first(reference, monkeypatch):
 
 def test_cuda_compiled_guard_refuses_what_its_plan_was_not_checked_for(fake, lookups):  # noqa: F811
     """The CUDA backend compiles a plan's guard and launch into one function
-    (kaio.backends.cuda.planned_launcher): every argument change the plan was not checked for
+    (kaio.backends.cuda_planned.PlannedLaunch): every argument change the plan was not checked for
     leaves it for the checked path, which raises what it raises there; the good signature stays
     on it."""
     pytest.importorskip("kaio.backends.ptx")
@@ -176,7 +176,7 @@ def test_cuda_compiled_guard_refuses_what_its_plan_was_not_checked_for(fake, loo
     run = _scale[(1,), (32,)]
     run(2.0, x, y)
     run(3.0, x, y)
-    assert len(lookups) == 1 and run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
+    assert len(lookups) == 1 and run.bound.recent[0][2].__code__.co_filename == "<kaio planned launch>"
     freed = kaio.device_array(32, kaio.f32)
     run(1.0, x, freed)
     freed.free()
@@ -187,6 +187,7 @@ def test_cuda_compiled_guard_refuses_what_its_plan_was_not_checked_for(fake, loo
         "scalar type": (lambda: run(True, x, y), TypeError, "expects a f32 scalar"),
         "scalar range": (lambda: run(1e39, x, y), ValueError, "overflows"),
         "argument count": (lambda: run(1.0, x), TypeError, "missing argument"),
+        "more arguments": (lambda: run(1.0, x, y, y), TypeError, "argument"),
     }
     for what, (launch, error, match) in bad.items():
         launched = len(fake.launches)
@@ -220,7 +221,7 @@ def test_cuda_fast_path_leaves_a_graph_capture_to_the_full_path(fake, lookups): 
             run(a, x, y)
     assert g.launches == 2 and [launch[4] for launch in fake.launches[-2:]] == [g.stream.handle] * 2
     run(5.0, x, y)
-    assert fake.launches[-1][4] == 0 and captures[0] == 0 and len(lookups) == 1
+    assert fake.launches[-1][4] is None and captures[0] == 0 and len(lookups) == 1
     np.testing.assert_array_equal(y.to_host(), 5.0 * np.arange(32, dtype=np.float32))
     g.replay()
     g.synchronize()
@@ -247,7 +248,7 @@ def test_a_launch_spy_sees_repeated_cuda_launches(fake, lookups):  # noqa: F811
         run(3.0, x, y)
     assert [a[0] for *_, a in spy.launches] == [2.0, 3.0] and spy.output() is y
     run(4.0, x, y)
-    assert run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
+    assert run.bound.recent[0][2].__code__.co_filename == "<kaio planned launch>"
     np.testing.assert_array_equal(y.to_host(), 4.0 * np.arange(32, dtype=np.float32))
 
 
@@ -267,3 +268,118 @@ def test_a_forwarding_backend_wrapper_sees_repeated_cuda_launches(fake, lookups)
             run(a, x, y)
     assert len(recorder.log) == 3 and len(lookups) == 1
     np.testing.assert_array_equal(y.to_host(), 3.0 * np.arange(32, dtype=np.float32))
+
+
+@kaio.kernel
+def _nothing():
+    pass
+
+
+def _compiles(monkeypatch) -> list:
+    """Counts the functions the CUDA planned launch compiles from source."""
+    from kaio.backends.cuda_planned import PlannedLaunch
+    made = []
+    original = PlannedLaunch._compile
+
+    def counted(env, lines):
+        made.append(lines[0])
+        return original(env, lines)
+    monkeypatch.setattr(PlannedLaunch, "_compile", staticmethod(counted))
+    return made
+
+
+def test_cuda_fast_path_launches_with_its_configuration(fake, lookups, monkeypatch):  # noqa: F811
+    """A configuration's shared bytes and stream reach the compiled launch (a stream's handle
+    looked up per launch, the default stream passed as None, which cuda.bindings takes without
+    building a CUstream); ``k.on(stream)`` written in a loop compiles its launch once; above
+    48 KiB of dynamic shared memory the generic path opts the function in first."""
+    pytest.importorskip("kaio.backends.ptx")
+    made = _compiles(monkeypatch)
+    fake.kernels["_scale"] = scale_impl
+    x = kaio.to_device(np.arange(32, dtype=np.float32))
+    y = kaio.device_array(32, kaio.f32)
+    want = np.arange(32, dtype=np.float32)
+    run = _scale[(1,), (32,), 1024]
+    for a in (1.0, 2.0, 3.0):
+        run(a, x, y)
+    assert run.bound.fast.__code__.co_filename == "<kaio planned launch>" and len(lookups) == 1
+    assert [launch[3:] for launch in fake.launches[-2:]] == [(1024, None)] * 2
+    np.testing.assert_array_equal(y.to_host(), 3.0 * want)
+    s = kaio.Stream()
+    on_s = _scale[(1,), (32,), 0, s]
+    for a in (4.0, 5.0):
+        on_s(a, x, y)
+    assert fake.launches[-1][3:] == (0, s.handle) and len(lookups) == 2
+    _scale.on(s)(6.0, x, y)  # kaio's launch shape: a plan of its own
+    compiled = len(made)
+    for a in (7.0, 8.0):  # a new configuration each time, with that plan: nothing compiled
+        _scale.on(s)(a, x, y)
+    assert len(made) == compiled and fake.launches[-1][4] == s.handle
+    np.testing.assert_array_equal(y.to_host(), 8.0 * want)
+    big = _scale[(1,), (32,), 60 * 1024]
+    for a in (1.5, 2.5):
+        big(a, x, y)
+    assert big.bound.fast.__code__.co_filename != "<kaio planned launch>"
+    assert fake.launches[-1][3] == 60 * 1024 and 60 * 1024 in fake.func_attrs.values()
+    np.testing.assert_array_equal(y.to_host(), 2.5 * want)
+
+
+def test_cuda_fast_path_follows_the_backend_settings_and_context(fake, lookups, monkeypatch):  # noqa: F811
+    """The compiled launch checks the current backend and settings itself (inline, without
+    the calls): another backend or new settings leave it for the checked path. Its thread's
+    context is made current on a thread's first launch, and again where another context was
+    made current since (once the process has more than one)."""
+    pytest.importorskip("kaio.backends.ptx")
+    from kaio import backends
+    from kaio.backends import cuda_driver
+    fake.kernels["_scale"] = scale_impl
+    x = kaio.to_device(np.arange(32, dtype=np.float32))
+    y = kaio.device_array(32, kaio.f32)
+    want = np.arange(32, dtype=np.float32)
+    run = _scale[(1,), (32,)]
+    run(1.0, x, y)
+    run(2.0, x, y)
+    assert len(lookups) == 1 and len(fake.launches) == 2
+    be = kaio.get_backend()
+    backends.set_backend("reference")  # the CUDA plan must not launch: the reference one runs
+    try:
+        with pytest.raises(TypeError, match="device array of the cuda backend|another backend|cuda"):
+            run(3.0, x, y)
+    finally:
+        backends.set_backend("cuda")
+    assert len(fake.launches) == 2
+    config.reload()  # new settings: checked again (a lookup), then the fast path once more
+    run(4.0, x, y)
+    run(5.0, x, y)
+    assert len(lookups) == 3 and len(fake.launches) == 4
+    made = cuda_driver.contexts_made[0]
+    try:
+        cuda_driver.contexts_made[0] = 2
+        cuda_driver.current_context.current = other = object()  # another context made current
+        run(6.0, x, y)
+        assert cuda_driver.current_context.current is be.ctx is not other
+        cuda_driver.contexts_made[0] = 1  # one context: a thread's first launch makes it current
+        seen = []
+
+        def other_thread():
+            run(7.0, x, y)
+            seen.append(cuda_driver.current_context.current)
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+    finally:
+        cuda_driver.contexts_made[0] = made
+    assert seen == [be.ctx] and len(lookups) == 3 and len(fake.launches) == 6
+    np.testing.assert_array_equal(y.to_host(), 7.0 * want)
+
+
+def test_cuda_fast_path_of_a_kernel_without_arguments(fake, lookups):  # noqa: F811
+    pytest.importorskip("kaio.backends.ptx")
+    fake.kernels["_nothing"] = lambda fake, params, grid, block: None
+    run = _nothing[2, 32]
+    for _ in range(3):
+        run()
+    assert len(lookups) == 1 and run.bound.fast.__code__.co_filename == "<kaio planned launch>"
+    with pytest.raises(TypeError, match="argument"):
+        run(1.0)
+    assert len(fake.launches) == 3 and fake.launches[-1][1:3] == ((2, 1, 1), (32, 1, 1))

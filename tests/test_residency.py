@@ -190,7 +190,7 @@ def _scale(a: f32, x: kaio.In[f32], y: kaio.Out[f32]):
 
 def test_a_scope_on_the_cuda_driver_launches_through_the_compiled_plan(fake, monkeypatch):  # noqa: F811
     """On the (fake) CUDA driver, which reads the parameters as the GPU would: launches in a
-    scope go through the plan's compiled guard and launch (kaio.backends.cuda.planned_launcher)
+    scope go through the plan's compiled guard and launch (kaio.backends.cuda_planned.PlannedLaunch)
     with the mirrors' addresses, and only y comes back."""
     pytest.importorskip("kaio.backends.ptx")
     fake.kernels["_scale"] = scale_impl
@@ -205,7 +205,7 @@ def test_a_scope_on_the_cuda_driver_launches_through_the_compiled_plan(fake, mon
         np.testing.assert_array_equal(scope.fetch(y), 3.0 * x)
         y[:] = 0
     assert len(lookups) == 1 and len(fake.launches) == 4
-    assert run.recent[0][2].__code__.co_filename == "<kaio planned launch>"
+    assert run.bound.recent[0][2].__code__.co_filename == "<kaio planned launch>"
     np.testing.assert_array_equal(y, 3.0 * x)    # the device's y, copied back over the host's
     s = stats.snapshot()
     assert (s["htod_copies"], s["dtoh_copies"]) == (2, 2)  # in on entry; fetch and exit: y only
