@@ -89,22 +89,33 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
             kaio.mma.copy_tile(Bs, B, k0, col0, cols=BN)
 
     @kaio.func
+    def frags(As, Bs, wm, wn, kk):
+        """This warp's A and B fragments of the 16 columns at kk * 16 of a staged K-step."""
+        if trans_a:
+            a = kaio.mma.load_a(As, kk * 16, wm, trans=True, m=WM, k=16)
+        else:
+            a = kaio.mma.load_a(As, wm, kk * 16, m=WM, k=16)
+        if trans_b:
+            b = kaio.mma.load_b(Bs, wn, kk * 16, trans=True, k=16, n=WN)
+        else:
+            b = kaio.mma.load_b(Bs, kk * 16, wn, k=16, n=WN)
+        return a, b
+
+    @kaio.func
+    def lead(As, Bs, wm, wn):
+        return frags(As, Bs, wm, wn, 0)
+
+    @kaio.func
     def step(As, Bs, wm, wn, acc):
-        """acc += this warp's rows of As @ its columns of Bs (one K-step, 16 at a time)."""
-        for kk in kaio.static_range(BK // 16):
-            if trans_a:
-                a = kaio.mma.load_a(As, kk * 16, wm, trans=True, m=WM, k=16)
-            else:
-                a = kaio.mma.load_a(As, wm, kk * 16, m=WM, k=16)
-            if trans_b:
-                b = kaio.mma.load_b(Bs, wn, kk * 16, trans=True, k=16, n=WN)
-            else:
-                b = kaio.mma.load_b(Bs, kk * 16, wn, k=16, n=WN)
+        """acc += this warp's rows of As @ its columns of Bs for one K-step, 16 deep at a time,
+        but the first 16 (``lead``: multiplied before the next K-step's copies go out)."""
+        for kk in kaio.static_range(1, BK // 16):
+            a, b = frags(As, Bs, wm, wn, kk)
             acc = kaio.mma.mma(a, b, acc)
         return acc
 
     origins = warp_origins(BM, BN, WM, WN)
-    k_loop = double_buffered(stage, step, BK)
+    k_loop = double_buffered(stage, step, BK, lead)
 
     @kaio.kernel(block=(threads,))
     def gemm(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Region[ot, 2, out_tiles], alpha: f32,
@@ -146,6 +157,10 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
                 kaio.mma.copy_wait(pending=2 * (S - 2))
                 kaio.sync()
                 nxt = (s + S - 1) % S
+                # the first slice's loads and products before the copies: its loads go out
+                # right after the barrier and the copies issue while the matrix unit works
+                a, b = lead(As[s], Bs[s], wm, wn)
+                acc = kaio.mma.mma(a, b, acc)
                 stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 1) * BK)
                 acc = step(As[s], Bs[s], wm, wn, acc)
         kaio.mma.store(C, row0 + wm, col0 + wn, acc, alpha=alpha, beta=beta)
