@@ -71,6 +71,7 @@ class KernelFunction(KaioFunction):
         self._last = (None, None, None, None)  # (backend, settings, coarsen, Compiled) of the last call
         self._auto = _BoundLaunch(self, None, None, 0, None)  # k(args): kaio picks the shape
         self._configs: dict = {}  # k[grid, block(, shared)] as written -> its launch function
+        self._last_config = (None, None)  # the configuration indexed last, and its launch
 
     # --- specialisation ---------------------------------------------------------------
     def _const_values(self, values: list) -> dict:
@@ -172,21 +173,23 @@ class KernelFunction(KaioFunction):
     # --- launching --------------------------------------------------------------------
     def __getitem__(self, config):
         """The launch function of a configuration (:class:`_BoundLaunch`); one per kernel and
-        configuration of ints, so ``k[grid, block](...)`` in a loop finds it in one lookup."""
+        configuration of ints. ``k[grid, block](...)`` written in a loop indexes with one tuple
+        object (a constant of the caller's code), found by identity."""
+        last = self._last_config
+        if config is last[0]:
+            return last[1]
         if (type(config) is tuple and len(config) == 2 and type(config[0]) is int
-                and type(config[1]) is int):  # k[blocks, threads], inline: written in loops
-            launch = self._configs.get(config)
-            if launch is not None:
-                return launch
+                and type(config[1]) is int):  # k[blocks, threads], inline
             plain = True
         else:
             plain = _plain_config(config)
-            launch = self._configs.get(config) if plain else None
-            if launch is not None:
-                return launch
-        launch = self._bind(config).call
-        if plain and len(self._configs) < _CONFIGS:
-            self._configs[config] = launch
+        launch = self._configs.get(config) if plain else None
+        if launch is None:
+            launch = self._bind(config).call
+            if plain and len(self._configs) < _CONFIGS:
+                self._configs[config] = launch
+        if plain:  # kept alive here: its id is not another object's while it is compared
+            self._last_config = (config, launch)
         return launch
 
     def _bind(self, config) -> "_BoundLaunch":
@@ -259,6 +262,7 @@ class KernelFunction(KaioFunction):
         for launch in self._configs.values():
             launch.bound.recent = ()
         self._configs.clear()
+        self._last_config = (None, None)
         self._auto.recent = ()
 
     def __repr__(self):

@@ -26,8 +26,7 @@ def lookups(monkeypatch):
 def _forget(kernel):
     """Forget the kernel's bound launch configurations and their recent plans (a freed array's
     address may come back, and with it another test's plan), and every plan."""
-    kernel._configs.clear()
-    kernel._auto.recent = ()
+    kernel._forget_plans()
     _cold(kernel)
 
 
@@ -383,3 +382,24 @@ def test_cuda_fast_path_of_a_kernel_without_arguments(fake, lookups):  # noqa: F
     with pytest.raises(TypeError, match="argument"):
         run(1.0)
     assert len(fake.launches) == 3 and fake.launches[-1][1:3] == ((2, 1, 1), (32, 1, 1))
+
+
+def test_a_configuration_indexed_in_a_loop_is_found_by_identity(reference):
+    """``k[grid, block]`` written in a loop indexes with one constant tuple: found by identity
+    (no hashing), and only where it was a plain configuration; any other object is looked up
+    and checked as ever."""
+    _forget(saxpy)
+    x, y = _dev(8, 1.0), _dev(8, 0.0)
+    config = (1, 8)
+    run = saxpy[config]
+    assert saxpy._last_config == (config, run) and saxpy[config] is run
+    assert saxpy[tuple([1, 8])] is run  # an equal tuple: the same configuration, by hash
+    with pytest.raises(kaio.LaunchError, match="grid must be an int"):
+        saxpy[True, 8]
+    s = kaio.Stream()
+    streamed = (1, 8, 0, s)
+    assert saxpy[streamed] is not saxpy[streamed]  # not kept: it would keep the stream alive
+    assert saxpy._last_config[0] is not streamed
+    for _ in range(3):
+        saxpy[config](1.0, x, y)
+    np.testing.assert_array_equal(y.to_host(), np.full(8, 3.0, np.float32))

@@ -132,8 +132,7 @@ def test_nested_scopes_and_arrays_outside_them(backend):
 
 def _forget(kernel):
     """Forget the kernel's recent plans (another test's arrays may have had these addresses)."""
-    kernel._configs.clear()
-    kernel._auto.recent = ()
+    kernel._forget_plans()
 
 
 def test_launches_in_a_scope_take_the_repeated_call_fast_path(backend, monkeypatch):
