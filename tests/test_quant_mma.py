@@ -1,7 +1,8 @@
 """The quantized matmuls on fragments (kaio.kernels.ml.quant_mma): W8A8 on i8 m16n8k32 with the
-scaling epilogue, W4A16 on f16/bf16 m16n8k16 with the weights carried as hi + lo parts (a tiled
-GEMM over the tilings quant_mma.W4_TILES: x by cp.async, the packed weights loaded to registers a
-K-step ahead and dequantized once per K-step into shared tiles). Exact checks on the reference
+scaling epilogue, W4A16 on f16/bf16 m16n8k16 with the exact int4 weights and the group scales
+applied by element access (kaio.mma.apply: acc += (x @ q) * s per group; a tiled GEMM over the
+tilings quant_mma.W4_TILES: x by cp.async, the packed weights loaded to registers a K-step ahead
+and unpacked once per K-step into shared tiles). Exact checks on the reference
 backend at ragged shapes (every W4A16 tiling, both warp widths), small cases run exactly in the
 PTX simulator (tests/ptx_sim.py) and assembled for sm_80/sm_90, and the library's choice of path
 and tiling. The registry cases (tests/test_kernels_ml.py) check them against the numpy
@@ -83,10 +84,30 @@ def _w4a16_tiled(tile, m, k, n, group, name, warp_size=32):
 @pytest.mark.parametrize("case", _RAGGED, ids=lambda c: "x".join(map(str, c)))
 def test_w4a16_every_tiling_is_exact_at_ragged_shapes(tile, case):
     """Within the exact-weight bound at edge shapes, and bit-identical to the default tiling:
-    every tiling accumulates in one order (16-deep slices, hi then lo)."""
+    every tiling accumulates in one order (16-deep slices per group, folded in group order)."""
     (x, packed, scales), y = _w4a16_tiled(tile, *case)
     assert _w4a16_within_exact_bound(x, packed, scales, case[3], y, case[4])
     np.testing.assert_array_equal(y, _w4a16_tiled(quant_mma.W4_DEFAULT, *case)[1])
+
+
+@pytest.mark.parametrize("tile", ["64x64x32_w32x32", "64x64x64_w32x32"])
+def test_w4a16_group_neither_dividing_nor_spanning_the_k_step(tile):
+    """Group 48 against K steps of 32 and 64: a group ends mid-step in some steps and not in
+    others (tested at run time per slice); exact-weight bound, the same bits on both."""
+    case = (20, 192, 40, 48, "f16")
+    (x, packed, scales), y = _w4a16_tiled(tile, *case)
+    assert _w4a16_within_exact_bound(x, packed, scales, 48, y, "f16")
+    np.testing.assert_array_equal(y, _w4a16_tiled("64x64x32_w32x32", *case)[1])
+
+
+def test_w4a16_groups_not_of_16_take_the_scalar_kernel(reference):
+    """A group that splits an m16n8k16 K-slice cannot be folded per slice: the library uses
+    the scalar kernel for it."""
+    assert quant_mma.w4a16_group_ok(32) and not quant_mma.w4a16_group_ok(8)
+    assert not quant._w4a16_builds("f16", 32, quant_mma.W4_DEFAULT, 8)
+    x, packed, scales = _w4a16_inputs(5, 32, 24, 8, np.float16)
+    y = ml.int4_matmul(x, packed, scales, group=8).astype(np.float64)
+    np.testing.assert_allclose(y, quant.int4_matmul_ref(x, packed, scales, 8), rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("tile", ["64x128x32_w32x32", "64x64x64_w32x32"])
@@ -105,8 +126,9 @@ def test_w4a16_tilings_fill_the_gpu_first():
     order = quant_mma.w4a16_tiles(256, 4096)
     assert order[:2] == ["128x64x64_w32x32", "64x128x64_w32x32"]
     assert sorted(order) == sorted(quant_mma.W4_TILES)
-    assert quant_mma.w4a16_tiles(20, 136)[:2] == ["64x64x32_w32x32", "64x64x64_w32x32"]
-    assert quant_mma.w4a16_tiles(8, 16)[:2] == ["64x64x32_w32x32", "64x128x32_w32x32"]
+    assert quant_mma.w4a16_tiles(20, 136)[:2] == ["64x64x64_w32x32", "64x64x32_w32x32"]
+    assert quant_mma.w4a16_tiles(8, 16)[:3] == ["64x64x64_w32x32", "64x64x32_w32x32",
+                                                "64x128x32_w32x32"]
     assert quant_mma.w4a16_tiles(4096, 4096)[0] == "128x128x64_w64x32"
     key = [[256, 4096], 4096, "f16", 128]
     assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
@@ -114,9 +136,10 @@ def test_w4a16_tilings_fill_the_gpu_first():
 
 @pytest.mark.parametrize("name", ["f16", "bf16"])
 def test_w4a16_fragments_are_as_exact_as_f32_accumulation(name, reference):
-    """hi + lo carry every weight q * s exactly: the error is the f32 accumulation's (K * 2**-24
-    of sum |x w|) plus the output's one rounding; one rounded weight part alone would be off by
-    up to 2**-9 (bf16) / 2**-12 (f16) of a weight, far outside this bound."""
+    """The weights are exact (q, scaled in f32 after each group's x @ q): the error is the f32
+    accumulation's (K * 2**-24 of sum |x w|) plus the output's one rounding; a weight q * s
+    rounded once to T would be off by up to 2**-9 (bf16) / 2**-12 (f16) of a weight, far
+    outside this bound."""
     npdt = np.float16 if name == "f16" else kaio.bf16.storage_np
     x, packed, scales = _w4a16_inputs(20, 96, 136, 32, npdt)
     y = ml.int4_matmul(x, packed, scales, group=32).astype(np.float32).astype(np.float64)
@@ -176,17 +199,18 @@ def test_w4a16_ptx_is_exact_in_the_simulator(reference):
 
 def _w4a16_mma_model(x, packed, scales, group):
     """The kernel's arithmetic as the simulator's m16n8k16 defines it (each instruction's sum
-    exact, rounded once to f32): per 16-deep slice of K, acc += x @ hi, then acc += x @ lo, with
-    hi = f16(q * s) and lo = f16(q * s - hi) (exact); y = f16(acc)."""
-    w = quant.unpack_int4(packed).astype(np.float64) * np.repeat(scales.astype(np.float64), group, axis=0)
-    hi = w.astype(np.float16).astype(np.float64)
-    lo = (w - hi).astype(np.float16).astype(np.float64)
-    assert (hi + lo == w).all()
+    exact, rounded once to f32): per group, tmp = x @ q over its 16-deep slices (q the exact
+    int4 weights), then acc = f32(acc + f32(tmp * s)) (kaio.mma.apply's f32 multiply and add);
+    y = f16(acc)."""
+    q = quant.unpack_int4(packed).astype(np.float64)
     x64 = x.astype(np.float64)
-    acc = np.zeros((x.shape[0], w.shape[1]), np.float32)
-    for k0 in range(0, x.shape[1], 16):
-        for part in (hi, lo):   # 17 terms of <= 22 bits within 2**30 of each other: exact in f64
-            acc = (acc + x64[:, k0:k0 + 16] @ part[k0:k0 + 16]).astype(np.float32)
+    acc = np.zeros((x.shape[0], q.shape[1]), np.float32)
+    for g0 in range(0, x.shape[1], group):
+        tmp = np.zeros_like(acc)
+        for k0 in range(g0, g0 + group, 16):   # 17 terms of <= 22 bits: exact in f64
+            tmp = (tmp + x64[:, k0:k0 + 16] @ q[k0:k0 + 16]).astype(np.float32)
+        prod = (tmp.astype(np.float64) * scales[g0 // group].astype(np.float64)).astype(np.float32)
+        acc = (acc.astype(np.float64) + prod).astype(np.float32)
     return acc.astype(np.float16)
 
 
@@ -205,8 +229,9 @@ def test_w4a16_loop_loads_the_weights_before_the_copy_and_the_mma(tile):
 
 
 def test_w4a16_deep_tiling_ptx_is_exact_in_the_simulator():
-    """A 64-deep tiling (two K steps: the prologue's and the loop's dequantization) with a
-    group shorter than the K step (a scale per packed row) and N no multiple of the tile."""
+    """A 64-deep tiling (two K steps: the prologue's and the loop's unpacking) with a group
+    shorter than the K step (four folds per step, at fixed slices) and N no multiple of the
+    tile."""
     tile = "64x64x64_w32x32"
     x, packed, scales = _w4a16_inputs(8, 128, 40, 16, np.float16, seed=4)
     want = _w4a16_mma_model(x, packed, scales, 16)

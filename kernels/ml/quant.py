@@ -256,7 +256,7 @@ def w4a16_launch(dt: str, m: int, n: int, group: int, tile: str | None = None):
     ``quant_mma.w4a16_tiles(m, n)`` that compiles), else (and for f32) the scalar kernel; both
     take (x, packed, scales, y, group)."""
     w = _warp_size()
-    if dt in ("f16", "bf16"):
+    if dt in ("f16", "bf16") and quant_mma.w4a16_group_ok(group):
         for t in [tile] if tile is not None else quant_mma.w4a16_tiles(m, n):
             if tile is not None or _w4a16_builds(dt, w, t, group):   # a named tile must build
                 return quant_mma.w4a16_kernel(dt, w, t)[quant_mma.w4a16_launch_config(m, n, w, t)]
@@ -275,7 +275,8 @@ def _w4a16_builds(dt: str, w: int, tile: str, group: int) -> bool:
     key = (type(be).__name__, getattr(be, "target", None), settings().cuda_codegen, dt, w, tile,
            group)
     if key not in _W4A16_BUILDS:
-        _W4A16_BUILDS[key] = _compiles(quant_mma.w4a16_kernel(dt, w, tile), group=group)
+        _W4A16_BUILDS[key] = quant_mma.w4a16_group_ok(group) and \
+            _compiles(quant_mma.w4a16_kernel(dt, w, tile), group=group)
     return _W4A16_BUILDS[key]
 
 

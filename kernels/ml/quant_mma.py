@@ -9,20 +9,17 @@
 - W4A16 (:func:`w4a16_kernel`): f16/bf16 activations on ``m16n8k16`` fragments, a tiled GEMM
   (tilings :data:`W4_TILES`, chosen per shape by kaio.autotune). Per K-step the block copies
   its x tile with ``copy_tile`` (cp.async) and each thread loads its bytes of the packed weight
-  tile and their group scales into registers; after the warps multiply the previous K-step,
-  the threads dequantize those registers once into shared f16/bf16 tiles, and the warps read
-  them with ldmatrix as the GEMM reads B. A weight ``q * s`` (int4 times an f16/bf16 scale)
-  needs up to 14 significant bits (11 with a bf16 scale), more than f16 (11) or bf16 (8) hold,
-  so it is carried as ``hi = T(q * s)`` and ``lo = fma(q, s, -hi)`` (the exact residual), and
-  both are multiplied: ``x @ hi + x @ lo`` with f32 accumulation equals ``x @ (q * s)`` up to
-  the f32 accumulation the scalar kernel has too (exact for bf16, and for f16 whenever the
-  scales are normal, >= 2**-14; smaller f16 scales lose at most 2**-25 absolute per weight in
-  ``lo``). One rounding of the weight (what cuBLAS on f16-dequantized weights computes) is not
-  enough for the registry's tolerance (atol = rtol = 1e-3 in f16): at 256 x 4096 x 4096, group
-  128, it leaves ~850 of the 1M outputs outside it, by up to 1.9x. Applying the scale outside
-  the multiply (x @ q per group, then ``* s``) would halve the matrix work but needs
-  per-element access to accumulator fragments, which kaio.mma does not offer. The output is
-  rounded once to T (``kaio.mma.store``).
+  tile into registers; after the warps multiply the previous K-step, the threads write those
+  bytes' int4 values once into a shared f16/bf16 tile (-8..7: exact in either), and the warps
+  read it with ldmatrix as the GEMM reads B. The scale is applied outside the multiply: per
+  quantization group the warps accumulate ``tmp = x @ q`` in f32 (exact products), and where
+  the group ends fold it in as ``acc += tmp * s[g, c]`` in f32 by element access
+  (``kaio.mma.apply``): one matrix product per K-slice and exact weights. (A weight ``q * s``
+  rounded once to f16 -- what cuBLAS on f16-dequantized weights computes -- leaves ~850 of the
+  1M outputs of 256 x 4096 x 4096, group 128, outside the registry's atol = rtol = 1e-3; the
+  kernel before element access carried it as two f16 parts and multiplied both.) Groups are
+  multiples of 16 (one ``m16n8k16`` K-slice), which :mod:`.quant` checks before choosing this
+  kernel. The output is rounded once to T (``kaio.mma.store``).
 
 :mod:`kaio.kernels.ml.quant` launches them where the backend compiles them (W4A16 everywhere
 fragments are lowered; W8A8 where ``m16n8k32`` is: kaio's PTX path, the LLVM nvptx64 path,
@@ -93,11 +90,12 @@ def w8a8_launch_config(m: int, n: int, warp_size: int = 32):
 
 
 #: W4A16 tilings: block tile (BM, BN), K step BK, warp tile (WM, WN); :func:`w4a16_tiles` orders
-#: them per shape. The first (:data:`W4_DEFAULT`), at 2 * (BM (BK + 8) + 2 BK (BN + 8)) * 2 bytes
-#: = 45 KiB, fits the 48 KiB every NVIDIA path allows statically, and 64x64x32 (28 KiB); the
-#: others use kaio's PTX path's dynamic shared memory and are skipped where a target refuses
-#: them. At the bench shape (M = 256, N = 4096) 64 x 128 and 128 x 64 tiles make 128 blocks for
-#: the H200's 132 SMs, 64 x 64 tiles 256 (two per SM), 128 x 128 tiles 64.
+#: them per shape. Shared memory is 2 * (BM (BK + 8) + BK (BN + 8)) * 2 bytes
+#: (:func:`w4a16_shared_bytes`): the 32-deep tilings and 64x64x64 fit the 48 KiB every NVIDIA
+#: path allows statically; the others (52 to 70 KiB) use kaio's PTX path's dynamic shared
+#: memory and are skipped where a target refuses them. At the bench shape (M = 256, N = 4096)
+#: 64 x 128 and 128 x 64 tiles make 128 blocks for the H200's 132 SMs, 64 x 64 tiles 256 (two
+#: per SM), 128 x 128 tiles 64.
 W4_TILES = {
     "64x128x32_w32x32": (64, 128, 32, 32, 32),
     "64x128x64_w32x32": (64, 128, 64, 32, 32),
@@ -129,29 +127,39 @@ def w4a16_geometry(tile: str, warp_size: int = 32):
 
 
 @kaio.func
-def _row_at(packed, scales, kb, n, ok, s, group, step, live):
-    """(packed[kb, n] as i32, its scale) where ``live`` (a compile-time flag), column n ok and
-    row kb in range, else (0, 0): the scale is ``s`` (the K-step's) when groups span whole
-    K-steps of ``step``, else row (2 kb) // group's."""
+def _byte_at(packed, kb, n, ok, live):
+    """packed[kb, n] as i32 where ``live`` (a compile-time flag), column n ok and row kb in
+    range, else 0 (a zero weight)."""
     v = i32(0)
-    c = s
     if live:
         if ok and kb < packed.shape[0]:
             v = i32(packed[kb, n])
-            if group % step != 0:
-                c = scales[_over(kb, group // 2), n]
-    return v, c
+    return v
 
 
 @kaio.func
-def _step_scale(packed, scales, k0, n, ok, group, step, live):
-    """The scale of the K-step at k0, column n, where groups span whole K-steps of ``step`` and
-    ``live`` (compile-time flags), the column ok and the step inside the weights; else 0."""
-    s = scales.dtype(0.0)
-    if live and group % step == 0:
-        if ok and k0 < 2 * packed.shape[0]:
-            s = scales[_over(k0, group), n]
-    return s
+def _fold(x, r, c, t, scales, g):
+    """The accumulator element plus the group's product times its scale, in f32. Indices are
+    clamped into the scales: past the weights' columns (edge tiles) or their groups (the
+    zero-filled K tail) tmp is 0, so the element stays x."""
+    s = f32(scales[min(g, scales.shape[0] - 1), min(c, scales.shape[1] - 1)])
+    return x + t * s
+
+
+@kaio.func
+def _group_ends(end, at, group, step):
+    """Whether a quantization group ends at K offset ``end`` (``at``: end's offset inside its K
+    step of ``step``): decided at compile time where groups divide the step (at fixed slices)
+    or span whole steps (never mid-step), else tested (uniform across the block)."""
+    r = False
+    if step % group == 0:
+        r = at % group == 0
+    elif group % step == 0:
+        if at == step:
+            r = _over(end, group) * group == end
+    else:
+        r = _over(end, group) * group == end
+    return r
 
 
 @kaio.func
@@ -170,78 +178,69 @@ def _over(k, d):
 
 @functools.lru_cache(maxsize=None)
 def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
-    """y = x @ dequant(w) on f16/bf16 fragments (``dt``) for one tiling of :data:`W4_TILES`.
+    """y = x @ dequant(w) on f16/bf16 fragments (``dt``) for one tiling of :data:`W4_TILES`;
+    ``group`` a multiple of 16.
 
-    Per K-step each thread loads its bytes of the packed weight tile (and their group scales)
-    into registers, the block copies its x tile with ``copy_tile`` (cp.async), the warps
-    multiply the previous step, and then the threads dequantize those registers into the shared
-    hi and lo tiles (``hi = T(q * s)``, ``lo = fma(q, s, -hi)``: the exact residual); one
-    barrier, and the two pairs of shared tiles swap (double buffering). The loads come before
-    the copy on purpose: the copy's branches keep ptxas from sinking them below the mma (issued
-    after the copy, they were scheduled after the step's HMMAs, their latency exposed)."""
+    Per K-step each thread loads its bytes of the packed weight tile into registers, the block
+    copies its x tile with ``copy_tile`` (cp.async), the warps multiply the previous step into
+    the group's ``tmp`` (folding it into ``acc`` with its scales where a group ends), and then
+    the threads write the int4 values of their bytes into the shared weight tile; one barrier,
+    and the two pairs of shared tiles swap (double buffering). The loads come before the copy on
+    purpose: the copy's branches keep ptxas from sinking them below the mma (issued after the
+    copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
     BM_, BN_, BK_, WM_, WN_ = W4_TILES[tile]
     RS, NR, NC = w4a16_geometry(tile, warp_size)[1:]
     NB = NR * NC
 
     @kaio.func
-    def pick(P, S, kb, n, ok, s, g, i):
-        """This thread's packed byte i (row i // NC, column i % NC) with its scale."""
-        return _row_at(P, S, kb + RS * (i // NC), n + CW * (i % NC), ok[i % NC], s[i % NC], g,
-                       BK_, i < NB)
+    def pick(P, kb, n, ok, i):
+        """This thread's packed byte i (row i // NC, column i % NC)."""
+        return _byte_at(P, kb + RS * (i // NC), n + CW * (i % NC), ok[i % NC], i < NB)
 
     @kaio.func
-    def fetch(P, S, k0, n, ty, g):
-        """This thread's packed bytes (P) of the K-step at k0 with their scales (S, group g):
-        MAXNB pairs (entries past NB are never loaded; entry i: row i // NC, column i % NC),
-        zeros outside the weights. The values stay in registers across the step's mma (a
-        local_array would live on the stack: ptxas keeps it there when copy_tile's fallback
-        loop is in the kernel)."""
+    def fetch(P, k0, n, ty):
+        """This thread's packed bytes of the K-step at k0: MAXNB values (entries past NB are
+        never loaded; entry i: row i // NC, column i % NC), zeros outside the weights. They stay
+        in registers across the step's mma (a local_array would live on the stack: ptxas keeps
+        it there when copy_tile's fallback loop is in the kernel)."""
         ok = (n < P.shape[1], n + CW < P.shape[1], n + 2 * CW < P.shape[1], n + 3 * CW < P.shape[1])
-        s = (_step_scale(P, S, k0, n, ok[0], g, BK_, NC > 0),
-             _step_scale(P, S, k0, n + CW, ok[1], g, BK_, NC > 1),
-             _step_scale(P, S, k0, n + 2 * CW, ok[2], g, BK_, NC > 2),
-             _step_scale(P, S, k0, n + 3 * CW, ok[3], g, BK_, NC > 3))
         kb = (k0 >> 1) + ty
-        return (pick(P, S, kb, n, ok, s, g, 0), pick(P, S, kb, n, ok, s, g, 1),
-                pick(P, S, kb, n, ok, s, g, 2), pick(P, S, kb, n, ok, s, g, 3),
-                pick(P, S, kb, n, ok, s, g, 4), pick(P, S, kb, n, ok, s, g, 5),
-                pick(P, S, kb, n, ok, s, g, 6), pick(P, S, kb, n, ok, s, g, 7),
-                pick(P, S, kb, n, ok, s, g, 8), pick(P, S, kb, n, ok, s, g, 9),
-                pick(P, S, kb, n, ok, s, g, 10), pick(P, S, kb, n, ok, s, g, 11),
-                pick(P, S, kb, n, ok, s, g, 12), pick(P, S, kb, n, ok, s, g, 13),
-                pick(P, S, kb, n, ok, s, g, 14), pick(P, S, kb, n, ok, s, g, 15))
+        return (pick(P, kb, n, ok, 0), pick(P, kb, n, ok, 1), pick(P, kb, n, ok, 2),
+                pick(P, kb, n, ok, 3), pick(P, kb, n, ok, 4), pick(P, kb, n, ok, 5),
+                pick(P, kb, n, ok, 6), pick(P, kb, n, ok, 7), pick(P, kb, n, ok, 8),
+                pick(P, kb, n, ok, 9), pick(P, kb, n, ok, 10), pick(P, kb, n, ok, 11),
+                pick(P, kb, n, ok, 12), pick(P, kb, n, ok, 13), pick(P, kb, n, ok, 14),
+                pick(P, kb, n, ok, 15))
 
     @kaio.func
-    def dequant(Wh, Wl, e, tx, ty):
-        """Shared hi + lo = q * s exactly for this thread's bytes (low nibble: even k)."""
+    def unpack(Wq, e, tx, ty):
+        """Shared Wq = q (exact in T) for this thread's bytes (low nibble: even k)."""
         for i in kaio.static_range(NB):
             r = 2 * (ty + RS * (i // NC))
             c = tx + CW * (i % NC)
             for h in range(2):      # a loop (ptxas unrolls it): half the stores to race-check
-                b, s = e[i]
-                qf = T((b << (28 - 4 * h)) >> 28)           # the signed nibble
-                hi = qf * s                                  # q * s rounded once
-                Wh[r + h, c] = hi
-                Wl[r + h, c] = kaio.math.fma(qf, s, -hi)     # the residual, exact
+                Wq[r + h, c] = T((e[i] << (28 - 4 * h)) >> 28)     # the signed nibble
 
     @kaio.func
-    def step(Xs, Wh, Wl, wm, wn, acc):
+    def step(Xs, Wq, wm, wn, acc, tmp, k0, S, r0, c0, group):
+        """One K-step into tmp, folded into acc (acc += tmp * S[g, c]) where a group ends."""
         for kk in kaio.static_range(BK_ // 16):
             a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
-            acc = kaio.mma.mma(a, kaio.mma.load_b(Wh, kk * 16, wn, k=16, n=WN_), acc)
-            acc = kaio.mma.mma(a, kaio.mma.load_b(Wl, kk * 16, wn, k=16, n=WN_), acc)
-        return acc
+            tmp = kaio.mma.mma(a, kaio.mma.load_b(Wq, kk * 16, wn, k=16, n=WN_), tmp)
+            end = k0 + 16 * (kk + 1)
+            if _group_ends(end, 16 * (kk + 1), group, BK_):
+                acc = kaio.mma.apply(_fold, acc, r0, c0, tmp, S, _over(end, group) - 1)
+                tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        return acc, tmp
 
     @kaio.kernel(block=(CW, RS))        # 2-d: x walks a packed row's columns, y the rows
     def matmul_w4a16_mma(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2], scales: kaio.In[T, 2],
                          y: kaio.Raw[T, 2], group: kaio.Const[int]):
         Xs0 = kaio.shared_array(T, (BM_, BK_ + QPAD))
-        Wh0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
-        Wl0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Wq0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
         Xs1 = kaio.shared_array(T, (BM_, BK_ + QPAD))
-        Wh1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
-        Wl1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Wq1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
         tx = kaio.thread_idx.x
         ty = kaio.thread_idx.y
         warp = (ty * CW + tx) // kaio.warp_size
@@ -251,20 +250,21 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
         col0 = kaio.block_idx.x * BN_
         n = col0 + tx
         acc = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
         kaio.mma.copy_tile(Xs0, x, row0, 0, cols=BK_)
-        e = fetch(packed, scales, 0, n, ty, group)
-        dequant(Wh0, Wl0, e, tx, ty)
+        unpack(Wq0, fetch(packed, 0, n, ty), tx, ty)
         kaio.sync()
         for k0 in range(0, x.shape[1], 2 * BK_):
-            e = fetch(packed, scales, k0 + BK_, n, ty, group)
+            e = fetch(packed, k0 + BK_, n, ty)
             kaio.mma.copy_tile(Xs1, x, row0, k0 + BK_, cols=BK_)
-            acc = step(Xs0, Wh0, Wl0, wm, wn, acc)
-            dequant(Wh1, Wl1, e, tx, ty)
+            acc, tmp = step(Xs0, Wq0, wm, wn, acc, tmp, k0, scales, row0 + wm, col0 + wn, group)
+            unpack(Wq1, e, tx, ty)
             kaio.sync()
-            e = fetch(packed, scales, k0 + 2 * BK_, n, ty, group)
+            e = fetch(packed, k0 + 2 * BK_, n, ty)
             kaio.mma.copy_tile(Xs0, x, row0, k0 + 2 * BK_, cols=BK_)
-            acc = step(Xs1, Wh1, Wl1, wm, wn, acc)
-            dequant(Wh0, Wl0, e, tx, ty)
+            acc, tmp = step(Xs1, Wq1, wm, wn, acc, tmp, k0 + BK_, scales, row0 + wm, col0 + wn,
+                            group)
+            unpack(Wq0, e, tx, ty)
             kaio.sync()
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
 
@@ -282,9 +282,14 @@ STATIC_SHARED = 48 * 1024
 
 
 def w4a16_shared_bytes(tile: str) -> int:
-    """Shared memory of a W4A16 tiling: two stages of the x tile and the hi and lo tiles."""
+    """Shared memory of a W4A16 tiling: two stages of the x tile and the weight tile."""
     bm, bn, bk = W4_TILES[tile][:3]
-    return 2 * (bm * (bk + QPAD) + 2 * bk * (bn + QPAD)) * 2
+    return 2 * (bm * (bk + QPAD) + bk * (bn + QPAD)) * 2
+
+
+def w4a16_group_ok(group: int) -> bool:
+    """Whether :func:`w4a16_kernel` takes quantization groups of ``group`` (K-slices of 16)."""
+    return group > 0 and group % 16 == 0
 
 
 #: blocks that fill an H200 (132 SMs) to within a few percent
