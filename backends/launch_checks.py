@@ -321,7 +321,7 @@ class LaunchChecks:
         for i, is_buf in self.kinds:
             a, t = args[i], self.types[i]
             if is_buf:
-                bufs.append((i, type(a), a.runtime, a.ptr, a.shape, a.dtype))
+                bufs.append((i, type(a), a._launch_key))  # (runtime, ptr, shape, dtype)
                 continue
             ty = type(a)
             if ty not in (bool, int, float):
@@ -352,7 +352,7 @@ class LaunchChecks:
             if not is_buf:
                 key.append(type(a))
             elif getattr(type(a), "__kaio_device__", False):
-                key.extend((a.runtime, a.ptr, a.shape, a.dtype))
+                key.append(a._launch_key)  # (runtime, ptr, shape, dtype)
             else:
                 return None
         for i in self.scalars:
@@ -430,16 +430,15 @@ class LaunchPlan:
 
     def matches(self, args) -> bool:
         """Whether ``args`` have this plan's signature (the launch shape aside), so that every
-        check it passed holds for them: the same array objects' class, runtime, address, shape
-        and dtype (compared by identity, which only errs towards a miss), each scalar's type,
+        check it passed holds for them: each array's class, and its runtime, address, shape and
+        dtype (``DeviceArray._launch_key``, one tuple: the same object, or equal), each scalar's type,
         and each scalar within its checked range (a NaN or an infinity misses, and is checked
         in full). False for a plan that keeps no guard."""
         if len(args) != self.nargs:
             return False
-        for i, cls, rt, ptr, shape, dtype in self.buffers:
+        for i, cls, key in self.buffers:
             a = args[i]
-            if (type(a) is not cls or a.ptr != ptr or a.shape != shape or a.dtype is not dtype
-                    or a.runtime is not rt):
+            if type(a) is not cls or a._launch_key is not key and a._launch_key != key:
                 return False
         for i, ty, lo, hi in self.scalars:
             a = args[i]
@@ -453,12 +452,10 @@ class LaunchPlan:
         caller), one test per argument, for a backend that compiles its planned launch into one
         function; the objects the lines name are added to ``env``."""
         lines = []
-        for i, cls, rt, ptr, shape, dtype in self.buffers:
-            env.update({f"CLS{i}": cls, f"RT{i}": rt, f"PTR{i}": ptr, f"SHAPE{i}": shape,
-                        f"DTYPE{i}": dtype})
-            lines.append(f"type(a{i}) is not CLS{i} or a{i}.ptr != PTR{i} or a{i}.dtype is not DTYPE{i}"
-                         f" or a{i}.runtime is not RT{i} or a{i}.shape is not SHAPE{i}"
-                         f" and a{i}.shape != SHAPE{i}")
+        for i, cls, key in self.buffers:
+            env.update({f"CLS{i}": cls, f"KEY{i}": key})
+            lines.append(f"type(a{i}) is not CLS{i} or a{i}._launch_key is not KEY{i}"
+                         f" and a{i}._launch_key != KEY{i}")
         for i, ty, lo, hi in self.scalars:
             env.update({f"TY{i}": ty, f"LO{i}": lo, f"HI{i}": hi})
             lines.append(f"type(a{i}) is not TY{i} or not LO{i} <= a{i} <= HI{i}")

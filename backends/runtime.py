@@ -334,6 +334,9 @@ class DeviceArray:
         else:
             self.ptr = rt.alloc(self.nbytes)
             self._finalizer = weakref.finalize(self, quietly, rt.free, self.ptr)
+        # what a launch's checks read of the array, as one object a repeated call compares
+        # (LaunchPlan.matches); replaced where the array changes (free)
+        self._launch_key = (rt, self.ptr, self.shape, self.dtype)
 
     @property
     def ndim(self) -> int:
@@ -437,6 +440,7 @@ class DeviceArray:
         if self._finalizer is not None:
             self._finalizer()
         self.ptr = 0  # later use raises instead of touching freed memory
+        self._launch_key = (self.runtime, 0, self.shape, self.dtype)
 
     def __repr__(self) -> str:
         return (f"<kaio.DeviceArray {self.dtype}{list(self.shape)} on {self.runtime.where()} "

@@ -403,3 +403,26 @@ def test_a_configuration_indexed_in_a_loop_is_found_by_identity(reference):
     for _ in range(3):
         saxpy[config](1.0, x, y)
     np.testing.assert_array_equal(y.to_host(), np.full(8, 3.0, np.float32))
+
+
+def test_the_guard_compares_each_arrays_launch_key(reference, lookups):
+    """A plan's guard compares an array's (runtime, address, shape, dtype) as one tuple
+    (``DeviceArray._launch_key``): another array object over the same memory with the same
+    shape and dtype takes the fast path; freeing an array changes its key, so its plans miss."""
+    from kaio.backends.runtime import DeviceArray
+    _forget(saxpy)
+    x, y = _dev(8, 1.0), _dev(8, 0.0)
+    run = saxpy[(1,), (8,)]
+    run(1.0, x, y)
+    same = DeviceArray(y.shape, y.dtype, runtime=y.runtime, _ptr=y.ptr, _owner=y)
+    assert same._launch_key == y._launch_key and same._launch_key is not y._launch_key
+    run(1.0, x, same)
+    assert lookups == ["saxpy"]
+    np.testing.assert_array_equal(y.to_host(), np.full(8, 2.0, np.float32))
+    z = _dev(8, 0.0)
+    run(1.0, x, z)
+    z.free()
+    assert z._launch_key == (z.runtime, 0, (8,), np.dtype(np.float32))
+    with pytest.raises(Exception, match="freed|released|null|0x0"):
+        run(1.0, x, z)
+    assert lookups == ["saxpy"] * 3
