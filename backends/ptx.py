@@ -653,7 +653,8 @@ class _Renderer:
         regs = [self.v(v).split(",") for v in (acc, *others)]
         out = self.em.reg(t).split(",")
         coords = ptx_mma.element_coords(self.em, t, self.v(row0), self.v(col0))
-        memo: dict = {}
+        # a region that writes memory (checked mode's fault record) reuses nothing
+        memo = None if any(o.opcode in ("store", "atomic") for o in body.walk()) else {}
         for k, (rr, cc) in enumerate(coords):
             for arg, reg in zip((x, r, c, *ys), (regs[0][k], rr, cc, *(g[k] for g in regs[1:]))):
                 self.em.define(arg, reg)
@@ -661,17 +662,19 @@ class _Renderer:
             self._mov(out[k], self.v(body.terminator.operands[0]), t.dtype)
         self.em.define(op.result, ",".join(out))
 
-    def _apply_body(self, body, memo: dict) -> None:
+    def _apply_body(self, body, memo: dict | None) -> None:
         """One copy of a mma_apply region. A top-level op whose operands are registers an
         earlier copy already gave the same op reuses its result: elements of one column share
         its column register, so ``scale[c]`` is loaded once per column, not once per element
-        (the region has no stores, so a load's value cannot change between copies)."""
+        (``memo`` is None where the region writes memory: otherwise a load's value cannot
+        change between copies)."""
         rows, words = dict(self.rows), dict(self.words)
         for o in body.ops:
             if o.opcode == "yield":
                 break
             key = None
-            if len(o.results) == 1 and not o.regions and id(o) not in self.vec and \
+            if memo is not None and len(o.results) == 1 and not o.regions and \
+                    id(o) not in self.vec and \
                     id(o) not in self.pairs and (is_pure(o) or o.opcode == "load"):
                 key = (id(o), tuple(self.v(v) for v in o.operands))
                 if key in memo:

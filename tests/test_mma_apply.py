@@ -274,6 +274,24 @@ def test_apply_under_a_thread_dependent_branch_is_refused():
     assert err.kind == "divergent-collective"
 
 
+@kaio.kernel(checked=True)
+def checked_epilogue(A: kaio.In[f16, 2], B: kaio.In[f16, 2], S: kaio.In[f32, 1],
+                     Bias: kaio.In[f32, 1], C: kaio.Raw[f32, 2]):
+    acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0), kaio.mma.load_b(B, 0, 0), kaio.mma.fill(f32, 0.0))
+    kaio.mma.store(C, 0, 0, kaio.mma.apply(_scale_bias_relu, acc, 0, 0, S, Bias))
+
+
+def test_checked_mode_checks_the_loads_of_fn(reference):
+    """Checked mode adds its fault record's atomic and stores inside the region: the targets
+    build it, and an out-of-bounds S[c] is reported at fn's line."""
+    ptxas(checked_epilogue.emit("ptx", "sm_80"), "sm_80")
+    assert "@llvm.amdgcn.mfma" in checked_epilogue.emit("llvm", "gfx942")
+    a, b = np.ones((16, 16), np.float16), np.ones((16, 8), np.float16)
+    with pytest.raises(kaio.KaioError, match="load from 'S' at index \\(4,\\) is out of bounds"):
+        checked_epilogue[1, 32](a, b, np.ones(4, np.float32), np.zeros(16, np.float32),
+                                np.zeros((16, 8), np.float32))
+
+
 # --- the H200 (the lead's run) ----------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [8, 24])

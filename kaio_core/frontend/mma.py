@@ -276,7 +276,7 @@ class MmaMixin:
             self.b.yield_(self.convert(res, t.dtype, node,
                                        f"the value @kaio.func '{fn.obj.name}' returns"))
         for inner in body.walk():
-            if inner.opcode in MMA_APPLY_FORBIDDEN:
+            if inner.opcode in MMA_APPLY_FORBIDDEN + ("store", "atomic"):
                 raise self.err(node, f"@kaio.func '{fn.obj.name}' passed to kaio.mma.apply "
                                      f"contains '{inner.opcode}' (line "
                                      f"{inner.loc.line if inner.loc else '?'})",

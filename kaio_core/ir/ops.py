@@ -114,11 +114,13 @@ SPECS.update(_specs("mma", ["mma_copy_wait"], False, attrs={"pending": Int(0)}))
 #: enclosing matrix, row0 + i and col0 + j; y...: the other fragments' elements at (i, j)).
 #: Warp-collective like every fragment op; not pure (the region may load)
 SPECS.update(_specs("mma", ["mma_apply"], False, 1))
-#: ops a mma_apply region may not hold: it computes one lane's element, with no effect on memory
-#: or other lanes (the target decides which lane holds which element)
-MMA_APPLY_FORBIDDEN = ("store", "atomic", "barrier", "shuffle", "vote", "ballot", "warp_reduce",
-                       "block_reduce", "shared_array", "dyn_shared", "local_array", "mma_fill",
-                       "mma_load", "mma", "mma_store", "mma_copy", "mma_copy_wait", "mma_apply")
+#: ops a mma_apply region may not hold: it is one lane's code per element, run once per element
+#: the lane holds (the target decides which), so nothing that involves other lanes or allocates.
+#: (The frontend refuses stores and atomics in the user's function too; checked mode adds its
+#: fault record's after it.)
+MMA_APPLY_FORBIDDEN = ("barrier", "shuffle", "vote", "ballot", "warp_reduce", "block_reduce",
+                       "shared_array", "dyn_shared", "local_array", "mma_fill", "mma_load", "mma",
+                       "mma_store", "mma_copy", "mma_copy_wait", "mma_apply")
 SPECS.update(_specs("control", ["if"], False, 2))
 #: for: ``owned`` names the Region whose owned() loop this is; ``step_sign = 1``: the step is > 0
 #: (kaio.passes.loop_facts); ``unrolled = k``: made by kaio.passes.unroll, k bodies per iteration

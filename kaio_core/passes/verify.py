@@ -410,8 +410,8 @@ class _Verifier:
             self.fail(op, f"takes one region with arguments ({', '.join(map(_tn, want))})")
         for inner in body.walk():
             if inner.opcode in O.MMA_APPLY_FORBIDDEN:
-                self.fail(inner, f"'{inner.opcode}' inside a mma_apply region (it computes one "
-                                 "element: loads and arithmetic only)")
+                self.fail(inner, f"'{inner.opcode}' inside a mma_apply region (one lane's code "
+                                 "per element: no barriers, warp, fragment or alloc ops)")
         self.regions(op)
         self.yielded(op, body, [acc.dtype], "mma_apply region", True)
 
