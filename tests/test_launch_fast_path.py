@@ -5,11 +5,13 @@ device array, a freed array, a scalar's type or range) or the backend's settings
 checked path and raises exactly what it raises there."""
 from __future__ import annotations
 
+import ctypes
 import threading
 
+import ml_dtypes
 import numpy as np
 import pytest
-from test_cuda_runtime_fake import fake, scale_impl  # noqa: F401 (the fixture)
+from test_cuda_runtime_fake import _arg, fake, scale_impl  # noqa: F401 (the fixture)
 from test_launch_checks import saxpy  # a Region: y = a * x + y
 from test_launch_plan_cache import _cold, _dev, counted_calls, full_checks  # noqa: F401 (the fixture)
 
@@ -274,6 +276,25 @@ def _nothing():
     pass
 
 
+@kaio.kernel
+def _mixed(a: kaio.f16, b: kaio.bf16, c: kaio.bool_, d: kaio.i8, y: kaio.Out[kaio.f32]):
+    for i in y.owned():
+        v = kaio.f32(a) + kaio.f32(b) + kaio.f32(d)
+        if c:
+            v = v + 1.0
+        y[i] = v
+
+
+def _mixed_impl(driver, params, grid, block):
+    """_mixed as the fake runs it, reading each scalar's bits from its parameter slot."""
+    a = np.array(_arg(params, 0, ctypes.c_uint16), np.uint16).view(np.float16)
+    b = np.array(_arg(params, 1, ctypes.c_uint16), np.uint16).view(ml_dtypes.bfloat16)
+    c, d = _arg(params, 2, ctypes.c_uint8), _arg(params, 3, ctypes.c_int8)
+    yp, n = _arg(params, 4, ctypes.c_uint64), _arg(params, 5, ctypes.c_int32)
+    v = np.float32(a) + np.float32(b) + np.float32(d) + np.float32(c)
+    driver.write(yp, np.full(n, v, np.float32).tobytes())
+
+
 def _compiles(monkeypatch) -> list:
     """Counts the functions the CUDA planned launch compiles from source."""
     from kaio.backends.cuda_planned import PlannedLaunch
@@ -426,3 +447,53 @@ def test_the_guard_compares_each_arrays_launch_key(reference, lookups):
     with pytest.raises(Exception, match="freed|released|null|0x0"):
         run(1.0, x, z)
     assert lookups == ["saxpy"] * 3
+
+
+def test_cuda_fast_path_writes_every_kind_of_scalar(fake, lookups):  # noqa: F811
+    """The compiled launch writes f16 (packed with struct), bf16 (its bits through a view),
+    bool and i8 scalars into its buffer: each launch's values reach the kernel."""
+    pytest.importorskip("kaio.backends.ptx")
+    fake.kernels["_mixed"] = _mixed_impl
+    y = kaio.device_array(64, kaio.f32)
+    run = _mixed[(2,), (32,)]
+    for a, b, c, d in [(0.5, 2.0, True, -3), (1.5, -0.25, False, 7), (-2.0, 8.0, True, 0)]:
+        run(a, b, c, d, y)
+        np.testing.assert_array_equal(y.to_host(), np.full(64, a + b + d + c, np.float32))
+    assert len(lookups) == 1 and run.bound.fast.__code__.co_filename == "<kaio planned launch>"
+    with pytest.raises(ValueError, match="range"):
+        run(0.5, 2.0, True, 300, y)   # out of i8's range: the checked path refuses it
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+def test_repeated_launches_on_a_gpu(monkeypatch):
+    """On an NVIDIA GPU through cuda.bindings: the compiled launch on the default stream (passed
+    as None) and on a stream, every kind of scalar changing per launch, and from a new thread
+    (its first launch makes the context current)."""
+    from kaio import backends
+    monkeypatch.setattr(backends, "_current", backends._current)
+    kaio.set_backend("cuda")
+    _mixed._forget_plans()
+    y = kaio.device_array(64, kaio.f32)
+    s = kaio.Stream()
+    runs = [_mixed[(2,), (32,)], _mixed[(2,), (32,), 0, s]]
+    for step, (a, b, c, d) in enumerate([(0.5, 2.0, True, -3), (1.5, -0.25, False, 7)] * 2):
+        run = runs[step % 2]
+        run(a, b, c, d, y)
+        s.synchronize()
+        kaio.synchronize()
+        np.testing.assert_array_equal(y.to_host(), np.full(64, a + b + d + c, np.float32))
+    assert all(r.bound.fast.__code__.co_filename == "<kaio planned launch>" for r in runs)
+    seen = []
+
+    def other_thread():
+        try:
+            runs[0](4.0, 1.0, False, 1, y)
+            kaio.synchronize()
+            seen.append(y.to_host()[0])
+        except Exception as e:  # reported by the main thread
+            seen.append(e)
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert seen == [6.0]
