@@ -82,7 +82,7 @@ def switched_off(x: kaio.In[f32], y: kaio.Out[f32]):
         y[i] = x[i]
 
 
-@pytest.mark.parametrize("kernel, k", [(saxpy, 8), (clamp_exp, 8), (halve16, 8)])
+@pytest.mark.parametrize("kernel, k", [(saxpy, 8), (clamp_exp, 8), (halve16, 16)])
 def test_elementwise_kernels_are_coarsened(kernel, k):
     assert kernel.coarsening() == k
     part = kernel.specialize_ir({}, coarsen=True).params[-1 if kernel is not clamp_exp else 1].partition
@@ -128,18 +128,18 @@ def test_coarsened_ptx_moves_16_bytes_per_access(kernel, loads):
         assert ".v4" not in emit(kernel.specialize_ir({}), "ptx", target, kernel.options)
 
 
-def test_coarsened_f16_kernel_moves_one_16_byte_chunk_per_buffer():
-    """k = 8 2-byte elements per thread: exactly one v4 load of x and one v4 store of y."""
+def test_coarsened_f16_kernel_moves_two_16_byte_chunks_per_buffer():
+    """k = 16 2-byte elements per thread: exactly two v4 loads of x and two v4 stores of y."""
     for target in ("sm_90", "nvptx64-sm_90"):
         ptx = emit(halve16.specialize_ir({}, coarsen=True), "ptx", target, halve16.options)
-        assert len(re.findall(r"ld\.global(\.nc)?\.v4\.b32", ptx)) == 1, target
-        assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 1, target
+        assert len(re.findall(r"ld\.global(\.nc)?\.v4\.b32", ptx)) == 2, target
+        assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 2, target
         assert ".v4" not in emit(halve16.specialize_ir({}), "ptx", target, halve16.options)
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 1000, 4099])
 def test_coarsened_f16_launch_agrees_with_numpy(backend, n):
-    assert halve16.coarsening() == 8                   # kaio's shape: 8 elements per thread
+    assert halve16.coarsening() == 16                  # kaio's shape: 16 elements per thread
     x = np.random.default_rng(n).standard_normal(n).astype(np.float16)
     y = np.zeros(n, np.float16)
     halve16(x, y)
@@ -152,10 +152,10 @@ def test_definition_time_names_in_annotations_do_not_block_coarsening(dt):
     annotation (evaluated at definition, so no closure variable of the kernel)."""
     from kaio.kernels.ml.elementwise import silu_gate_kernel
     kernel = silu_gate_kernel(dt)
-    assert kernel.coarsening() == 8
+    assert kernel.coarsening() == 16
     ptx = emit(kernel.specialize_ir({}, coarsen=True), "ptx", "sm_90", kernel.options)
-    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 2       # x and gate
-    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 1
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 4       # x and gate, 32 bytes each
+    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 2
 
 
 @kaio.kernel

@@ -210,14 +210,46 @@ def _library():
 @pytest.mark.parametrize("name", NP)
 @pytest.mark.parametrize("op", ["gelu_exact", "gelu_tanh", "silu_gate"])
 def test_library_elementwise_kernels_narrow_in_pairs(name, op):
-    """Eight f32 results per thread: four cvt.rn.x2 in the full tile; the only scalar rounding
-    left is the one-element tail's."""
+    """Sixteen f32 results per thread (kaio's coarsening of 2-byte buffers): eight cvt.rn.x2 in
+    the full tile; the only scalar rounding left is the one-element tail's."""
     k = _library()[op](name)
     ptx, _ = emit_ptx(target_pipeline(k.specialize_ir(coarsen=True), 32), "sm_90",
                       fast_math=k.fast_math)
-    assert ptx.count(f"cvt.rn.{name}x2.f32") == 4
+    assert ptx.count(f"cvt.rn.{name}x2.f32") == 8
     assert ptx.count(f"cvt.rn.{name}.f32") == 1
     ptxas(ptx, "sm_90")
+
+
+@pytest.mark.parametrize("name", ["f32", *NP])
+def test_library_gelu_tanh_exp_form_per_result_dtype(name):
+    """16-bit results: the hardware exp2 of the unreduced argument (its rounding error < 2^-17
+    relative, inside the result's half ulp), so no range-reduction clamps; f32 keeps kaio's
+    range-reduced fast exp. The f32 kernel states four elements per thread (16-byte accesses)."""
+    from kaio.kernels.ml import elementwise as ew
+    k = ew.gelu_tanh_kernel(name)
+    ptx, _ = emit_ptx(target_pipeline(k.specialize_ir(coarsen=True), 32), "sm_90",
+                      fast_math=k.fast_math)
+    reduced = re.search(r"min\.f32|max\.f32", ptx) is not None
+    assert "ex2.approx" in ptx
+    assert reduced == (name == "f32")
+    if name == "f32":
+        assert k.coarsening() is None and k.specialize_ir().params[-1].partition == blocked(4)
+    else:
+        assert k.coarsening() == 16
+
+
+@pytest.mark.parametrize("name", NP)
+def test_library_gelu_tanh_16_bit_within_half_ulp_of_float64(name):
+    """Over the whole useful range (|x| up to 60: e^-2u from far below 2^-126 to overflow), the
+    16-bit tanh-GELU rounds the float64 value correctly or to a neighbour at a tie's distance."""
+    from kaio.kernels.ml import elementwise as ew
+    x = np.concatenate([np.linspace(-60, 60, 2001), np.linspace(-4, 4, 2001)]).astype(NP[name])
+    y = ew.gelu(x, approximate="tanh").astype(np.float64)
+    v = x.astype(np.float64)        # the reference's 1 + tanh(u) cancels to 0 below x ~ -9
+    with np.errstate(over="ignore"):    # e^-2u overflows to inf for x < -9: want = -0, right
+        want = v / (1.0 + np.exp(-2.0 * ew.SQRT_2_OVER_PI * (v + 0.044715 * v ** 3)))
+    ulp = np.abs(np.spacing(np.abs(want).astype(NP[name]))).astype(np.float64)
+    assert (np.abs(y - want) <= 0.5 * ulp * 1.01 + 1e-30).all()
 
 
 @pytest.mark.parametrize("name", NP)

@@ -27,21 +27,23 @@ from .diagnostics import parse_function
 #: intrinsics that do not reveal or involve other threads
 THREAD_INDEPENDENT = frozenset({"static_range", "local_array"})
 
-#: element sizes whose k = 8 neighbours the vector pass (kaio.backends.vector_access) turns into
-#: whole 16-byte accesses: 2 bytes (one group of 8) and 4 (two of 4). 1-byte types group by 16,
-#: so 8 of them never fill a group, and 8-byte ones are not grouped. Coarsening pays only where
+#: element sizes whose k neighbours the vector pass (kaio.backends.vector_access) turns into
+#: whole 16-byte accesses: 2 bytes (groups of 8) and 4 (groups of 4); 1-byte types (groups of 16)
+#: and 8-byte ones (not grouped) keep one element per thread. Coarsening pays only where
 #: every buffer's accesses become 16-byte ones (H200, 2026-12-01: with k serial 2-byte accesses
 #: per thread, before 2-byte groups existed, f16 GELU and silu_gate ran 3.2-4.8x behind Triton)
 VECTOR_ITEMSIZES = frozenset({2, 4})
 
-#: bytes per thread and buffer: two 16-byte accesses for 4-byte types, as the blocked(8) saxpy
-#: that reached 4062 GB/s against 3336 one element per thread (H200, issue 13)
+#: bytes per thread and buffer: two 16-byte accesses, as the blocked(8) f32 saxpy that reached
+#: 4062 GB/s against 3336 one element per thread (H200, issue 13). 2-byte buffers get 16
+#: elements, also two 16-byte accesses: H200 2026-12-01 (benchmarks/gelu_sweep.py), f16 GELU at
+#: 2^28, k = 16 against 8: tanh 287 vs 312 us, erf 433 vs 473; at 2^24 22.3 vs 23.5, (erf) likewise
 _TARGET_BYTES = 32
 
 
 def elements_per_thread(itemsizes) -> int:
-    """k for buffers of these element sizes: 32 bytes of the widest, at most 8 elements."""
-    return max(1, min(8, _TARGET_BYTES // max(itemsizes)))
+    """k for buffers of these element sizes: 32 bytes of the widest (8 f32, 16 f16/bf16)."""
+    return max(1, _TARGET_BYTES // max(itemsizes))
 
 
 def coarsening(fn, params, kernel_name: str) -> int | None:
@@ -55,7 +57,7 @@ def coarsening(fn, params, kernel_name: str) -> int | None:
     tree = parse_function(fn, kernel_name).tree
     if not _thread_independent(tree, fn, {p.name for p in params}):
         return None
-    return elements_per_thread(sizes)   # 8: one 16-byte access per 2-byte buffer, two per 4-byte
+    return elements_per_thread(sizes)   # two 16-byte accesses per buffer
 
 
 def _thread_independent(tree, fn, param_names) -> bool:
