@@ -16,6 +16,7 @@ from test_mma import _sim
 from test_ptx import ptxas
 
 import kaio
+from kaio import semantics
 from kaio.kernels import ml
 from kaio.kernels.ml import quant, quant_mma
 
@@ -200,7 +201,7 @@ def test_w4a16_ptx_is_exact_in_the_simulator(reference):
 def _w4a16_mma_model(x, packed, scales, group):
     """The kernel's arithmetic as the simulator's m16n8k16 defines it (each instruction's sum
     exact, rounded once to f32): per group, tmp = x @ q over its 16-deep slices (q the exact
-    int4 weights), then acc = f32(acc + f32(tmp * s)) (kaio.mma.apply's f32 multiply and add);
+    int4 weights), then acc = fma(tmp, s, acc) in f32 (kaio.mma.apply's fold, one rounding);
     y = f16(acc)."""
     q = quant.unpack_int4(packed).astype(np.float64)
     x64 = x.astype(np.float64)
@@ -209,8 +210,8 @@ def _w4a16_mma_model(x, packed, scales, group):
         tmp = np.zeros_like(acc)
         for k0 in range(g0, g0 + group, 16):   # 17 terms of <= 22 bits: exact in f64
             tmp = (tmp + x64[:, k0:k0 + 16] @ q[k0:k0 + 16]).astype(np.float32)
-        prod = (tmp.astype(np.float64) * scales[g0 // group].astype(np.float64)).astype(np.float32)
-        acc = (acc.astype(np.float64) + prod).astype(np.float32)
+        s = np.broadcast_to(scales[g0 // group].astype(np.float32), acc.shape)
+        acc = semantics.fma(kaio.f32, tmp, s, acc)
     return acc.astype(np.float16)
 
 

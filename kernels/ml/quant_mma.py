@@ -13,7 +13,7 @@
   bytes' int4 values once into a shared f16/bf16 tile (-8..7: exact in either), and the warps
   read it with ldmatrix as the GEMM reads B. The scale is applied outside the multiply: per
   quantization group the warps accumulate ``tmp = x @ q`` in f32 (exact products), and where
-  the group ends fold it in as ``acc += tmp * s[g, c]`` in f32 by element access
+  the group ends fold it in as ``acc += tmp * s[g, c]`` (one f32 fma) by element access
   (``kaio.mma.apply``): one matrix product per K-slice and exact weights. (A weight ``q * s``
   rounded once to f16 -- what cuBLAS on f16-dequantized weights computes -- leaves ~850 of the
   1M outputs of 256 x 4096 x 4096, group 128, outside the registry's atol = rtol = 1e-3; the
@@ -139,11 +139,11 @@ def _byte_at(packed, kb, n, ok, live):
 
 @kaio.func
 def _fold(x, r, c, t, scales, g):
-    """The accumulator element plus the group's product times its scale, in f32. Indices are
-    clamped into the scales: past the weights' columns (edge tiles) or their groups (the
-    zero-filled K tail) tmp is 0, so the element stays x."""
+    """The accumulator element plus the group's product times its scale: one f32 fma (one
+    rounding). Indices are clamped into the scales: past the weights' columns (edge tiles) or
+    their groups (the zero-filled K tail) tmp is 0, so the element stays x."""
     s = f32(scales[min(g, scales.shape[0] - 1), min(c, scales.shape[1] - 1)])
-    return x + t * s
+    return kaio.math.fma(t, s, x)
 
 
 @kaio.func
