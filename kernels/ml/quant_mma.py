@@ -147,17 +147,16 @@ def _fold(x, r, c, t, scales, g):
 
 
 @kaio.func
-def _group_ends(end, at, group, step):
-    """Whether a quantization group ends at K offset ``end`` (``at``: end's offset inside its K
-    step of ``step``): decided at compile time where groups divide the step (at fixed slices)
-    or span whole steps (never mid-step), else tested (uniform across the block)."""
+def _group_ends(end, at, group, span):
+    """Whether a quantization group ends at K offset ``end``, where ``at`` (compile-time) is
+    end's offset inside the loop iteration's ``span`` of K (two K-steps; iterations start at
+    multiples of span): decided at compile time where groups divide the span (at fixed
+    offsets) and where no multiple of the group can fall at this offset (groups spanning whole
+    iterations end only at their ends), else tested (uniform across the block)."""
     r = False
-    if step % group == 0:
+    if span % group == 0:
         r = at % group == 0
-    elif group % step == 0:
-        if at == step:
-            r = _over(end, group) * group == end
-    else:
+    elif group % span != 0 or at == span:
         r = _over(end, group) * group == end
     return r
 
@@ -223,13 +222,14 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
                 Wq[r + h, c] = T((e[i] << (28 - 4 * h)) >> 28)     # the signed nibble
 
     @kaio.func
-    def step(Xs, Wq, wm, wn, acc, tmp, k0, S, r0, c0, group):
-        """One K-step into tmp, folded into acc (acc += tmp * S[g, c]) where a group ends."""
+    def step(Xs, Wq, wm, wn, acc, tmp, k0, half, S, r0, c0, group):
+        """One K-step into tmp, folded into acc (acc += tmp * S[g, c]) where a group ends;
+        ``half`` (0 or 1, compile-time): which K-step of the loop iteration this is."""
         for kk in kaio.static_range(BK_ // 16):
             a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
             tmp = kaio.mma.mma(a, kaio.mma.load_b(Wq, kk * 16, wn, k=16, n=WN_), tmp)
             end = k0 + 16 * (kk + 1)
-            if _group_ends(end, 16 * (kk + 1), group, BK_):
+            if _group_ends(end, half * BK_ + 16 * (kk + 1), group, 2 * BK_):
                 acc = kaio.mma.apply(_fold, acc, r0, c0, tmp, S, _over(end, group) - 1)
                 tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
         return acc, tmp
@@ -257,13 +257,14 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
         for k0 in range(0, x.shape[1], 2 * BK_):
             e = fetch(packed, k0 + BK_, n, ty)
             kaio.mma.copy_tile(Xs1, x, row0, k0 + BK_, cols=BK_)
-            acc, tmp = step(Xs0, Wq0, wm, wn, acc, tmp, k0, scales, row0 + wm, col0 + wn, group)
+            acc, tmp = step(Xs0, Wq0, wm, wn, acc, tmp, k0, 0, scales, row0 + wm, col0 + wn,
+                            group)
             unpack(Wq1, e, tx, ty)
             kaio.sync()
             e = fetch(packed, k0 + 2 * BK_, n, ty)
             kaio.mma.copy_tile(Xs0, x, row0, k0 + 2 * BK_, cols=BK_)
-            acc, tmp = step(Xs1, Wq1, wm, wn, acc, tmp, k0 + BK_, scales, row0 + wm, col0 + wn,
-                            group)
+            acc, tmp = step(Xs1, Wq1, wm, wn, acc, tmp, k0 + BK_, 1, scales, row0 + wm,
+                            col0 + wn, group)
             unpack(Wq0, e, tx, ty)
             kaio.sync()
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
