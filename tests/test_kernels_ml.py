@@ -148,6 +148,39 @@ def test_softmax_is_stable_on_huge_logits(reference):
                                rtol=1e-6)
 
 
+@pytest.mark.parametrize("out_dt", ["f32", "f16", "bf16"])
+def test_softmax_exp_form_follows_the_result_dtype(out_dt):
+    """16-bit results: the hardware exp2 of (x - max) log2 e, without the fast exp's range
+    reduction (whose shift constant 1.5 * 2^23 + 127 is 0f4B40007F in PTX); f32 keeps it. Both
+    the general and the register-resident kernels."""
+    from kaio.kernels.ml import norms
+    kernels = [(norms.softmax_kernel("f32", out_dt), {}),
+               (norms.softmax_resident_kernel("f32", out_dt, vec=4), {"PER": 16})]
+    for k, consts in kernels:
+        ptx = k.emit("ptx", "sm_90", **consts)
+        assert "ex2.approx" in ptx
+        assert ("0f4B40007F" in ptx) == (out_dt == "f32"), k.name
+
+
+@pytest.mark.parametrize("out_dt", ["f16", "bf16"])
+def test_softmax_16_bit_results_within_an_ulp_of_float64(reference, out_dt):
+    """Rows spanning e^0 .. e^-100 (the unreduced exp2's argument error grows with |x - max|):
+    every 16-bit probability within one ulp of the float64 softmax."""
+    from kaio import dtypes as dt
+    from kaio.kernels.ml import norms
+    np_out = {"f16": np.float16, "bf16": dt.bf16.storage_np}[out_dt]
+    x = -np.linspace(0, 100, 4 * 512).reshape(4, 512).astype(np.float32)
+    y = np.empty(x.shape, np_out)
+    norms.softmax_kernel("f32", out_dt)(x, y)
+    v = x.astype(np.float64)
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    f32_ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    ulp = f32_ulp * 2.0 ** {"f16": 13, "bf16": 16}[out_dt]
+    tiny = 2.0 ** (-24 if out_dt == "f16" else -133)       # the 16-bit format's subnormal step
+    assert (np.abs(y.astype(np.float64) - want) <= np.maximum(ulp, tiny)).all()
+
+
 def test_int4_packing_is_low_nibble_first_twos_complement():
     w = np.array([[1, -8], [-1, 7], [0, 3], [-2, -5]], np.int8)     # [K=4, N=2]
     packed = quant.pack_int4(w)
