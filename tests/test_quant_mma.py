@@ -253,10 +253,10 @@ def test_fragment_paths_on_the_gpu():
     previous = be._current
     kaio.set_backend(pick_backend(None))
     try:
-        assert quant.w8a8_launch(300, 260).kernel is quant_mma.w8a8_kernel(32)
+        assert quant.w8a8_launch(300, 260).bound.kernel is quant_mma.w8a8_kernel(32)
         a, b, sa, sb = _w8a8_inputs(300, 1000, 260, seed=5)
         np.testing.assert_array_equal(ml.int8_matmul(a, b, sa, sb), _w8a8_expected(a, b, sa, sb))
-        launched = quant.w4a16_launch("f16", 100, 300, 64).kernel
+        launched = quant.w4a16_launch("f16", 100, 300, 64).bound.kernel
         assert any(launched is quant_mma.w4a16_kernel("f16", 32, t) for t in quant_mma.W4_TILES)
         x, packed, scales = _w4a16_inputs(100, 512, 300, 64, np.float16, seed=6)
         y = ml.int4_matmul(x, packed, scales, group=64).astype(np.float64)

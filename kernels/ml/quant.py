@@ -304,7 +304,7 @@ def int4_matmul(x, packed, scales, group: int) -> np.ndarray:
         raise ValueError(f"K = {x.shape[1]} must be a multiple of the (even) group size {group}")
     y = np.empty((x.shape[0], packed.shape[1]), dtype=x.dtype)
     launch = w4a16_launch(_name(x), *y.shape, group)
-    if launch.kernel is w4a16_kernel(_name(x)):      # f32, or no fragments here: nothing to tune
+    if launch.bound.kernel is w4a16_kernel(_name(x)):   # f32, or no fragments: nothing to tune
         launch(x, packed, scales, y, group)
     else:
         _w4a16_tuner(x, packed, scales, y, group)
