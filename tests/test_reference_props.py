@@ -55,7 +55,8 @@ def round_exact(dtype, x: Fraction):
     not use kaio.semantics: the nearest of the neighbours of a first guess)."""
     np_t = dtype.storage_np.type
     try:
-        guess = np_t(float(x))
+        with np.errstate(over="ignore"):     # past the format's range: inf, handled below
+            guess = np_t(float(x))
     except OverflowError:
         guess = np_t(np.inf if x > 0 else -np.inf)
     fmax = Fraction(float(ml_dtypes.finfo(dtype.storage_np).max))
