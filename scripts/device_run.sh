@@ -27,6 +27,7 @@
 #             (the ceiling of an mma.sync GEMM on this GPU; cuBLAS uses wgmma)
 #   gelu-sweep  benchmarks/gelu_sweep.py: both GELUs per elements-per-thread, exp form, vs Triton
 #   gemm-quick  kaio bench --gemm at 4096^3 f16 only, every tiling, no quantized rows
+#   gemm-short  the same with the quantized rows (W8A8, W4A16, quantized attention)
 #   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
 #   gemm-w4a16  kaio bench --gemm --w4a16-tiles: int4_matmul_w4a16 at 256x4096x4096 per tiling
 #             (each checked against numpy first) vs cuBLAS f16; bench_gemm.md under w4a16/
@@ -90,6 +91,7 @@ for step in "$@"; do
     mma-peak) run mma_peak 120 python3 benchmarks/mma_peak.py ;;
     gelu-sweep) run gelu_sweep 150 python3 benchmarks/gelu_sweep.py ;;
     gemm-quick) run bench_gemm_quick 200 python3 -m kaio.cli bench --gemm --sizes 4096 --dtypes f16 --no-quant --out "$OUT/gemm_quick" ;;
+    gemm-short) run bench_gemm_short 240 python3 -m kaio.cli bench --gemm --sizes 4096 --dtypes f16 --out "$OUT/gemm_short" ;;
     suite) run suite_cuda 540 env KAIO_BACKEND=cuda python3 -m pytest -q -n 14 -rf -p no:cacheprovider -k "$HOST_ONLY" tests ;;
     suite-llvm) run suite_llvm 540 env KAIO_BACKEND=cuda KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 14 -rf -p no:cacheprovider -k "$HOST_ONLY" tests ;;
     showcase) run showcase 300 python3 -m kaio.cli showcase --all --size default ;;
