@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+
+from .records import frozen
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -58,7 +59,7 @@ BACKENDS = ("reference", "cuda", "hip")
 AMD_CODE_OBJECTS = (5, 6)
 
 
-@dataclass(frozen=True)
+@frozen
 class Settings:
     """The process's environment switches (see the module docstring for each)."""
 

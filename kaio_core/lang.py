@@ -6,14 +6,14 @@ identity or class when it reads a ``@kaio.kernel`` function and turns them into 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from . import dtypes as dt
+from .records import frozen
 
 
 # --- parameter annotations ------------------------------------------------------------------
-@dataclass(frozen=True)
+@frozen
 class BufferSpec:
     """A buffer parameter: ``kaio.In[f32]``, ``kaio.Region[f32, 2]``, ``kaio.Region[f32, part]``."""
 
@@ -63,7 +63,7 @@ Atomic = _BufferIntent("atomic", "Buffer touched only through kaio.atomic_* oper
 Raw = _BufferIntent("raw", "Unchecked writable buffer: the explicit escape hatch.")
 
 
-@dataclass(frozen=True)
+@frozen
 class ConstSpec:
     """A compile-time constant parameter: the kernel is specialised per value."""
 

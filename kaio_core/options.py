@@ -7,9 +7,10 @@ compile-cache key, so two compilations that could differ never share a cache ent
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from .config import AMD_CODE_OBJECTS, settings
+from .records import frozen
 
 #: passes that can be switched off per kernel (name -> what it does); all on by default
 SWITCHABLE_PASSES = {
@@ -54,7 +55,7 @@ def check_block(block) -> tuple[int, int, int]:
     return t
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelOptions:
     """What a kernel asks of every compilation (``@kaio.kernel(...)`` arguments).
 
@@ -89,7 +90,7 @@ class KernelOptions:
             object.__setattr__(self, "portable", bool(self.portable))
 
 
-@dataclass(frozen=True)
+@frozen
 class CompileOptions:
     """Everything that changes the code of one compilation.
 

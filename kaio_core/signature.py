@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import inspect
 import typing
-from dataclasses import dataclass
 
 from . import dtypes as dt
 from .errors import ArgumentTypeError, CompileError
 from .lang import BufferSpec, ConstSpec
+from .records import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class ParamInfo:
     """One kernel parameter. ``kind``: 'scalar' (spec is a DType), 'buffer' (BufferSpec),
     'const' (ConstSpec)."""

@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from ..ir.indexmath import IndexMath
 from ..options import MAX_BLOCK_THREADS
+from ..records import frozen
 
 
 class Poly:
@@ -168,19 +169,19 @@ def render(p: Poly, names=None) -> str:
 
 
 # --- proof obligations a partition states about an index ----------------------------------
-@dataclass(frozen=True)
+@frozen
 class Eq:
     """``p == 0``."""
     p: Poly
 
 
-@dataclass(frozen=True)
+@frozen
 class Nonneg:
     """``p >= 0``."""
     p: Poly
 
 
-@dataclass(frozen=True)
+@frozen
 class Divides:
     """``p == d * q`` for some integer ``q >= 0``."""
     d: Poly

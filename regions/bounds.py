@@ -20,11 +20,11 @@ x.shape[0]``) nothing needs checking. The records are the typed kernel attribute
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 from ..errors import LaunchError
 from ..ir.attrs import StructAttr, register
+from ..records import frozen
 from .affine import AXES, Poly, render, simplify, trivially_nonneg
 from .diagnose import index_text
 
@@ -33,7 +33,7 @@ _MAX_BOUNDS, _BUDGET, _DEPTH = 4, 256, 8
 _EXTENTS = tuple(f"{k}.{a}" for k in ("block_dim", "grid_dim") for a in AXES)
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchExpr(StructAttr):
     """A polynomial over launch-time values: ``terms`` are ``(numerator, denominator,
     factor, ...)``, a factor the name of a launch value (``n``, ``y.shape[0]``, ``grid_dim.x``)
@@ -51,7 +51,7 @@ def _freeze(v):
     return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
 
 
-@dataclass(frozen=True)
+@frozen
 class IndexBound(StructAttr):
     """An access (``kind``: load, store or atomic) to ``buffer[index]`` at source ``line``
     whose index along ``axis`` is at most every expression of ``upper`` and at least every

@@ -16,7 +16,6 @@ checked before every launch by ``check_launch``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -24,6 +23,7 @@ import numpy as np
 from ..errors import LaunchError
 from ..ir.attrs import register
 from ..ir.indexmath import IndexMath
+from ..records import frozen
 from .affine import I32_MAX, Divides, Eq, Nonneg
 from .base import DEFAULT_BLOCK, OwnedSpec, Partition
 
@@ -85,7 +85,7 @@ def _require_ndim(part, shape, buffer, kernel):
                           f"{part.spec()} partition needs a {part.ranks_text()} buffer")
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class Elementwise(Partition):
     """One element per thread: the thread with global linear id g owns element g (row-major for
     N-d buffers). Any 1-D, 2-D or 3-D launch with at least ``size`` threads is valid."""
@@ -119,7 +119,7 @@ class Elementwise(Partition):
                 f"or use a blocked or grid-stride partition.")
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class Blocked(Partition):
     """Contiguous blocks: thread g (1-D launch) owns elements ``[g*k, g*k + k)`` of a 1-D buffer."""
 
@@ -168,7 +168,7 @@ class Blocked(Partition):
         return ""
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class Coarsened(Blocked):
     """The partition kaio gives a default Region of an elementwise kernel (one whose result
     cannot depend on which thread computes which element; :mod:`kaio.frontend.coarsen`): thread
@@ -184,7 +184,7 @@ class Coarsened(Blocked):
         return f" under the coarsened(k={self.k}) partition kaio chose for this elementwise kernel"
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class GridStride(Partition):
     """Grid-stride: thread g of G (1-D launch) owns g, g+G, g+2G, ... of a 1-D buffer. Valid for
     any 1-D launch."""
@@ -218,7 +218,7 @@ class GridStride(Partition):
                      shape, grid, block, buffer, kernel)
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class Rows(Partition):
     """One row of a 2-D buffer per thread: thread g (1-D launch) owns row g."""
 
@@ -248,7 +248,7 @@ class Rows(Partition):
                 f"the rows partition needs one thread per row")
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class RowsPerBlock(Partition):
     """One row per block (block b owns row b, by linear block id); the block's B threads split
     the row's columns by stride (thread t owns columns t, t+B, ...). The softmax/norm pattern."""
@@ -305,7 +305,7 @@ def _lane(ctx, c, v: int):
     return ctx.rem(c, v)
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class RowChunks(Partition):
     """One row per block, like :class:`RowsPerBlock`, but the block's B threads split the row
     into chunks of ``vec`` contiguous columns: thread t owns chunks t, t+B, ..., i.e. columns
@@ -365,7 +365,7 @@ class RowChunks(Partition):
                 f"the {self.spec()} partition needs one block per row")
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class Tiles(Partition):
     """2-D tiles: block (bx, by) owns rows ``[by*th, by*th+th)`` x columns ``[bx*tw, bx*tw+tw)``;
     within the tile, thread (tx, ty) owns local rows ty, ty+bdy, ... crossed with local columns
@@ -520,7 +520,7 @@ class Tiles(Partition):
                 f"with {th}x{tw} tiles; use at least grid={need[:2] if flat else need}")
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class PerBlock(Partition):
     """One element per block, owned by the block's first thread: the one result of a block
     reduction. On a 1-D buffer the block with linear id b (``block_idx.x`` on a 1-D grid) owns

@@ -19,10 +19,9 @@ Unlike the other partitions, the owned sets depend on the warp width, so ``launc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import LaunchError
 from ..ir.attrs import register
+from ..records import frozen
 from .affine import I32_MAX, Eq
 from .base import OwnedSpec, Partition
 
@@ -31,7 +30,7 @@ def _text(grid, block) -> str:
     return f"grid={tuple(grid)} block={tuple(block)}"
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class WarpTiles(Partition):
     """Warp tiles of ``wm x wn`` inside block tiles of ``bm x bn`` (see the module doc)."""
 

@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any
 
 from ..dtypes import DType
+from ..records import frozen
 
 
 class AttrError(TypeError):
@@ -35,7 +36,7 @@ class AttrType:
         raise NotImplementedError
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class OneOf(AttrType):
     """A name from a fixed set (``pred``, ``fn``, ``mode``, ``op``)."""
 
@@ -48,7 +49,7 @@ class OneOf(AttrType):
         return "one of " + ", ".join(self.choices)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Int(AttrType):
     """A Python int (not a bool) in ``lo..hi``; ``hi`` None means unbounded."""
 

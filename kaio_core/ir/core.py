@@ -25,6 +25,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..records import frozen
 from .attrs import KERNEL_ATTRS, Attrs
 from .ops import SPECS
 from .printer import print_kernel
@@ -33,7 +34,7 @@ from .types import BufType, type_str
 _ids = itertools.count()
 
 
-@dataclass(frozen=True)
+@frozen
 class Loc:
     """A source location: file, 1-based line, 0-based column span on that line."""
 

@@ -19,12 +19,13 @@ documented in docs/ir.md; the ones every backend must honour exactly:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..records import frozen
 from .attrs import Flag, Int, Name, OneOf, Scalar, Shape, TypeAttr
 
 
-@dataclass(frozen=True)
+@frozen
 class OpSpec:
     name: str
     category: str          # 'const' | 'binary' | 'unary' | 'ternary' | 'math' | 'cmp' | 'select' |

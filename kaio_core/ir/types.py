@@ -1,10 +1,10 @@
 """Types of IR values: scalar dtypes, buffer types and warp matrix fragments."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import DType
+from ..records import frozen
 
 #: Address spaces of buffers.
 SPACES = ("global", "shared", "local")
@@ -15,7 +15,7 @@ SPACES = ("global", "shared", "local")
 INTENTS = ("in", "region", "out", "atomic", "raw", "scratch")
 
 
-@dataclass(frozen=True)
+@frozen
 class BufType:
     """A buffer: element dtype, number of dimensions, address space and access intent.
 
@@ -65,7 +65,7 @@ def mma_shape_of(dtype_name: str, role: str) -> str | None:
 FRAG_ROLES = ("a", "b", "acc")
 
 
-@dataclass(frozen=True)
+@frozen
 class FragType:
     """A matrix fragment: one warp's share of an ``m x k`` multiplicand A (role ``a``), a
     ``k x n`` multiplicand B (``b``) or an ``m x n`` accumulator (``acc``).
