@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import importlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..cache import default_cache
 from ..config import settings
 from ..errors import BackendUnavailable
 from ..options import CompileOptions, KernelOptions
+from ..records import record
 from .launch_checks import plan_launch
 
 
-@dataclass
+@record
 class Compiled:
     """One compilation: the checked IR kernel, its artifacts (stage name -> artifact, see
     :mod:`kaio.backends.targets`), the options it was built with and the loaded handle."""

@@ -14,12 +14,12 @@ polynomial multipliers), until what is left is a sum of non-negative terms. Ever
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from fractions import Fraction
 
 from ..ir.indexmath import IndexMath
 from ..options import MAX_BLOCK_THREADS
-from ..records import frozen
+from ..records import frozen, record
 
 
 class Poly:
@@ -189,7 +189,7 @@ class Divides:
 
 
 # --- symbols ------------------------------------------------------------------------------
-@dataclass
+@record
 class SymInfo:
     """What the prover knows about a symbol."""
 

@@ -2,16 +2,17 @@
 of what the race checker's proof assumed about the launch (:func:`check_launch_attrs`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable
 
 from ..errors import LaunchError
 from ..ir.attrs import StructAttr
+from ..records import record
 
 DEFAULT_BLOCK = 256
 
 
-@dataclass
+@record
 class OwnedSpec:
     """What one thread owns, as IR: ``if guard: for r in ranges: index(rs)``.
 

@@ -26,7 +26,6 @@ from ..errors import LaunchError
 from ..ir.attrs import StructAttr, register
 from ..records import frozen
 from .affine import AXES, Poly, render, simplify, trivially_nonneg
-from .diagnose import index_text
 
 #: bounds kept per access and direction; search steps and depth spent finding them
 _MAX_BOUNDS, _BUDGET, _DEPTH = 4, 256, 8
@@ -80,6 +79,7 @@ register("index_bound", IndexBound)
 def index_bounds(c) -> tuple:
     """The :class:`IndexBound` records of the kernel that checker ``c``
     (:class:`kaio.regions.checker.Checker`, after its run) accepted."""
+    from .diagnose import index_text  # compile time only: import kaio need not load it
     names = _LaunchNames(c)
     pv = c.prover(c.level)   # its pins and launch facts
     out, seen, memo = [], set(), {}

@@ -320,6 +320,10 @@ def test_first_launch_imports_stay_lazy():
     for stage in ("import", "backends", "norms"):
         assert not [m for m in got[stage] if m.startswith(never)], stage
     assert "kaio.autotune" not in got["import"] and "kaio.blas" not in got["import"]
+    # building IR and compile-time diagnostics: the frontend's, not a warm launch's (the
+    # reference backend's own modules build IR, so only import kaio is checked here)
+    assert not {"kaio.ir.builder", "kaio.ir.scalars", "kaio.regions.diagnose",
+                "kaio.regions.widths"} & set(got["import"])
     assert "kaio.kernels.ml.norms" in got["norms"]
 
 

@@ -22,10 +22,10 @@ The ops and their typing rules are listed in :mod:`kaio.ir.ops`; docs/ir.md desc
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Iterator
 
-from ..records import frozen
+from ..records import frozen, record
 from .attrs import KERNEL_ATTRS, Attrs
 from .ops import SPECS
 from .printer import print_kernel
@@ -190,7 +190,7 @@ class Op:
         return f"<Op {self.opcode} {self.operands} -> {self.results} {self.attrs}>"
 
 
-@dataclass
+@record
 class Param:
     """Kernel parameter metadata beyond its type: how the user declared it.
 
@@ -204,7 +204,7 @@ class Param:
     partition: Any = None
 
 
-@dataclass
+@record
 class Kernel:
     """A kernel in IR form: parameters are the body block's arguments."""
 

@@ -5,9 +5,13 @@ without knowing about Python ASTs. All values are ``dtypes.INDEX`` (i32).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import dtypes as dt
-from .builder import Builder
 from .core import Value
+
+if TYPE_CHECKING:   # the builder loads with the frontend, not with import kaio
+    from .builder import Builder
 
 AXES = ("x", "y", "z")
 
