@@ -12,6 +12,11 @@ empty compile-cache directory (``KAIO_CACHE_DIR``):
   processes: the compile cache on disk, docs/performance.md "Start-up");
 - the process from start to after the first launch, measured by the parent.
 
+Before measuring, kaio's modules are byte-compiled (``compileall``, what ``pip install`` does for
+a package it installs): an editable install under ``PYTHONDONTWRITEBYTECODE=1`` otherwise compiles
+every kaio module from source in every process (2-3x the import time on the development
+machine). ``--as-is`` measures the tree as it is (the table's header says which).
+
 ``--backend stub``: no GPU needed. The kernels are compiled for sm_90 through the CUDA
 backend's stages by a stand-in backend whose loader does nothing, so the first "launch" is the
 time from the call until the PTX is available (what the warm cache saves, without the driver).
@@ -30,9 +35,9 @@ import time
 
 _CHILD = r'''
 import json, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 import kaio
-t_import = time.perf_counter() - t0
+t_import, c_import = time.perf_counter() - t0, time.process_time() - c0
 import numpy as np
 from kaio import f32
 backend, kernel_name = sys.argv[1], sys.argv[2]
@@ -86,7 +91,9 @@ else:
     kaio.synchronize()
     second = time.perf_counter() - t
 print(json.dumps({"import_ms": t_import * 1e3, "init_ms": init * 1e3, "first_ms": (first - second) * 1e3,
-                  "launch_ms": second * 1e3, "process_to_launch_ms": (time.perf_counter() - t0) * 1e3}))
+                  "launch_ms": second * 1e3, "process_to_launch_ms": (time.perf_counter() - t0) * 1e3,
+                  "import_cpu_ms": c_import * 1e3,
+                  "process_to_launch_cpu_ms": (time.process_time() - c0) * 1e3}))
 '''
 
 
@@ -102,11 +109,26 @@ def child(script: str, backend: str, kernel: str, env: dict) -> dict:
     return out
 
 
-def import_only(env: dict) -> float:
-    code = "import time; t = time.perf_counter(); import kaio; print((time.perf_counter() - t) * 1e3)"
+def import_only(env: dict) -> tuple:
+    """(wall ms, CPU ms) of ``import kaio`` in a fresh process."""
+    code = ("import time; t, c = time.perf_counter(), time.process_time(); import kaio; "
+            "print((time.perf_counter() - t) * 1e3, (time.process_time() - c) * 1e3)")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        check=True)
-    return float(p.stdout.strip())
+    return tuple(map(float, p.stdout.split()))
+
+
+def precompile(env: dict) -> str:
+    """Byte-compile the folders the children import kaio from; the header's bytecode note."""
+    code = ("import kaio, kaio.backends, kaio.regions, kaio.kernels\n"
+            "for m in (kaio, kaio.backends, kaio.regions, kaio.kernels):\n"
+            "    print(*m.__path__, sep='\\n')")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       check=True)
+    dirs = sorted(set(p.stdout.split("\n")) - {""})
+    c = subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], env=env,
+                       capture_output=True, text=True)
+    return "bytecode precompiled" if c.returncode == 0 else "bytecode: compileall failed"
 
 
 def main(argv=None) -> int:
@@ -117,6 +139,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="folder for startup.md and startup.json")
     ap.add_argument("--kaio", help="measure this source checkout instead (a folder named kaio, "
                                    "e.g. an earlier commit: git archive REV | tar -x -C DIR/kaio)")
+    ap.add_argument("--as-is", action="store_true",
+                    help="do not byte-compile kaio first (under PYTHONDONTWRITEBYTECODE=1 and "
+                         "without .pyc files every process compiles kaio from source)")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="kaio-startup-")
     env = dict(os.environ, KAIO_CACHE_DIR=os.path.join(tmp, "cache"), KAIO_AUTOTUNE="0",
@@ -127,9 +152,12 @@ def main(argv=None) -> int:
     env.pop("KAIO_CACHE_DISABLE", None)
     if a.kaio:   # the checkout's parent first on the path: `import kaio` finds the checkout
         env["PYTHONPATH"] = os.path.dirname(os.path.abspath(a.kaio))
-    imports = sorted(import_only(env) for _ in range(a.runs))
+    bytecode = ("bytecode as found (PYTHONDONTWRITEBYTECODE="
+                f"{env.get('PYTHONDONTWRITEBYTECODE', '')!r})") if a.as_is else precompile(env)
+    both = [import_only(env) for _ in range(a.runs)]
+    imports, import_cpu = sorted(w for w, _ in both), sorted(c for _, c in both)
     rows = [("import kaio", "", f"{statistics.median(imports):.1f}", "", "")]
-    report = {"backend": a.backend, "import_ms": imports, "kernels": {}}
+    report = {"backend": a.backend, "bytecode": bytecode, "import_ms": imports, "kernels": {}}
     for kernel in ("saxpy", "softmax"):
         cold = child(script, a.backend, kernel, env)
         warm = [child(script, a.backend, kernel, env) for _ in range(a.runs)]
@@ -139,10 +167,16 @@ def main(argv=None) -> int:
                      f"{cold['process_to_launch_ms']:.0f}", f"{med['process_to_launch_ms']:.0f}"))
     rows.append(("backend start (set_backend + get_backend)", "", f"{med['init_ms']:.1f}", "", ""))
     head = (f"Start-up on backend {a.backend} (ms; warm: median of {a.runs} fresh processes; "
-            f"first launch: first call minus second call)\n\n"
+            f"first launch: first call minus second call; {bytecode})\n\n"
             "| what | cold cache | warm cache | process to launch, cold | process to launch, warm |\n"
             "|---|---|---|---|---|\n")
     table = head + "".join(f"| {' | '.join(r)} |\n" for r in rows)
+    cpu = {k: v["warm_median"] for k, v in report["kernels"].items()}
+    table += (f"\nCPU time (a loaded machine's wall times vary; median): import kaio "
+              f"{statistics.median(import_cpu):.1f} ms; process to launch, warm: " +
+              ", ".join(f"{k} {m['process_to_launch_cpu_ms']:.0f} ms" for k, m in cpu.items()) +
+              "\n")
+    report["import_cpu_ms"] = import_cpu
     print(table)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
