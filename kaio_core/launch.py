@@ -349,6 +349,9 @@ def _launch_function(bound: _BoundLaunch):
             return None
         return bound.slow(args, kwargs)
     launch.bound = bound
+    # the configuration as attributes, as on the bound launch objects k[...] returned before
+    launch.kernel, launch.grid, launch.block = bound.kernel, bound.grid, bound.block
+    launch.shared, launch.stream = bound.shared, bound.stream
     launch.__qualname__ = launch.__name__ = f"{bound.kernel.name}[launch]"
     launch.__doc__ = f"Launch kernel '{bound.kernel.name}' with its configuration (kaio.launch)."
     return launch

@@ -414,6 +414,7 @@ def test_a_configuration_indexed_in_a_loop_is_found_by_identity(reference):
     config = (1, 8)
     run = saxpy[config]
     assert saxpy._last_config == (config, run) and saxpy[config] is run
+    assert (run.kernel, run.grid, run.block, run.shared, run.stream) == (saxpy, (1, 1, 1), (8, 1, 1), 0, None)
     assert saxpy[tuple([1, 8])] is run  # an equal tuple: the same configuration, by hash
     with pytest.raises(kaio.LaunchError, match="grid must be an int"):
         saxpy[True, 8]
