@@ -13,13 +13,14 @@ Shared and local arrays are not parameters and never appear here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..dtypes import DType
 from ..ir.types import BufType
+from ..records import frozen, record
 
 
-@dataclass(frozen=True)
+@frozen
 class AbiParam:
     """One flat kernel argument.
 
@@ -38,7 +39,7 @@ class AbiParam:
     dim: int | None = None
 
 
-@dataclass
+@record
 class KernelABI:
     """The entry symbol name and the flat argument list of one kernel."""
 

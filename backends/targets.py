@@ -22,7 +22,7 @@ conformance pre-flight through :meth:`Target.run`: there is no second path.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Callable
 
 from ..cache import cache_key
@@ -30,6 +30,7 @@ from ..errors import CompileError
 from ..ir import print_kernel
 from ..ir.types import FragType
 from ..options import CompileOptions, KernelOptions
+from ..records import frozen
 from .abi import SUPPORTED_ARCHS, kernel_abi
 
 # The passes and the code generators (llvmlite, kaio's PTX emitter, the code-object reader) are
@@ -37,7 +38,7 @@ from .abi import SUPPORTED_ARCHS, kernel_abi
 # cache (kaio.warm) needs this module's target table only, and those imports took ~100 ms.
 
 
-@dataclass(frozen=True)
+@frozen
 class Stage:
     """One step: ``run(artifacts, options)`` computes artifact ``name`` from the artifacts named
     in ``needs`` (all earlier in the target's list)."""
@@ -58,7 +59,7 @@ class Artifacts(dict):
         return art if isinstance(art, str) else print_kernel(art) if hasattr(art, "body") else str(art)
 
 
-@dataclass(frozen=True)
+@frozen
 class Target:
     """A compilation target: its name, warp width, codegen path, stages, and which artifact a
     runtime loads (``loads``) and the compile cache keeps."""

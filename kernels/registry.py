@@ -4,13 +4,15 @@ imports those modules and looks cases up.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable
 
 import numpy as np
 
+from ..records import frozen, record
 
-@dataclass(frozen=True)
+
+@frozen
 class Tolerance:
     """Pass when ``|out - ref| <= atol + rtol * |ref|`` elementwise (``exact``: bitwise equal).
 
@@ -29,7 +31,7 @@ class Tolerance:
         return f"atol={self.atol:g} rtol={self.rtol:g}"
 
 
-@dataclass
+@record
 class KernelCase:
     """One library kernel, ready to run, validate and time.
 
