@@ -37,23 +37,53 @@ def _ref(q, k, v, causal):
     return (e / e.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
 
 
-def _run(q, k, v, causal, warp_size=32):
+def _run(q, k, v, causal, warp_size=32, plan=None):
+    """The partial kernel at ``plan`` = (chunks, steps per chunk) (default fa.plan), then the
+    combine where there are several chunks; Q, K and V as separate arrays."""
     s, d = q.shape
+    dp = fa.padded_dim(d)
+    chunks, nsteps = plan or fa.plan(s, k.shape[0], warp_size)
     o = np.full((s, d), np.nan, np.float32)
-    kern = fa.kernel(fa.padded_dim(d), warp_size)[fa.launch_config(s, warp_size)]
-    kern(q, k, v, o, fa.scratch(s, warp_size), float(1 / np.sqrt(d)), d, 0, 0, 0, causal)
+    part, ml = fa.partials(s, dp, chunks)
+    part[:] = np.nan                            # a chunk the mask hides leaves its part unwritten
+    kern = fa.kernel(dp, warp_size)[fa.launch_config(s, warp_size, chunks)]
+    kern(q, k, v, o if chunks == 1 else part, ml, fa.scratch(s, warp_size, chunks),
+         float(1 / np.sqrt(d)), d, 0, 0, 0, nsteps, causal)
+    if chunks > 1:
+        fa.combine_kernel()(part, ml, o, chunks, dp)
     return o
 
 
-@pytest.mark.parametrize("s,d,causal", [(37, 16, False), (37, 16, True), (150, 40, True)])
-def test_fused_matches_float64_at_ragged_shapes(width, s, d, causal):
-    """Rows not a multiple of the 16-row block, keys past one 128-key step (150), d not a
-    multiple of the 32 the kernel pads to; the attention case's tolerance (rel 1e-4, abs 1e-5)."""
+@pytest.mark.parametrize("s,d,causal,steps", [(37, 16, True, None), (150, 40, True, None),
+                                              (300, 32, False, 2)])
+def test_fused_matches_float64_at_ragged_shapes(width, s, d, causal, steps):
+    """Rows not a multiple of the 32-row block, d not a multiple of the 32 the kernel pads to;
+    one chunk of one step (37), chunks of one step each combined (150 keys at 32 lanes: 2 steps
+    of 128, the second hidden from the first row tiles by the mask), and chunks of two steps
+    (300: the pass-1 path, the last chunk ragged). The attention case's tolerance (rel 1e-4,
+    abs 1e-5)."""
     q, k, v = _qkv(s, d, s + d)
-    o = _run(q, k, v, causal, width)
+    total = -(-s // (4 * width))
+    plan = (-(-total // steps), steps) if steps else None
+    o = _run(q, k, v, causal, width, plan)
     np.testing.assert_allclose(o, _ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
     if causal:                          # row 0 sees key 0 only: softmax over one key is 1
         np.testing.assert_allclose(o[0], v[0], rtol=1e-6, atol=1e-7)
+
+
+def test_plan_splits_the_keys_into_enough_blocks():
+    """One step per block while the grid stays near TARGET_BLOCKS (S = 1024 at 32 lanes: 8
+    chunks x 32 row tiles = 256 blocks, against 32 before the split); long sequences get
+    chunks of several steps, which bounds the partials; every key is in exactly one chunk."""
+    assert fa.plan(1024, 1024) == (8, 1)
+    assert fa.launch_config(1024, 32, 8) == ((8, 32), (128,))
+    assert fa.plan(37, 37) == (1, 1) and fa.plan(1024, 1024, 64) == (4, 1)
+    for s in (130, 1000, 4096, 16384, 65536):
+        chunks, nsteps = fa.plan(s, s)
+        total = -(-s // 128)
+        assert (chunks - 1) * nsteps < total <= chunks * nsteps
+        assert chunks * -(-s // fa.ROWS) <= max(fa.TARGET_BLOCKS, -(-s // fa.ROWS))
+    assert fa.plan(16384, 16384) == (2, 64)
 
 
 def test_qkv_side_by_side_is_the_same_computation(reference):
@@ -63,7 +93,8 @@ def test_qkv_side_by_side_is_the_same_computation(reference):
     qkv = np.ascontiguousarray(np.concatenate([q, k, v], axis=1))
     o = np.full(q.shape, np.nan, np.float32)
     kern = fa.kernel(fa.padded_dim(24))[fa.launch_config(40, 32)]
-    kern(qkv, qkv, qkv, o, fa.scratch(40), float(1 / np.sqrt(24)), 24, 0, 24, 48, True)
+    kern(qkv, qkv, qkv, o, fa.partials(40, 0, 1)[1], fa.scratch(40), float(1 / np.sqrt(24)), 24,
+         0, 24, 48, 1, True)
     np.testing.assert_array_equal(o, _run(q, k, v, True))
 
 
@@ -87,28 +118,55 @@ def test_the_library_op_uses_the_fused_kernel(reference):
                                     False) is not None
 
 
+def test_the_launcher_combines_chunks(reference, monkeypatch):
+    """fused_launcher with the keys split: the partial launch and the combine, whose empty
+    chunk (keys 128.. of 40) reports (-inf, 0) and is skipped (its partials are NaN here)."""
+    q, k, v = _qkv(40, 24, 2)
+    qkv = np.ascontiguousarray(np.concatenate([q, k, v], axis=1))
+    direct = np.full(q.shape, np.nan, np.float32)
+    attention.fused_launcher(qkv, direct, False)()
+    monkeypatch.setattr(fa, "plan", lambda s, n, w: (2, 1))
+    shapes = []
+
+    def alloc(shape, dtype):
+        shapes.append(tuple(shape))
+        return np.full(shape, np.nan, dtype)
+    o = np.full(q.shape, np.nan, np.float32)
+    attention.fused_launcher(qkv, o, False, alloc)()
+    assert (64, 2 * 32) in shapes and (64, 4) in shapes       # part [rows, 2 dp], ml [rows, 4]
+    np.testing.assert_allclose(o, direct, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(o, _ref(q, k, v, False), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_assembles(arch):
-    """Per 128-key step a warp issues 3 x 8 (Q K^T, d = 128) x 4 (n8 tiles of its 32 keys) mma
-    in each pass and 3 x 8 (k16 steps of the 128 keys) x 4 (its 32 output columns) for P V."""
+    """A warp's Q K^T per 128-key step is 3 x 8 (k16 steps, d = 128) x 4 (n8 tiles of its 32
+    keys) x 2 (m16 tiles of the 32 rows) mma and P V 3 x 8 (k16 steps of the 128 keys) x 4 (its
+    32 output columns) x 2, each written once (both passes are one loop)."""
     ptx = fa.kernel(128).emit("ptx", arch, causal=True)
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 3 * 96
-    assert "ldmatrix" in ptx
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 192
+    assert "ldmatrix" in ptx and "shfl.sync.down" in ptx          # the warp reductions
     ptxas(ptx, arch)
+    ptxas(fa.combine_kernel().emit("ptx", arch), arch)
 
 
 def test_ptx_in_the_simulator():
-    """The emitted PTX run by tests/ptx_sim.py: one 16-row block over two 128-key steps,
-    causal, within the split's bound of float64 (the simulator rounds each tile's sum once)."""
+    """The emitted PTX run by tests/ptx_sim.py: 16 rows against 150 keys in two one-step chunks
+    (two blocks), partials combined as the combine kernel does, within the split's bound of
+    float64 (the simulator rounds each tile's sum once)."""
     q, k, v = _qkv(16, 32, 7)
     k2, v2 = _qkv(150, 32, 8)[:2]
-    o = np.full((16, 32), np.nan, np.float32)
-    _sim(fa.kernel(32), [q, k2, v2, o, fa.scratch(16), np.float32(1 / np.sqrt(32)), np.int32(32),
-                         np.int32(0), np.int32(0), np.int32(0)], (1, 1, 1), (128, 1, 1), "sm_90",
-         causal=False)
+    part, ml = fa.partials(16, 32, 2)
+    _sim(fa.kernel(32), [q, k2, v2, part, ml, fa.scratch(16, 32, 2), np.float32(1 / np.sqrt(32)),
+                         np.int32(32), np.int32(0), np.int32(0), np.int32(0), np.int32(1)],
+         (2, 1, 1), (128, 1, 1), "sm_90", causal=False)
+    m, l = ml[:16, 0::2].astype(np.float64), ml[:16, 1::2].astype(np.float64)
+    wgt = l * np.exp(m - m.max(axis=1, keepdims=True))
+    o = (wgt[:, 0:1] * part[:16, :32] + wgt[:, 1:2] * part[:16, 32:]) / wgt.sum(axis=1, keepdims=True)
     s = (q.astype(np.float64) @ k2.T) / np.sqrt(32)
     e = np.exp(s - s.max(axis=1, keepdims=True))
     np.testing.assert_allclose(o, (e / e.sum(axis=1, keepdims=True)) @ v2, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(l[:, 0], np.exp(s[:, :128] - m[:, :1]).sum(axis=1), rtol=1e-5)
 
 
 @pytest.mark.gpu

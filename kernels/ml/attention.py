@@ -6,8 +6,9 @@
 
 Where the backend compiles f16 fragments, the three projections are one W8A8 launch on the
 concatenated weights ([Dm, 3D]: each output column is computed exactly as alone) and the
-attention one fused launch (:mod:`.flash_attention`: scores, softmax and P V per 16-row block,
-on split-f16 fragments, the S x S scores never in memory): three launches with the quantization.
+attention fused (:mod:`.flash_attention`: scores, softmax and P V per 32-row block and chunk of
+keys, on split-f16 fragments, the S x S scores never in memory, then a launch combining the
+chunks): four launches with the quantization (three where the keys make one chunk).
 Otherwise three projections, then Q K^T on fragments (:mod:`.attention_mma`) or in the softmax
 kernel (one block per query row), and P V on fragments or the tiled f32 kernel.
 
@@ -104,18 +105,31 @@ def pv_launcher(p, v, o):
 def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
     """A zero-argument launch of the fused attention (:mod:`.flash_attention`) on ``qkv`` [S, 3D]
     (Q, K and V side by side) into ``o`` [S, D], or None where the backend does not compile it
-    (no fragments, or shared memory past its limit). ``alloc(shape, dtype)`` makes the scratch."""
+    (no fragments, or shared memory past its limit). ``alloc(shape, dtype)`` makes the scratch
+    and partials. The keys are split over blocks (``flash_attention.plan``): the partial kernel,
+    then the combining one; with a single chunk the partial kernel writes ``o`` alone."""
     w = _warp_size()
     s, d = o.shape
     if not flash_attention.supported(w):
         return None
-    kern = flash_attention.kernel(flash_attention.padded_dim(d), w)
+    dp = flash_attention.padded_dim(d)
+    kern = flash_attention.kernel(dp, w)
     if not _compiles(kern, causal=bool(causal)):
         return None
-    bound = kern[flash_attention.launch_config(s, w)]
-    scr = flash_attention.scratch(s, w, alloc)
-    scale = float(1.0 / np.sqrt(d))
-    return lambda: bound(qkv, qkv, qkv, o, scr, scale, d, 0, d, 2 * d, bool(causal))
+    chunks, nsteps = flash_attention.plan(s, s, w)
+    bound = kern[flash_attention.launch_config(s, w, chunks)]
+    scr = flash_attention.scratch(s, w, chunks, alloc)
+    args = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(causal))
+    if chunks == 1:
+        ml = flash_attention.partials(s, 0, 1, alloc)[1]
+        return lambda: bound(qkv, qkv, qkv, o, ml, scr, *args)
+    part, ml = flash_attention.partials(s, dp, chunks, alloc)
+    combine = flash_attention.combine_kernel()[(-(-(s * d) // 256),), (256,)]
+
+    def launch():
+        bound(qkv, qkv, qkv, part, ml, scr, *args)
+        combine(part, ml, o, chunks, dp)
+    return launch
 
 
 def _stacked(*arrays, axis: int):
@@ -169,7 +183,7 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
     quantize = quantize_rows_kernel("f32")[(s,), (256,)]
     qkv, o = alloc((s, 3 * d), np.float32), alloc((s, d), np.float32)
     attend = fused_launcher(qkv, o, causal, alloc)
-    if attend is not None:          # three launches: quantize, one projection, fused attention
+    if attend is not None:          # quantize, one projection, the fused attention (+ combine)
         project = w8a8_launch(s, 3 * d)
         wqkv, sqkv = _stacked(wq, wk, wv, axis=1), _stacked(sq, sk, sv, axis=0)
 
