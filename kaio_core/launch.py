@@ -205,9 +205,9 @@ class KernelFunction(KaioFunction):
 
     def __call__(self, *args, **kwargs):
         bound = self._auto
-        if not kwargs and bound.fast(args, None):  # a repeated call (_BoundLaunch.call)
+        if not kwargs and (bound.fast(args, None) or bound.retry(args)):  # _BoundLaunch.call
             return None
-        return bound.slow(args, kwargs)
+        return bound.checked(args, kwargs)
 
     def on(self, stream):
         """``k.on(stream)(args...)``: the launch kaio shapes (as ``k(args...)``) on ``stream``
@@ -295,7 +295,7 @@ class _BoundLaunch:
     bool`` that launches ``args`` if the backend and settings are those its plan was checked
     with and they match the plan (:meth:`LaunchPlan.matches`: every check that plan passed
     holds for them), else returns False. ``call`` is what ``k[grid, block]`` returns: it tries
-    the newest plan's function (``fast``), then :meth:`slow`."""
+    the newest plan's function (``fast``), then :meth:`retry`, then :meth:`checked`."""
 
     __slots__ = ("kernel", "grid", "block", "shared", "stream", "_recent", "fast", "call")
 
@@ -314,21 +314,23 @@ class _BoundLaunch:
         self._recent = entries
         self.fast = entries[0][2] if entries else _miss
 
-    def slow(self, args, kwargs):
-        """A call the newest plan did not launch: the other recent plans, with the arrays
-        resident in a ``kaio.resident`` scope swapped for their mirrors, else the checked path."""
+    def retry(self, args) -> bool:
+        """Launch a call the newest plan did not take through the other recent plans, with
+        the arrays resident in a ``kaio.resident`` scope swapped for their mirrors; False where
+        none matches."""
         recent = self._recent
-        if recent and not kwargs:
+        if recent:
             if residency.active:  # a scope is open in some thread: its mirrors, if this one's
                 args = swap(self.kernel._resident, args)
             stream = self.stream
             for _, _, run, _ in recent:
                 if run(args, stream):
-                    return None
-        return self._checked(args, kwargs)
+                    return True
+        return False
 
-    @public_entry
-    def _checked(self, args, kwargs):
+    @public_entry  # called by the launch function itself: a CompileError's traceback is short
+    def checked(self, args, kwargs):
+        """The checked path (``KernelFunction._launch``)."""
         return self.kernel._launch(self, args, kwargs)
 
     def remember(self, backend, st, compiled, plan) -> None:
@@ -345,9 +347,9 @@ def _launch_function(bound: _BoundLaunch):
     stream = bound.stream
 
     def launch(*args, **kwargs):
-        if not kwargs and bound.fast(args, stream):
+        if not kwargs and (bound.fast(args, stream) or bound.retry(args)):
             return None
-        return bound.slow(args, kwargs)
+        return bound.checked(args, kwargs)
     launch.bound = bound
     # the configuration as attributes, as on the bound launch objects k[...] returned before
     launch.kernel, launch.grid, launch.block = bound.kernel, bound.grid, bound.block
