@@ -165,12 +165,30 @@ def test_fragment_paths_are_chosen_where_they_compile(reference):
         quant_mma.w8a8_kernel(64).emit("llvm", "gfx90a")
 
 
+@pytest.mark.parametrize("tile", list(quant_mma.W8_TILES))
+def test_w8a8_tilings_are_exact_at_a_ragged_shape(reference, tile):
+    """Both W8A8 tilings, launched as the library does, bit-exact against numpy's arithmetic."""
+    a, b, sa, sb = _w8a8_inputs(70, 160, 136, seed=4)
+    c = np.zeros((70, 136), np.float32)
+    quant_mma.w8a8_kernel(32, tile)[quant_mma.w8a8_launch_config(70, 136, 32, tile)](
+        a, b, sa.reshape(-1, 1), sb, c)
+    np.testing.assert_array_equal(c, _w8a8_expected(a, b, sa, sb))
+
+
+def test_w8a8_takes_the_small_tiling_where_the_large_leaves_sms_idle():
+    assert quant_mma.w8a8_tile(2048, 2048) == quant_mma.W8_DEFAULT            # 256 blocks
+    assert quant_mma.w8a8_tile(1024, 384) == "64x64x64_w32x32"             # 24 -> 96 blocks
+    grid, _ = quant_mma.w8a8_launch_config(1024, 384, 32, "64x64x64_w32x32")
+    assert grid == (6, 16)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_assembles(arch):
-    ptx = quant_mma.w8a8_kernel(32).emit("ptx", arch)
-    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx and "ldmatrix" in ptx
-    assert "cp.async.cg.shared.global" in ptx
-    ptxas(ptx, arch)
+    for tile in quant_mma.W8_TILES:
+        ptx = quant_mma.w8a8_kernel(32, tile).emit("ptx", arch)
+        assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx and "ldmatrix" in ptx
+        assert "cp.async.cg.shared.global" in ptx
+        ptxas(ptx, arch)
     for name in ("f16", "bf16"):
         ptx = quant_mma.w4a16_kernel(name, 32).emit("ptx", arch, group=32)
         assert f"mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32" in ptx
@@ -253,7 +271,8 @@ def test_fragment_paths_on_the_gpu():
     previous = be._current
     kaio.set_backend(pick_backend(None))
     try:
-        assert quant.w8a8_launch(300, 260).bound.kernel is quant_mma.w8a8_kernel(32)
+        assert quant.w8a8_launch(300, 260).bound.kernel is quant_mma.w8a8_kernel(
+            32, quant_mma.w8a8_tile(300, 260))
         a, b, sa, sb = _w8a8_inputs(300, 1000, 260, seed=5)
         np.testing.assert_array_equal(ml.int8_matmul(a, b, sa, sb), _w8a8_expected(a, b, sa, sb))
         launched = quant.w4a16_launch("f16", 100, 300, 64).bound.kernel

@@ -236,8 +236,9 @@ def w8a8_launch(m: int, n: int):
     the fragment kernel (:mod:`.quant_mma`) where the backend compiles it, else the scalar
     kernel; both take (a, b, sa [M, 1], sb, c)."""
     w = _warp_size()
-    if _compiles(quant_mma.w8a8_kernel(w)):
-        return quant_mma.w8a8_kernel(w)[quant_mma.w8a8_launch_config(m, n, w)]
+    tile = quant_mma.w8a8_tile(m, n)
+    if _compiles(quant_mma.w8a8_kernel(w, tile)):
+        return quant_mma.w8a8_kernel(w, tile)[quant_mma.w8a8_launch_config(m, n, w, tile)]
     return w8a8_kernel()[w8a8_launch_config(m, n)]
 
 

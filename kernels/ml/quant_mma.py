@@ -41,16 +41,31 @@ def int4_at(packed_byte, high):
     return nib - ((nib & 8) << 1)
 
 
-#: W8A8 block tile, K step and warp tile; PAD: bytes of row padding of the shared i8 tiles
-BM, BN, BK, WM, WN = 128, 128, 64, 64, 32
-PAD = 16
+#: W8A8 tilings: block tile (BM, BN), K step BK, warp tile (WM, WN). The first is the default;
+#: the small one is for outputs the large tiles cover with too few blocks to fill the GPU
+#: (the quantized attention's projection, 1024 x 384: 24 blocks of 128 x 128, 96 of 64 x 64).
+W8_TILES = {"128x128x64_w64x32": (128, 128, 64, 64, 32), "64x64x64_w32x32": (64, 64, 64, 32, 32)}
+W8_DEFAULT = "128x128x64_w64x32"
+BM, BN, BK, WM, WN = W8_TILES[W8_DEFAULT]
+PAD = 16                        # bytes of row padding of the shared i8 tiles
+
+
 def threads(bm, bn, wm, wn, warp_size):
     return (bm // wm) * (bn // wn) * warp_size
 
 
+def w8a8_tile(m: int, n: int, enough_blocks: int = 128) -> str:
+    """The W8A8 tiling for an [m, n] output: the default unless its grid has fewer than
+    ``enough_blocks`` blocks (about one per SM of a large GPU), then the small one."""
+    bm, bn = W8_TILES[W8_DEFAULT][:2]
+    return W8_DEFAULT if -(-m // bm) * -(-n // bn) >= enough_blocks else "64x64x64_w32x32"
+
+
 @functools.lru_cache(maxsize=None)
-def w8a8_kernel(warp_size: int = 32):
-    """c = diag(sa) (a @ b) diag(sb) on i8 fragments (exact i32 sums). ``sa`` is [M, 1]."""
+def w8a8_kernel(warp_size: int = 32, tile: str = W8_DEFAULT):
+    """c = diag(sa) (a @ b) diag(sb) on i8 fragments (exact i32 sums), one tiling of
+    :data:`W8_TILES`. ``sa`` is [M, 1]."""
+    BM, BN, BK, WM, WN = W8_TILES[tile]
     nthreads = threads(BM, BN, WM, WN, warp_size)
 
     @kaio.func
@@ -83,9 +98,10 @@ def w8a8_kernel(warp_size: int = 32):
     return matmul_w8a8_mma
 
 
-def w8a8_launch_config(m: int, n: int, warp_size: int = 32):
+def w8a8_launch_config(m: int, n: int, warp_size: int = 32, tile: str = W8_DEFAULT):
     """(grid, block) of :func:`w8a8_kernel` for an [m, n] output."""
-    return ((-(-n // BN), -(-m // BM)), (threads(BM, BN, WM, WN, warp_size),))
+    bm, bn, _, wm, wn = W8_TILES[tile]
+    return ((-(-n // bn), -(-m // bm)), (threads(bm, bn, wm, wn, warp_size),))
 
 
 
