@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..records import frozen, record
+from kaio.records import frozen, record
 
 
 @frozen

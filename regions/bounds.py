@@ -79,7 +79,7 @@ register("index_bound", IndexBound)
 def index_bounds(c) -> tuple:
     """The :class:`IndexBound` records of the kernel that checker ``c``
     (:class:`kaio.regions.checker.Checker`, after its run) accepted."""
-    from .diagnose import index_text  # compile time only: import kaio need not load it
+    from .diagnose import index_text  # lazy: import time, ~1-4 ms; compile time only
     names = _LaunchNames(c)
     pv = c.prover(c.level)   # its pins and launch facts
     out, seen, memo = [], set(), {}

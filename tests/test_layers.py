@@ -6,7 +6,7 @@ Layers, lowest first (docs/architecture.md says why each module sits where it do
 rank   layer       modules
 =====  ==========  ===========================================================================
 0      foundation  kaio.dtypes, kaio.errors, kaio.config, kaio.options, kaio.semantics,
-                   kaio.cache, kaio.version
+                   kaio.cache, kaio.version, kaio.records
 1      ir          kaio.ir.*, kaio.mathlib.* (the math library is written in IR)
 2      passes      kaio.passes.*, kaio.regions.* (the race checker is a pass)
 3      frontend    kaio.frontend.*, kaio.lang, kaio.math, kaio.signature
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: (layer, rank, module prefixes); "kaio" names the package itself only
 LAYERS = [
     ("foundation", 0, ["kaio.dtypes", "kaio.errors", "kaio.config", "kaio.options", "kaio.semantics",
-                       "kaio.cache", "kaio.version"]),
+                       "kaio.cache", "kaio.version", "kaio.records"]),
     ("ir", 1, ["kaio.ir", "kaio.mathlib"]),
     ("passes", 2, ["kaio.passes", "kaio.regions"]),
     ("frontend", 3, ["kaio.frontend", "kaio.lang", "kaio.math", "kaio.mma", "kaio.signature"]),

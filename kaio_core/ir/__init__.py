@@ -13,6 +13,6 @@ def __getattr__(name: str):
     """``Builder`` on first use: building IR is the frontend's (and the passes') work; a launch
     served from the warm cache only parses IR, so ``import kaio`` leaves the builder out."""
     if name == "Builder":
-        from .builder import Builder
+        from .builder import Builder  # lazy: import time, ~1-3 ms; only IR construction needs it
         return Builder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
