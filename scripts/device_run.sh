@@ -23,6 +23,8 @@
 #             cold and from the warm disk cache (saxpy, softmax; startup.md); the same with --backend stub
 #   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
 #   gemm-stalls  Nsight Compute stall reasons, tensor-pipe and shared-memory use of the 128x256x64 GEMM tiling
+#   gpu-llvm  the gpu/cuda-marked tests with KAIO_CUDA_CODEGEN=llvm (the LLVM nvptx path)
+#   attn-breakdown  scripts/attention_breakdown.py: each launch of the quantized attention alone
 #   mma-peak  benchmarks/mma_peak.py: register-resident mma.sync m16n8k16 rate, kaio and an nvcc twin
 #             (the ceiling of an mma.sync GEMM on this GPU; cuBLAS uses wgmma)
 #   gelu-sweep  benchmarks/gelu_sweep.py: both GELUs per elements-per-thread, exp form, vs Triton
@@ -88,6 +90,8 @@ for step in "$@"; do
            run ptx_smoke 120 python3 scripts/ptx_smoke.py
            run llvm_smoke 120 python3 scripts/llvm_nvptx_smoke.py ;;
     gpu) run gpu_tests 300 python3 -m pytest -q -n 12 -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
+    gpu-llvm) run gpu_tests_llvm 300 env KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
+    attn-breakdown) run attention_breakdown 150 python3 scripts/attention_breakdown.py ;;
     mma-peak) run mma_peak 120 python3 benchmarks/mma_peak.py ;;
     gelu-sweep) run gelu_sweep 150 python3 benchmarks/gelu_sweep.py ;;
     gemm-quick) run bench_gemm_quick 200 python3 -m kaio.cli bench --gemm --sizes 4096 --dtypes f16 --no-quant --out "$OUT/gemm_quick" ;;

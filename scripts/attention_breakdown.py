@@ -1,0 +1,73 @@
+"""Where the quantized attention's time goes: each launch of its device pipeline timed alone.
+
+    python3 scripts/attention_breakdown.py [--causal]
+
+The library's pipeline at the registry's default size (S = 1024, Dm = 512, D = 128): quantize
+the rows of x, one W8A8 projection to [S, 3D], the fused attention's partial kernel (keys split
+over blocks) and the combining kernel. Each row is CUDA events around 20 back-to-back launches
+of that launch alone, median of 5 (benchmarks/bench_gpu.py's timer), then the whole pipeline.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+import kaio
+from kaio.kernels import REGISTRY
+from kaio.kernels._bench import empty, up
+from kaio.kernels.ml import attention as A
+from kaio.kernels.ml import flash_attention as F
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="attention_breakdown.py", description=__doc__.splitlines()[0])
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--backend", default="cuda", help="kaio backend (reference: --small, a check)")
+    p.add_argument("--small", action="store_true", help="the registry's small size")
+    args = p.parse_args(argv)
+    kaio.set_backend(args.backend)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+    from bench_gpu import timed
+    if args.backend == "reference":     # no CUDA events: run each launch once
+        def timed(fn, **_):
+            fn()
+            return float("nan")
+
+    case = REGISTRY["ml/quantized_attention"]
+    size = case.small_size if args.small else case.default_size
+    x, wq, wk, wv, sq, sk, sv = up(case.make_inputs(size, 0),
+                                   "x", "wq", "wk", "wv", "sq", "sk", "sv")
+    s, dm = x.shape
+    d = wq.shape[1]
+    xq, sx = empty((s, dm), np.int8), empty((s, 1), np.float32)
+    qkv, o = empty((s, 3 * d), np.float32), empty((s, d), np.float32)
+    quantize = A.quantize_rows_kernel("f32")[(s,), (256,)]
+    project = A.w8a8_launch(s, 3 * d)
+    wqkv, sqkv = A._stacked(wq, wk, wv, axis=1), A._stacked(sq, sk, sv, axis=0)
+    w = kaio.get_backend().warp_size
+    dp = F.padded_dim(d)
+    chunks, nsteps = F.plan(s, s, w)
+    partial = F.kernel(dp, w)[F.launch_config(s, w, chunks)]
+    scr = F.scratch(s, w, chunks, empty)
+    part, ml = F.partials(s, dp, chunks, empty)
+    fargs = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(args.causal))
+    combine = F.combine_kernel()[(-(-(s * d) // 256),), (256,)]
+    whole = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal)
+    rows = [("quantize rows (x -> int8)", lambda: quantize(x, xq, sx)),
+            (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block})",
+             lambda: project(xq, wqkv, sx, sqkv, qkv)),
+            (f"attention partial ({chunks} chunks x {nsteps} steps)",
+             lambda: partial(qkv, qkv, qkv, part, ml, scr, *fargs)),
+            ("attention combine", lambda: combine(part, ml, o, chunks, dp)),
+            ("whole pipeline (device_pipeline)", whole)]
+    print(f"quantized attention S={s} Dm={dm} D={d}{' causal' if args.causal else ''}")
+    print("| launch | us |")
+    print("|---|---|")
+    for name, fn in rows:
+        print(f"| {name} | {timed(fn, reps=20, rounds=5) * 1e3:.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
