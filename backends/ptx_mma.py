@@ -99,18 +99,7 @@ def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, insid
     register "the element lies inside the buffer" (stores skip the others)."""
     buf_t = op.operands[0].type
     row0, col0 = regs[0], regs[1]
-    base: dict = {}
-
-    def at(origin, sym, off):   # origin + sym + off, each distinct sum computed once
-        key = (origin, sym, off)
-        if key not in base:
-            r = em.tmp("r")
-            em.ins(f"add.s32 {r}, {origin}, {syms[sym]}")
-            if off:
-                em.ins(f"add.s32 {r}, {r}, {off}")
-            base[key] = r
-        return base[key]
-
+    at = _coord_adder(em, syms)
     out = []
     for (rs, ro), (cs, co) in _LAYOUT[ftype.shape][ftype.role]:
         ro, co = ro + roff, co + coff
@@ -131,10 +120,9 @@ def _element_addrs(em, info, op, regs, ftype, trans, syms, roff=0, coff=0, insid
     return out
 
 
-def element_coords(em, t, row0: str, col0: str) -> list[tuple[str, str]]:
-    """(row, column) registers of each of this lane's elements of fragment ``t`` at matrix
-    origin (row0, col0), in register order (``kaio.mma.apply``)."""
-    syms = _lane_syms(em)
+def _coord_adder(em, syms):
+    """``at(origin, sym, off)``: a register holding origin + the lane symbol sym + off, each
+    distinct sum emitted once per fragment op."""
     memo: dict = {}
 
     def at(origin, sym, off):
@@ -146,6 +134,13 @@ def element_coords(em, t, row0: str, col0: str) -> list[tuple[str, str]]:
                 em.ins(f"add.s32 {r}, {r}, {off}")
             memo[key] = r
         return memo[key]
+    return at
+
+
+def element_coords(em, t, row0: str, col0: str) -> list[tuple[str, str]]:
+    """(row, column) registers of each of this lane's elements of fragment ``t`` at matrix
+    origin (row0, col0), in register order (``kaio.mma.apply``)."""
+    at = _coord_adder(em, _lane_syms(em))
     return [(at(row0, rs, ro + roff), at(col0, cs, co + coff))
             for _, roff, coff in _tiles(t)
             for (rs, ro), (cs, co) in _LAYOUT[t.shape][t.role]]

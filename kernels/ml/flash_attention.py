@@ -15,14 +15,15 @@ per-warp results threads ``0 .. ROWS-1`` fold through a small shared array (one 
 tree over the threads).
 
 Pass 1 gives the chunk's row maximum ``m_j`` and sum ``l_j``; pass 2 forms ``p = exp(s - m_j) /
-l_j``, splits it into f16 hi + lo in shared memory, splits the step's V rows into the K tiles and
-multiplies: warp ``w`` accumulates the output columns ``w*D/4 ...`` of the block's rows and
+l_j``, splits it into f16 hi + lo in shared memory, splits the step's V rows into the K tiles
+and multiplies: warp ``w`` accumulates the output columns ``w*D/4 ...`` of the block's rows and
 stores them once, the chunk's normalised partial ``O_j``, into a ``Region`` declared by warp
-tiles (the race checker proves it). The accumulator fragments are not rescaled per step, so a chunk of several steps recomputes its scores in pass 2; a chunk of one
-step (the common case: :func:`plan` gives one step per block up to ~1024 blocks) has no pass 1:
-it folds its statistics in pass 2 and computes Q K^T once. Both passes are one loop whose
-barriers are all unconditional (with the recompute's barriers under ``if steps > 1`` the race
-checker refused the K/V tile writes), each step's code written once.
+tiles (the race checker proves it). The accumulator fragments are not rescaled per step, so a
+chunk of several steps recomputes its scores in pass 2; a chunk of one step (the common case:
+:func:`plan` gives one step per block up to ~1024 blocks) has no pass 1: it folds its statistics
+in pass 2 and computes Q K^T once. Both passes are one loop whose barriers are all unconditional
+(with the recompute's barriers under ``if steps > 1`` the race checker refused the K/V tile
+writes), each step's code written once.
 
 The combine kernel (:func:`combine_kernel`) weights the chunks: ``O = sum_j w_j O_j / sum_j
 w_j`` with ``w_j = l_j exp(m_j - max_j m_j)``; chunks a causal mask hides entirely report
