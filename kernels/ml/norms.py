@@ -11,7 +11,7 @@ statistics are accumulated in f32 (f64 arrays, for torch's gradcheck: the genera
 f64). The softmax's exp is the fast one (``fast=True``: the hardware
 exp2 after an exact range reduction, within a few ulp: docs/mathlib.md), as in Triton's softmax;
 for f16/bf16 results it is the hardware exp2 of ``(x - max) log2 e`` without the reduction
-(:func:`_exp_narrow`).
+(:func:`.elementwise.exp_narrow`).
 """
 import functools
 
@@ -21,7 +21,7 @@ import kaio
 from kaio import f32, regions
 
 from .._launch import acc_dtype, kdtype
-from .elementwise import _name
+from .elementwise import _name, exp_narrow, narrow
 from .row_tuning import (  # noqa: F401  (the measured table is part of this module's interface)
     RESIDENT_MAX_PER,
     RESIDENT_MAX_THREADS,
@@ -86,21 +86,6 @@ def layernorm_kernel(dt: str, out_dt: str):
     return layernorm
 
 
-LOG2E = 1.4426950408889634
-
-
-@kaio.func
-def _exp_narrow(z):
-    """e^z for z <= 0 whose result is rounded to f16/bf16: the hardware exp2 of z log2 e. That
-    product's rounding costs at most |z| 2^-24 ln 2 relative, < 2^-17 wherever e^z is a normal
-    f32, far inside the result's half ulp (2^-12 for f16), and the range reduction's 8
-    instructions per element are saved (the softmaxes are memory-bound only while the
-    arithmetic per element stays small: 16-bit data leaves half the time per element)."""
-    return kaio.math.exp2(z * LOG2E, fast=True)
-
-
-def _narrow(out_dt: str) -> bool:
-    return out_dt in ("f16", "bf16")
 
 
 @functools.lru_cache(maxsize=None)
@@ -108,7 +93,7 @@ def softmax_kernel(dt: str, out_dt: str):
     """y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r): subtracting the row maximum
     keeps every exponent <= 0, so nothing overflows."""
     T, OT, C = kdtype(dt), kdtype(out_dt), acc_dtype(dt)
-    narrow = _narrow(out_dt)
+    narrow_out = narrow(out_dt)
 
     @kaio.kernel
     def softmax(x: kaio.In[T, 2], y: kaio.Out[OT, _rows()]):
@@ -120,14 +105,14 @@ def softmax_kernel(dt: str, out_dt: str):
         row_max = kaio.block_max(m)
         s = C(0.0)
         for c in range(kaio.thread_idx.x, n, kaio.block_dim.x):
-            if narrow:          # compile-time choices
-                s += _exp_narrow(C(x[row, c]) - row_max)
+            if narrow_out:          # compile-time choices
+                s += exp_narrow(C(x[row, c]) - row_max)
             else:
                 s += kaio.math.exp(C(x[row, c]) - row_max, fast=True)
         inv_sum = 1.0 / kaio.block_sum(s)
         for r, c in y.owned():
-            if narrow:
-                y[r, c] = OT(_exp_narrow(C(x[r, c]) - row_max) * inv_sum)
+            if narrow_out:
+                y[r, c] = OT(exp_narrow(C(x[r, c]) - row_max) * inv_sum)
             else:
                 y[r, c] = OT(kaio.math.exp(C(x[r, c]) - row_max, fast=True) * inv_sum)
 
@@ -167,7 +152,7 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int =
     """:func:`softmax_kernel` with the row in registers (read once, written once), in chunks of
     ``vec`` columns. ``fast``: ``fast_math`` for the whole kernel (its exp is fast either way)."""
     T, OT, V = kdtype(dt), kdtype(out_dt), vec
-    narrow = _narrow(out_dt)
+    narrow_out = narrow(out_dt)
 
     @kaio.kernel(fast_math=fast, max_registers=regs)
     def softmax_resident(x: kaio.In[T, 2], y: kaio.Out[OT, _rows(V)], PER: kaio.Const[int]):
@@ -183,8 +168,8 @@ def softmax_resident_kernel(dt: str, out_dt: str, fast: bool = False, vec: int =
         row_max = kaio.block_max(m)
         s = f32(0.0)
         for k in kaio.static_range(PER):
-            if narrow:          # a compile-time choice
-                e = _exp_narrow(v[k] - row_max)
+            if narrow_out:          # a compile-time choice
+                e = exp_narrow(v[k] - row_max)
             else:
                 e = kaio.math.exp(v[k] - row_max, fast=True)
             v[k] = e
