@@ -22,6 +22,9 @@
 #   startup   benchmarks/bench_startup.py: import kaio, and a kernel's first launch in a fresh process,
 #             cold and from the warm disk cache (saxpy, softmax; startup.md); the same with --backend stub
 #   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
+#   gemm-ablation  scripts/gemm_ablation.py: the GEMM's K loop with the copies, then the barriers taken out
+#   gemm-sol  Nsight Compute speed-of-light, memory (L2/DRAM throughput) and tensor-pipe use of the
+#             best tilings at 4096^3 (scripts/profile_gemm.py)
 #   gemm-stalls  Nsight Compute stall reasons, tensor-pipe and shared-memory use of the 128x256x64 GEMM tiling
 #   gpu-llvm  the gpu/cuda-marked tests with KAIO_CUDA_CODEGEN=llvm (the LLVM nvptx path)
 #   attn-breakdown  scripts/attention_breakdown.py: each launch of the quantized attention alone
@@ -104,6 +107,10 @@ for step in "$@"; do
     gemm-stalls) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
               run gemm_stalls 200 "$NCU" --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_tex_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_imc_miss_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__cycles_elapsed.avg \
                   -k regex:gemm python3 scripts/profile_gemm.py 128x256x64_w64x64 ;;
+    gemm-ablation) run gemm_ablation 200 python3 scripts/gemm_ablation.py ;;
+    gemm-sol) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+              run gemm_sol 200 "$NCU" --section SpeedOfLight --section MemoryWorkloadAnalysis --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum.per_second,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,sm__cycles_elapsed.avg.per_second \
+                  -k regex:gemm python3 scripts/profile_gemm.py 256x128x64_w64x64_s3 128x256x32_w64x64_s3 ;;
     gemm) run bench_gemm 300 python3 -m kaio.cli bench --gemm --out "$OUT" ;;
     gemm-w4a16) run bench_w4a16 420 python3 -m kaio.cli bench --gemm --w4a16-tiles --out "$OUT/w4a16" ;;
     attention) run attention_gpu 240 python3 -m pytest -q -rf -p no:cacheprovider -m gpu tests/test_flash_attention.py \

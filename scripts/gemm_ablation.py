@@ -1,0 +1,109 @@
+"""What limits the library GEMM's mma.sync main loop: the same K loop with parts taken away.
+
+    python3 scripts/gemm_ablation.py [--n 4096] [--tiles 256x128x64_w64x64_s3,...]
+
+For each tiling it times (CUDA events, median of 5 x 10 launches) at n^3, f16 -> f32:
+  library   kaio.kernels.ml.gemm's kernel (the numbers `kaio bench --gemm` reports);
+  no-copy   the same loop with the in-loop global->shared copies left out (the prologue fills
+            the stages once; results are wrong on purpose): ldmatrix + mma + barriers only;
+  no-sync   no-copy without the per-K-step barrier: ldmatrix + mma only.
+The gap library -> no-copy is what feeding shared memory from global/L2 costs; no-copy -> no-sync
+what the barrier costs; no-sync against benchmarks/mma_peak.py what ldmatrix costs. A
+measurement tool, not a library kernel.
+"""
+import argparse
+import sys
+
+import numpy as np
+
+import kaio
+from kaio import f16, f32
+from kaio.kernels.ml import gemm as G
+from kaio.kernels.ml.tiled import warp_origins
+
+
+def ablated(tile: str, barrier: bool):
+    BM, BN, BK, WM, WN, S = G.TILES[tile]
+    S = max(S, 2)
+    threads = (BM // WM) * (BN // WN) * 32
+    out_tiles = kaio.regions.warp_tiles((BM, BN), (WM, WN))
+    a_tile, b_tile = (BM, BK + G.PAD), (BK, BN + G.PAD)
+    origins = warp_origins(BM, BN, WM, WN)
+
+    @kaio.func
+    def stage(As, Bs, A, B, row0, col0, k0):
+        kaio.mma.copy_tile(As, A, row0, k0, cols=BK)
+        kaio.mma.copy_tile(Bs, B, k0, col0, cols=BN)
+
+    @kaio.func
+    def step(As, Bs, wm, wn, acc):
+        for kk in kaio.static_range(BK // 16):
+            a = kaio.mma.load_a(As, wm, kk * 16, m=WM, k=16)
+            b = kaio.mma.load_b(Bs, kk * 16, wn, k=16, n=WN)
+            acc = kaio.mma.mma(a, b, acc)
+        return acc
+
+    @kaio.kernel(block=(threads,))
+    def gemm_ablated(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Region[f32, 2, out_tiles]):
+        As = (kaio.shared_array(f16, a_tile), kaio.shared_array(f16, a_tile))
+        Bs = (kaio.shared_array(f16, b_tile), kaio.shared_array(f16, b_tile))
+        wm, wn, row0, col0 = origins()
+        K = A.shape[1]
+        acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
+        stage(As[0], Bs[0], A, B, row0, col0, 0)
+        stage(As[1], Bs[1], A, B, row0, col0, BK)
+        kaio.mma.copy_wait(pending=0)
+        kaio.sync()
+        for _k0 in range(0, K, 2 * BK):
+            for s in kaio.static_range(2):
+                if barrier:
+                    kaio.sync()
+                acc = step(As[s], Bs[s], wm, wn, acc)
+        kaio.mma.store(C, row0 + wm, col0 + wn, acc)
+    return gemm_ablated
+
+
+def timed(fn, reps=10, rounds=5) -> float:
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(rounds):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(reps):
+            fn()
+        e1.record()
+        torch.cuda.synchronize()
+        out.append(e0.elapsed_time(e1) * 1e3 / reps)
+    return float(np.median(out))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--tiles", default="256x128x64_w64x64_s3,128x256x32_w64x64_s3,128x128x32_w64x32")
+    args = p.parse_args(argv)
+    kaio.set_backend("cuda")
+    n = args.n
+    g = np.random.default_rng(0)
+    a = kaio.to_device(g.uniform(-1, 1, (n, n)).astype(np.float16))
+    b = kaio.to_device(g.uniform(-1, 1, (n, n)).astype(np.float16))
+    c = kaio.device_array((n, n), np.float32)
+    flop = 2.0 * n ** 3
+    print("| tiling | variant | us | TFLOP/s |\n|---|---|---|---|")
+    for tile in args.tiles.split(","):
+        cfg = G.launch_config(n, n, tile, 32)
+        lib = G.gemm_kernel("f16", "f32", False, False, tile, 32)[cfg]
+        rows = [("library", lambda lib=lib: lib(a, b, c, 1.0, 0.0))]
+        for name, bar in (("no-copy", True), ("no-sync", False)):
+            k = ablated(tile, bar)[cfg]
+            rows.append((name, lambda k=k: k(a, b, c)))
+        for name, fn in rows:
+            us = timed(fn)
+            print(f"| {tile} | {name} | {us:.1f} | {flop / us / 1e6:.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
