@@ -6,7 +6,9 @@ For each tiling it times (CUDA events, median of 5 x 10 launches) at n^3, f16 ->
   library   kaio.kernels.ml.gemm's kernel (the numbers `kaio bench --gemm` reports);
   no-copy   the same loop with the in-loop global->shared copies left out (the prologue fills
             the stages once; results are wrong on purpose): ldmatrix + mma + barriers only;
-  no-sync   no-copy without the per-K-step barrier: ldmatrix + mma only.
+  no-sync   no-copy without the per-K-step barrier: ldmatrix + mma only;
+  copy-only the copies, waits and barriers alone (3 stages), no ldmatrix or mma;
+  library   with one more stage in flight, where shared memory allows.
 The gap library -> no-copy is what feeding shared memory from global/L2 costs; no-copy -> no-sync
 what the barrier costs; no-sync against benchmarks/mma_peak.py what ldmatrix costs. A
 measurement tool, not a library kernel.
@@ -63,6 +65,45 @@ def ablated(tile: str, barrier: bool):
     return gemm_ablated
 
 
+def copy_only(tile: str):
+    """The library loop's copies alone (S stages in flight, a barrier per K-step), no mma:
+    the rate global/L2 -> shared sustains for this tiling's traffic."""
+    BM, BN, BK, WM, WN, S = G.TILES[tile]
+    threads = (BM // WM) * (BN // WN) * 32
+    out_tiles = kaio.regions.warp_tiles((BM, BN), (WM, WN))
+    a_tile, b_tile = (BM, BK + G.PAD), (BK, BN + G.PAD)
+    origins = warp_origins(BM, BN, WM, WN)
+
+    @kaio.func
+    def stage(As, Bs, A, B, row0, col0, k0):
+        kaio.mma.copy_tile(As, A, row0, k0, cols=BK)
+        kaio.mma.copy_tile(Bs, B, k0, col0, cols=BN)
+
+    @kaio.kernel(block=(threads,))
+    def gemm_copy_only(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Region[f32, 2, out_tiles]):
+        As = (kaio.shared_array(f16, a_tile), kaio.shared_array(f16, a_tile),
+              kaio.shared_array(f16, a_tile))
+        Bs = (kaio.shared_array(f16, b_tile), kaio.shared_array(f16, b_tile),
+              kaio.shared_array(f16, b_tile))
+        wm, wn, row0, col0 = origins()
+        K = A.shape[1]
+        acc = kaio.mma.fill(f32, 0.0, m=WM, n=WN)
+        for s in kaio.static_range(2):
+            stage(As[s], Bs[s], A, B, row0, col0, s * BK)
+        for k0 in range(0, K, 3 * BK):
+            for s in kaio.static_range(3):
+                kaio.mma.copy_wait(pending=2)
+                kaio.sync()
+                stage(As[(s + 2) % 3], Bs[(s + 2) % 3], A, B, row0, col0, k0 + (s + 2) * BK)
+        kaio.mma.copy_wait(pending=0)
+        kaio.sync()
+        a = kaio.mma.load_a(As[0], wm, 0, m=WM, k=16)
+        b = kaio.mma.load_b(Bs[0], 0, wn, k=16, n=WN)
+        acc = kaio.mma.mma(a, b, acc)
+        kaio.mma.store(C, row0 + wm, col0 + wn, acc)
+    return gemm_copy_only
+
+
 def timed(fn, reps=10, rounds=5) -> float:
     import torch
     fn()
@@ -99,6 +140,14 @@ def main(argv=None) -> int:
         for name, bar in (("no-copy", True), ("no-sync", False)):
             k = ablated(tile, bar)[cfg]
             rows.append((name, lambda k=k: k(a, b, c)))
+        k = copy_only(tile)[cfg]
+        rows.append(("copy-only", lambda k=k: k(a, b, c)))
+        bm, bn, bk, wm, wn, st = G.TILES[tile]
+        if st >= 3 and 2 * (bm * (bk + G.PAD) + bk * (bn + G.PAD)) * (st + 1) <= 227 * 1024:
+            deeper = f"{tile.rsplit('_s', 1)[0]}_s{st + 1}"     # one more stage in flight
+            G.TILES.setdefault(deeper, (bm, bn, bk, wm, wn, st + 1))
+            k = G.gemm_kernel("f16", "f32", False, False, deeper, 32)[cfg]
+            rows.append((f"library {deeper}", lambda k=k: k(a, b, c, 1.0, 0.0)))
         for name, fn in rows:
             us = timed(fn)
             print(f"| {tile} | {name} | {us:.1f} | {flop / us / 1e6:.1f} |", flush=True)
