@@ -36,11 +36,39 @@ import time
 _CHILD = r'''
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
+import numpy as np
+t_numpy = time.perf_counter() - t0
+try:
+    import ml_dtypes  # noqa: F401  (kaio imports it; timed apart: it is not kaio's)
+except ImportError:
+    pass
+t_ml = time.perf_counter() - t0 - t_numpy
 import kaio
 t_import, c_import = time.perf_counter() - t0, time.process_time() - c0
-import numpy as np
 from kaio import f32
 backend, kernel_name = sys.argv[1], sys.argv[2]
+parts = {"import numpy": t_numpy, "import ml_dtypes": t_ml,
+         "import kaio (its own)": t_import - t_numpy - t_ml}
+
+
+inner = [0.0]   # time of the timed calls inside the one running: each part is exclusive
+
+
+def timed(owner, name, label):
+    # wrap owner.name so that its calls add their own time to parts[label]
+    f = getattr(owner, name)
+
+    def w(*a, **k):
+        t = time.perf_counter()
+        inner.append(0.0)
+        try:
+            return f(*a, **k)
+        finally:
+            took = time.perf_counter() - t
+            parts[label] = parts.get(label, 0.0) + took - inner.pop()
+            inner[-1] += took
+    setattr(owner, name, w)
+
 
 @kaio.kernel
 def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
@@ -49,20 +77,39 @@ def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
 
 def make():
     if kernel_name == "saxpy":
-        n = 1 << 10 if backend in ("reference", "stub") else 1 << 20
+        n = 1 << 10 if backend in ("reference", "stub", "stub-driver") else 1 << 20
         x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
         return saxpy, (2.0, x, y)
     from kaio.kernels.ml.norms import softmax_kernel
-    rows, cols = (8, 64) if backend in ("reference", "stub") else (4096, 1024)
+    rows, cols = (8, 64) if backend in ("reference", "stub", "stub-driver") else (4096, 1024)
     x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
     return softmax_kernel("f32", "f32"), (x, np.empty_like(x))
 
+from kaio import warm
+timed(warm, "warm_key", "first launch: warm key")
+timed(warm, "lookup", "first launch: cache read, signature, kaio's load")
+cuda = backend in ("cuda", "stub-driver")
+if cuda:   # the driver's own calls, apart from kaio's work around them
+    t = time.perf_counter()
+    from kaio.backends import cuda as kcuda, cuda_driver as drv
+    parts["start: import kaio's CUDA backend"] = time.perf_counter() - t
+    t = time.perf_counter()
+    try:
+        from cuda.bindings import driver as _d  # noqa: F401
+    except ImportError:
+        pass
+    parts["start: import cuda.bindings"] = time.perf_counter() - t
+    t = time.perf_counter()
+    drv.probe()
+    parts["start: cuInit + device count"] = time.perf_counter() - t
+    timed(drv, "call", "driver calls")
+    timed(kcuda, "load_module", "first launch: module load (cuModuleLoadDataEx)")
 if backend == "stub":
     from kaio.backends import Backend
     from kaio.backends.targets import get_target
 
     class Stub(Backend):
-        """sm_90 PTX through the CUDA stages; loading and launching do nothing."""
+        # sm_90 PTX through the CUDA stages; loading and launching do nothing
         name = "stub"
         def compile_options(self, kernel_options=None):
             return get_target("sm_90").options(kernel_options, ptx_version="8.0")
@@ -76,12 +123,18 @@ if backend == "stub":
     init = 0.0
 else:
     t = time.perf_counter()
-    kaio.set_backend(backend)
+    kaio.set_backend("cuda" if cuda else backend)
     kaio.get_backend()               # the driver and the context (cuInit, cuCtx...)
     init = time.perf_counter() - t
+    if cuda:
+        parts["start: context (driver calls)"] = parts.pop("driver calls", 0.0)
+        parts["start: kaio's own"] = init - parts["start: context (driver calls)"]
+        init += sum(v for n, v in parts.items() if n.startswith("start: import")
+                    ) + parts["start: cuInit + device count"]
     k, args = make()
     if backend != "reference":
         args = tuple(kaio.to_device(a) if isinstance(a, np.ndarray) else a for a in args)
+    parts.pop("driver calls", None)
     t = time.perf_counter()
     k(*args)
     kaio.synchronize()
@@ -90,10 +143,16 @@ else:
     k(*args)
     kaio.synchronize()
     second = time.perf_counter() - t
+    if cuda:
+        parts["first launch: other driver calls"] = parts.pop("driver calls", 0.0)
+launch_parts = [v for n, v in parts.items() if n.startswith("first launch:")]
+# what else the first call did beyond what the second (a repeated launch) does
+parts["first launch: the rest (checks, plan, ...)"] = first - second - sum(launch_parts)
 print(json.dumps({"import_ms": t_import * 1e3, "init_ms": init * 1e3, "first_ms": (first - second) * 1e3,
                   "launch_ms": second * 1e3, "process_to_launch_ms": (time.perf_counter() - t0) * 1e3,
                   "import_cpu_ms": c_import * 1e3,
-                  "process_to_launch_cpu_ms": (time.process_time() - c0) * 1e3}))
+                  "process_to_launch_cpu_ms": (time.process_time() - c0) * 1e3,
+                  "parts_ms": {n: v * 1e3 for n, v in parts.items()}}))
 '''
 
 
@@ -131,10 +190,37 @@ def precompile(env: dict) -> str:
     return "bytecode precompiled" if c.returncode == 0 else "bytecode: compileall failed"
 
 
+def stub_driver(tmp: str, env: dict) -> None:
+    """Build scripts/stub_libcuda.c into ``tmp`` and put it first on ``env``'s library path:
+    the children's CUDA backend then runs on a libcuda that answers as an sm_90 device and
+    does nothing (docs/performance.md, "Start-up")."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "stub_libcuda.c")
+    lib = os.path.join(tmp, "libcuda.so.1")
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (tmp, env.get("LD_LIBRARY_PATH")) if p)
+
+
+def breakdown(kernels: dict) -> str:
+    """The warm processes' parts (median ms): the one-time start, then each kernel's first
+    launch; the driver's rows apart from kaio's."""
+    first = next(iter(kernels.values()))["warm_median"]["parts_ms"]
+    start = [(n, v) for n, v in first.items() if not n.startswith("first launch:")]
+    out = ("\nWhere the time goes, warm cache (median ms of the warm processes; cuda.bindings, "
+           "cuInit, module load and driver calls are NVIDIA's, the rest kaio's):\n\n"
+           "| part | " + " | ".join(kernels) + " |\n|---|" + "---|" * len(kernels) + "\n")
+    out += "".join(f"| {n} | {v:.2f} |" + " |" * (len(kernels) - 1) + "\n" for n, v in start)
+    names = [n for n in first if n.startswith("first launch:")]
+    for n in names:
+        out += (f"| {n} | " + " | ".join(f"{k['warm_median']['parts_ms'].get(n, 0.0):.3f}"
+                                         for k in kernels.values()) + " |\n")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default=os.environ.get("KAIO_BACKEND", "cuda"),
-                    help="cuda, hip, reference, or stub (sm_90 PTX, no GPU: time to the PTX)")
+                    help="cuda, hip, reference, stub (sm_90 PTX, no GPU: time to the PTX) or "
+                         "stub-driver (the CUDA backend on scripts/stub_libcuda.c, built with gcc)")
     ap.add_argument("--runs", type=int, default=5, help="warm processes per kernel (median)")
     ap.add_argument("--out", help="folder for startup.md and startup.json")
     ap.add_argument("--kaio", help="measure this source checkout instead (a folder named kaio, "
@@ -150,6 +236,8 @@ def main(argv=None) -> int:
     with open(script, "w") as f:
         f.write(_CHILD)
     env.pop("KAIO_CACHE_DISABLE", None)
+    if a.backend == "stub-driver":
+        stub_driver(tmp, env)
     if a.kaio:   # the checkout's parent first on the path: `import kaio` finds the checkout
         env["PYTHONPATH"] = os.path.dirname(os.path.abspath(a.kaio))
     bytecode = ("bytecode as found (PYTHONDONTWRITEBYTECODE="
@@ -161,7 +249,9 @@ def main(argv=None) -> int:
     for kernel in ("saxpy", "softmax"):
         cold = child(script, a.backend, kernel, env)
         warm = [child(script, a.backend, kernel, env) for _ in range(a.runs)]
-        med = {f: statistics.median(w[f] for w in warm) for f in warm[0]}
+        med = {f: statistics.median(w[f] for w in warm) for f in warm[0] if f != "parts_ms"}
+        med["parts_ms"] = {n: statistics.median(w["parts_ms"].get(n, 0.0) for w in warm)
+                           for n in warm[0]["parts_ms"]}
         report["kernels"][kernel] = {"cold": cold, "warm": warm, "warm_median": med}
         rows.append((f"{kernel}: first launch", f"{cold['first_ms']:.1f}", f"{med['first_ms']:.2f}",
                      f"{cold['process_to_launch_ms']:.0f}", f"{med['process_to_launch_ms']:.0f}"))
@@ -177,6 +267,7 @@ def main(argv=None) -> int:
               ", ".join(f"{k} {m['process_to_launch_cpu_ms']:.0f} ms" for k, m in cpu.items()) +
               "\n")
     report["import_cpu_ms"] = import_cpu
+    table += breakdown(report["kernels"])
     print(table)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
