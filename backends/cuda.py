@@ -4,7 +4,9 @@ driver, pack arguments and launch.
 Compiling runs the target's stages (:mod:`kaio.backends.targets`: ``sm_XX`` for kaio's PTX for
 the device's arch and the PTX ISA version its driver accepts, or ``nvptx64-sm_XX`` for the LLVM
 path); the PTX text is kept in the on-disk compile cache and the loaded module in memory per PTX
-text, so a kernel is JIT-compiled by the driver once per process, never per launch.
+text, so a kernel is JIT-compiled by the driver once per process, never per launch; the cubin the
+driver makes of it is kept on disk too (:mod:`kaio.backends.cuda_cubin`), so a later process
+loads that instead of handing the driver the PTX again.
 
 Launch: arguments are flattened per :class:`kaio.backends.abi.KernelABI` into one fixed parameter
 buffer per kernel (built once: the *launch plan*), so a launch costs one ``struct.pack_into`` and
@@ -28,7 +30,7 @@ from ..config import settings
 from ..errors import CudaError, LaunchError
 from ..ir.types import BufType
 from ..passes.limits import DYN_SHARED_MARK
-from . import Backend, Compiled, cuda_runtime
+from . import Backend, Compiled, cuda_cubin, cuda_runtime
 from . import cuda_driver as drv
 from .abi import KernelABI, kernel_abi, ptx_version_for
 from .cuda_planned import PlannedLaunch
@@ -118,9 +120,9 @@ def _own_shared(ptx: str) -> int:
 class LoadedKernel:
     """A loaded module, its entry function, the ABI and the launch plan."""
 
-    def __init__(self, ptx: str, abi: KernelABI, kernel_name: str):
+    def __init__(self, ptx: str, abi: KernelABI, kernel_name: str, module=None):
         self.name, self.abi = kernel_name, abi
-        self.module = load_module(ptx, kernel_name)
+        self.module = load_module(ptx, kernel_name) if module is None else module
         self.function = drv.call("cuModuleGetFunction", self.module, abi.entry.encode(), kernel=kernel_name)
         self.packer = ArgPacker(abi)
         self._cuLaunchKernel = drv.driver().cuLaunchKernel  # bound once: the hot path
@@ -229,7 +231,11 @@ class CudaBackend(Backend):
                 lk = self._modules.get(key)
                 if lk is None:
                     self.ctx.make_current()
-                    lk = self._modules[key] = LoadedKernel(ptx, abi, kernel_name or abi.entry)
+                    name = kernel_name or abi.entry
+                    # the cubin the driver made of this PTX in an earlier process, if cached
+                    module = cuda_cubin.load_module(ptx, name, self.compile_cache(), self.props.cc,
+                                                    self.ctx.driver_version, load_module)
+                    lk = self._modules[key] = LoadedKernel(ptx, abi, name, module)
         return lk
 
     # --- memory, streams, events, graphs --------------------------------------------------

@@ -103,7 +103,13 @@ if cuda:   # the driver's own calls, apart from kaio's work around them
     drv.probe()
     parts["start: cuInit + device count"] = time.perf_counter() - t
     timed(drv, "call", "driver calls")
-    timed(kcuda, "load_module", "first launch: module load (cuModuleLoadDataEx)")
+    load = "first launch: module load (driver: cubin, or PTX)"
+    timed(kcuda, "load_module", load)
+    try:   # the cached cubin's load (kaio.backends.cuda_cubin; absent in older checkouts)
+        from kaio.backends import cuda_cubin
+        timed(cuda_cubin, "_load_image", load)
+    except ImportError:
+        pass
 if backend == "stub":
     from kaio.backends import Backend
     from kaio.backends.targets import get_target

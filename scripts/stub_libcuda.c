@@ -12,7 +12,7 @@
  * It answers as one device, "kaio stub H200" (compute capability 9.0, 132 SMs, 1024 threads,
  * 48/227 KiB shared memory per block, warp 32, 140 GiB), driver 13.0. "Device" memory is host
  * memory (malloc), so copies in and out round-trip; kernels never run. Module loading
- * accepts anything. cuda.bindings finds every function through cuGetProcAddress: the ones
+ * accepts anything, and the JIT linker returns the same few bytes for any PTX. cuda.bindings finds every function through cuGetProcAddress: the ones
  * below by name, every other one as a function that returns 0 and writes nothing. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,6 +101,21 @@ static int memcpy_any_async(uintptr_t dst, uintptr_t src, size_t bytes, void *st
     return memcpy_any(dst, src, bytes);
 }
 
+/* the JIT linker: every link "completes" with the same few bytes of cubin */
+static const char stub_cubin[] = "kaio stub cubin";
+
+static int link_create(unsigned n, void *opts, void *vals, void **state) {
+    (void)n; (void)opts; (void)vals;
+    return handle_out(state);
+}
+
+static int link_complete(void *state, const void **cubin, size_t *size) {
+    (void)state;
+    *cubin = stub_cubin;
+    *size = sizeof stub_cubin;
+    return 0;
+}
+
 static const struct { const char *name; void *fn; } known[] = {
     {"cuDriverGetVersion", (void *)cuDriverGetVersion},
     {"cuInit", (void *)cuInit},
@@ -113,6 +128,8 @@ static const struct { const char *name; void *fn; } known[] = {
     {"cuModuleLoadDataEx", (void *)module_load_data_ex},
     {"cuModuleLoadData", (void *)module_load_data},
     {"cuModuleGetFunction", (void *)module_get_function},
+    {"cuLinkCreate", (void *)link_create},
+    {"cuLinkComplete", (void *)link_complete},
     {"cuMemAlloc", (void *)mem_alloc},
     {"cuMemFree", (void *)mem_free},
     {"cuMemHostAlloc", (void *)mem_host_alloc},
