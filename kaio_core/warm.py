@@ -14,7 +14,8 @@ itself (:func:`warm_key`):
 - the compile options (target, warp width, codegen, PTX version, fast math, checked mode, ...)
   and the declared block;
 - kaio's version, the Python version and a stamp of kaio's own source files (path, size and
-  modification time of each, :func:`package_stamp`), so any edit to kaio misses.
+  modification time of each, :func:`package_stamp`), so any edit to a kaio checkout misses
+  (an installed wheel: its dist-info RECORD, which every install rewrites).
 
 It is conservative: a value that has no stable fingerprint (a list, a user object, a module
 other than kaio's, ``math`` or numpy) makes the kernel take the frontend path, as before.
@@ -68,23 +69,58 @@ _STAMP: str | None = None
 
 
 def package_stamp() -> str:
-    """sha256 over (path, size, mtime) of every .py file of kaio's packages (the frontend, the
-    passes, the race checker, the backends, the kernel library), computed once per process.
-    Cheaper than hashing their contents (a stat per file) and as safe here: an edited file
-    changes its stamp, and a stamp that changed for nothing costs one frontend compile."""
+    """sha256 over kaio's version, the Python version and kaio's own files, computed once per
+    process: every .py file's (path, size, mtime) in a source checkout or editable install (the
+    frontend, the passes, the race checker, the backends, the kernel library) -- cheaper than
+    hashing their contents (a stat per file) and as safe here: an edited file changes its
+    stamp, and a stamp that changed for nothing costs one frontend compile; in an installed
+    wheel, its dist-info RECORD (rewritten by every install) and the package's folders
+    (:func:`installed_record`), one stat each instead of one per file."""
     global _STAMP
     if _STAMP is None:
         h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
-        roots = {os.path.dirname(os.path.abspath(__file__))}
+        package = os.path.dirname(os.path.abspath(__file__))
+        roots = {package}
         for name in ("kaio.backends", "kaio.regions", "kaio.kernels"):
             mod = sys.modules.get(name)
             paths = getattr(mod, "__path__", None) if mod is not None else _spec_paths(name)
             roots.update(os.path.abspath(p) for p in paths or ())
-        for root in sorted(roots):
-            for path, size, mtime in _files(root):
-                h.update(f"{path}\0{size}\0{mtime}\n".encode())
+        record = installed_record(package, roots)
+        if record is not None:
+            h.update(record.encode())
+        else:
+            for root in sorted(roots):
+                h.update("".join(f"{path}\0{size}\0{mtime}\n"
+                                 for path, size, mtime in _files(root)).encode())
         _STAMP = h.hexdigest()
     return _STAMP
+
+
+def installed_record(package: str, roots) -> str | None:
+    """The stamp text of a kaio installed from a wheel: the (path, size, mtime) of its
+    ``kaio-VERSION.dist-info/RECORD`` next to the package folder, and of the package's
+    folders; None where kaio is not installed that way (a source checkout, an editable
+    install: their files live outside the folder that holds the dist-info). A file edited by
+    hand inside an installed kaio is not seen: edit a checkout instead."""
+    site = os.path.dirname(package)
+    if not all(r == package or r.startswith(package + os.sep) for r in roots):
+        return None
+    record = os.path.join(site, f"kaio-{__version__}.dist-info", "RECORD")
+    try:
+        st = os.stat(record)
+    except OSError:
+        return None
+    out = [f"{record}\0{st.st_size}\0{st.st_mtime_ns}\n"]
+    stack = [package]
+    while stack:   # the folders' own mtimes: a file added, removed or replaced by a rename
+        d = stack.pop()
+        try:
+            out.append(f"{d}\0{os.stat(d).st_mtime_ns}\n")
+            stack.extend(e.path for e in os.scandir(d)
+                         if e.name != "__pycache__" and e.is_dir(follow_symlinks=False))
+        except OSError:
+            out.append(f"{d}\0-1\n")
+    return "".join(sorted(out))
 
 
 def _spec_paths(name: str):
@@ -106,16 +142,16 @@ def _files(root: str):
         except OSError:
             continue
         for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name != "__pycache__":
-                    stack.append(e.path)
-            elif e.name.endswith(".py"):
+            name = e.name
+            if name.endswith(".py"):
                 try:
                     st = e.stat()
                 except OSError:   # replaced or removed meanwhile: stamped as missing
                     out.append((e.path, -1, -1))
                     continue
                 out.append((e.path, st.st_size, st.st_mtime_ns))
+            elif name != "__pycache__" and e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
     return sorted(out)
 
 

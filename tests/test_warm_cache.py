@@ -358,3 +358,42 @@ def test_a_backend_with_its_own_compile_sees_every_compilation(disk_cache):
         kaio.kernel(_double).compile(Spy())
     assert len(seen) == 2 and min(seen) > 0
     assert warm.stats["hits"] == before["hits"] and warm.stats["stores"] == before["stores"]
+
+
+def _installed_tree(tmp_path, version=None):
+    """A wheel's layout: site/kaio/{backends,kernels/ml}/... and site/kaio-VERSION.dist-info."""
+    site = tmp_path / "site"
+    pkg = site / "kaio"
+    for d in ("backends", "regions", "kernels/ml"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "m.py").write_text("x = 1\n")
+    info = site / f"kaio-{version or kaio.__version__}.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("kaio/__init__.py,sha256=...,10\n")
+    roots = {str(pkg), str(pkg / "backends"), str(pkg / "regions"), str(pkg / "kernels")}
+    return pkg, info / "RECORD", roots
+
+
+def test_installed_wheel_is_stamped_by_its_record(tmp_path):
+    pkg, record, roots = _installed_tree(tmp_path)
+    first = warm.installed_record(str(pkg), roots)
+    assert first is not None and str(record) in first
+    assert warm.installed_record(str(pkg), roots) == first
+    # a reinstall rewrites RECORD; a module added (or replaced by a rename) changes a folder
+    os.utime(record, ns=(1, 1))
+    second = warm.installed_record(str(pkg), roots)
+    assert second != first
+    (pkg / "kernels" / "ml" / "new.py").write_text("y = 2\n")
+    os.utime(pkg / "kernels" / "ml", ns=(2, 2))
+    assert warm.installed_record(str(pkg), roots) != second
+
+
+def test_checkout_or_editable_install_is_stamped_file_by_file(tmp_path):
+    pkg, record, roots = _installed_tree(tmp_path, version="0.0.0-other")
+    assert warm.installed_record(str(pkg), roots) is None       # no RECORD of this version
+    pkg, record, roots = _installed_tree(tmp_path / "again")
+    elsewhere = str(tmp_path / "checkout" / "backends")        # the editable layout's mapping
+    assert warm.installed_record(str(pkg), roots | {elsewhere}) is None
+    # this checkout: every file (stamped per file, so an edit misses)
+    assert warm.installed_record(os.path.dirname(warm.__file__),
+                                 [os.path.dirname(warm.__file__)]) is None
