@@ -76,6 +76,7 @@ from .lang import (
     atomic_sub,
     atomic_xor,
     ballot,
+    bitcast,
     block_dim,
     block_idx,
     block_max,

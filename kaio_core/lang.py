@@ -117,6 +117,8 @@ dynamic_shared = Intrinsic("dynamic_shared",
                            "dynamic_shared(dtype): 1-D shared array sized at launch (shared_bytes=).")
 local_array = Intrinsic("local_array", "local_array(dtype, n): per-thread scratch array.")
 static_range = Intrinsic("static_range", "static_range(n): a range unrolled at compile time.")
+bitcast = Intrinsic("bitcast", "bitcast(value, dtype): the bits of a scalar read as another "
+                    "dtype of the same width (kaio.bitcast(x, kaio.i32) for an f32 x).")
 atomic_add = Intrinsic("atomic_add", "atomic_add(buf, index, value) -> old value")
 atomic_sub = Intrinsic("atomic_sub", "atomic_sub(buf, index, value) -> old value")
 atomic_min = Intrinsic("atomic_min", "atomic_min(buf, index, value) -> old value")

@@ -64,6 +64,44 @@ def calls_func(x: kaio.In[f32], y: kaio.Out[f32]):
         y[i] = twice(x[i])
 
 
+@kaio.func
+def four_times(v):          # calls another device function, which is read too
+    return twice(twice(v))
+
+
+@kaio.kernel
+def calls_nested_func(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = four_times(x[i])
+
+
+@kaio.func
+def plus_lane(v):
+    return v + f32(kaio.lane_id())
+
+
+@kaio.func
+def via_plus_lane(v):
+    return plus_lane(v) * 2.0
+
+
+@kaio.kernel
+def calls_thread_dependent_func(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = via_plus_lane(x[i])
+
+
+@kaio.func
+def bits_plus_one(v):
+    return kaio.bitcast(kaio.bitcast(v, kaio.i32) + 1, f32)
+
+
+@kaio.kernel
+def calls_bitcast_func(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = bits_plus_one(x[i])
+
+
 @kaio.kernel
 def explicit_partition(x: kaio.In[f32], y: kaio.Out[f32, blocked(2)]):
     for i in y.owned():
@@ -82,7 +120,8 @@ def switched_off(x: kaio.In[f32], y: kaio.Out[f32]):
         y[i] = x[i]
 
 
-@pytest.mark.parametrize("kernel, k", [(saxpy, 8), (clamp_exp, 8), (halve16, 16)])
+@pytest.mark.parametrize("kernel, k", [(saxpy, 8), (clamp_exp, 8), (halve16, 16), (calls_func, 8),
+                                       (calls_nested_func, 8), (calls_bitcast_func, 8)])
 def test_elementwise_kernels_are_coarsened(kernel, k):
     assert kernel.coarsening() == k
     part = kernel.specialize_ir({}, coarsen=True).params[-1 if kernel is not clamp_exp else 1].partition
@@ -91,8 +130,8 @@ def test_elementwise_kernels_are_coarsened(kernel, k):
     assert kernel.specialize_ir({}).params[-1 if kernel is not clamp_exp else 1].partition == Elementwise()
 
 
-@pytest.mark.parametrize("kernel", [uses_thread_id, uses_global_id, calls_func, explicit_partition,
-                                    two_d, switched_off, scale64])
+@pytest.mark.parametrize("kernel", [uses_thread_id, uses_global_id, calls_thread_dependent_func,
+                                    explicit_partition, two_d, switched_off, scale64])
 def test_kernels_that_may_depend_on_their_thread_are_not(kernel):
     assert kernel.coarsening() is None
 
@@ -111,6 +150,16 @@ def test_coarsened_and_explicit_launches_agree_with_numpy(backend, n):
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
+def test_device_function_kernels_coarsened_agree_with_numpy(backend):
+    """Kernels whose @kaio.func helpers are elementwise get kaio's coarsening, same results."""
+    x = np.random.default_rng(3).standard_normal(1003).astype(np.float32)
+    y = np.zeros_like(x)
+    calls_nested_func(x, y)
+    np.testing.assert_array_equal(y, 4 * x)
+    calls_bitcast_func(x, y)
+    np.testing.assert_array_equal(y, (x.view(np.int32) + 1).view(np.float32))
+
+
 def test_coarsened_launch_uses_k_times_fewer_threads():
     part = Coarsened(8)
     grid, block = part.launch_shape((1 << 20,))
@@ -118,7 +167,7 @@ def test_coarsened_launch_uses_k_times_fewer_threads():
     assert Elementwise().launch_shape((1 << 20,))[0][0] * 256 == 1 << 20
 
 
-@pytest.mark.parametrize("kernel, loads", [(saxpy, 4), (clamp_exp, 2)])
+@pytest.mark.parametrize("kernel, loads", [(saxpy, 4), (clamp_exp, 2), (calls_nested_func, 2)])
 def test_coarsened_ptx_moves_16_bytes_per_access(kernel, loads):
     """Even a body of ~100 ops after math expansion (exp) is copied k times in full tiles."""
     for target in ("sm_90", "nvptx64-sm_90"):

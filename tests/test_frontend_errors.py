@@ -344,8 +344,22 @@ def owned_on_in(x: kaio.In[f32], y: kaio.Out[f32]):
         pass
 
 
+@kaio.kernel
+def bitcast_widths_differ(x: kaio.In[f32], y: kaio.Out[f32]):
+    for i in y.owned():
+        y[i] = f32(kaio.bitcast(x[i], kaio.i16))  # ERR
+
+
+@kaio.kernel
+def bitcast_literal(y: kaio.Out[i32]):
+    for i in y.owned():
+        y[i] = kaio.bitcast(1.5, i32)  # ERR
+
+
 @pytest.mark.parametrize("k, message, hint", [
     (undefined_name, "undefined name 'nope'", "define it"),
+    (bitcast_widths_differ, "kaio.bitcast from f32 to i16: the widths differ", "of one width"),
+    (bitcast_literal, "kaio.bitcast of a literal", "kaio.bitcast(kaio.f32(1.5), kaio.i32)"),
     (stores_wrong_type, "has type i32 but f32 is expected", "kaio.f32("),
     (changes_type, "variable 'v' has type i32 but is assigned a f32 value", "keeps one type"),
     (changes_type_in_loop, "variable 'acc' has type i32 but is assigned a f32", "keeps one type"),

@@ -2,8 +2,8 @@
 
 A kernel is *elementwise* when its result cannot depend on which thread computes which element:
 its body names no thread identity (``thread_idx``, ``global_id``, ``lane_id``, ...), no shared
-memory, barrier, atomic, warp or block collective, and calls no ``@kaio.func`` (whose body is not
-inspected here); its only ownership comes from ``y.owned()``. The README's
+memory, barrier, atomic, warp or block collective, and calls only ``@kaio.func`` functions whose
+bodies pass the same test (read here, transitively); its only ownership comes from ``y.owned()``. The README's
 ``for i in y.owned(): y[i] = a * x[i] + y[i]`` is one. For such a kernel every 1-D Region/Out left
 on the default partition, when every buffer has 2- or 4-byte elements, is given
 :class:`~kaio.regions.partitions.Coarsened` (k elements per thread, :func:`elements_per_thread`)
@@ -25,7 +25,7 @@ from ..lang import DeviceFunction, Intrinsic
 from .diagnostics import parse_function
 
 #: intrinsics that do not reveal or involve other threads
-THREAD_INDEPENDENT = frozenset({"static_range", "local_array"})
+THREAD_INDEPENDENT = frozenset({"static_range", "local_array", "bitcast"})
 
 #: element sizes whose k neighbours the vector pass (kaio.backends.vector_access) turns into
 #: whole 16-byte accesses: 2 bytes (groups of 8) and 4 (groups of 4); 1-byte types (groups of 16)
@@ -55,25 +55,43 @@ def coarsening(fn, params, kernel_name: str) -> int | None:
     if any(s not in VECTOR_ITEMSIZES for s in sizes):      # bool (1 byte) included
         return None  # no 16-byte accesses for them: k serial accesses measured slower
     tree = parse_function(fn, kernel_name).tree
-    if not _thread_independent(tree, fn, {p.name for p in params}):
+    if not _thread_independent(tree, fn, {p.name for p in params}, set()):
         return None
     return elements_per_thread(sizes)   # two 16-byte accesses per buffer
 
 
-def _thread_independent(tree, fn, param_names) -> bool:
+def _thread_independent(tree, fn, param_names, seen: set) -> bool:
+    """Whether the function ``fn`` (parsed as ``tree``) names nothing thread-dependent; ``seen``
+    holds the device functions already read (each is read once, recursion included)."""
     local = set(param_names) | _assigned(tree)
     for node in _body_nodes(tree):
         if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                              ast.Global, ast.Nonlocal)) and node is not tree:
             return False
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
-            if not _allowed(_resolve(fn, node.id)):
+            if not _allowed(_resolve(fn, node.id), seen):
                 return False
         elif isinstance(node, ast.Attribute):
             obj = _attribute(fn, node, local)
-            if obj is not _LOCAL and not _allowed(obj):
+            if obj is not _LOCAL and not _allowed(obj, seen):
                 return False
     return True
+
+
+def _device_function_independent(f: DeviceFunction, seen: set) -> bool:
+    """A called ``@kaio.func``: its body under the kernel's rule (it is inlined where it is
+    called, so what it names is what the kernel names)."""
+    if id(f) in seen:
+        return True
+    seen.add(id(f))
+    try:
+        tree = parse_function(f.fn, f.name).tree
+    except Exception:       # no source to read: keep the default partition
+        return False
+    a = tree.args
+    params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    return _thread_independent(tree, f.fn, params, seen)
 
 
 def _body_nodes(tree):
@@ -134,9 +152,11 @@ def _attribute(fn, node, local):
     return obj
 
 
-def _allowed(obj) -> bool:
-    if obj is _UNKNOWN or isinstance(obj, DeviceFunction):
+def _allowed(obj, seen: set) -> bool:
+    if obj is _UNKNOWN:
         return False
+    if isinstance(obj, DeviceFunction):
+        return _device_function_independent(obj, seen)
     if isinstance(obj, Intrinsic):
         return obj.name in THREAD_INDEPENDENT or obj.name.startswith("math.")
     return True

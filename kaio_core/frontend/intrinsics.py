@@ -156,6 +156,21 @@ class IntrinsicsMixin:
             return self.b.const(x, to)
         return self.b.cast(v, to)
 
+    def intr_bitcast(self, name, args, kwargs, node):
+        """``kaio.bitcast(value, dtype)``: the same bits as another dtype of the same width."""
+        self.arity("kaio.bitcast", args, kwargs, node, 2, allowed_kw=("dtype",))
+        to = self.const_dtype(args[1] if len(args) > 1 else kwargs["dtype"][0], node,
+                              "the dtype of kaio.bitcast")
+        v = self.scalar(args[0], node, "operand of kaio.bitcast")
+        if isinstance(v, Lit):
+            raise self.err(node, "kaio.bitcast of a literal: its width is not known",
+                           hint="give it a dtype first: kaio.bitcast(kaio.f32(1.5), kaio.i32)")
+        if v.type.is_bool or to.is_bool or v.type.bits != to.bits:
+            raise self.err(node, f"kaio.bitcast from {v.type.name} to {to.name}: the widths differ "
+                                 "or one is bool", hint="bitcast between dtypes of one width "
+                                                        "(f32 <-> i32/u32, f16/bf16 <-> i16/u16)")
+        return self.b.bitcast(v, to)
+
     # --- math ---------------------------------------------------------------------------
     def math_call(self, fn, args, kwargs, node):
         label = f"kaio.math.{fn}"
