@@ -18,6 +18,7 @@ from kaio.kernels import REGISTRY
 from kaio.kernels._bench import empty, up
 from kaio.kernels.ml import attention as A
 from kaio.kernels.ml import flash_attention as F
+from kaio.kernels.ml import quant as Q
 
 
 def main(argv=None) -> int:
@@ -42,14 +43,13 @@ def main(argv=None) -> int:
     d = wq.shape[1]
     xq, sx = empty((s, dm), np.int8), empty((s, 1), np.float32)
     qkv, o = empty((s, 3 * d), np.float32), empty((s, d), np.float32)
-    quantize = A.quantize_rows_kernel("f32")[(s,), (256,)]
+    quantize = Q.quantize_rows_launch("f32", (s, dm))
     project = A.w8a8_launch(s, 3 * d)
     wqkv, sqkv = A._stacked(wq, wk, wv, axis=1), A._stacked(sq, sk, sv, axis=0)
     w = kaio.get_backend().warp_size
     dp = F.padded_dim(d)
     chunks, nsteps = F.plan(s, s, w)
     partial = F.kernel(dp, w)[F.launch_config(s, w, chunks)]
-    scr = F.scratch(s, w, chunks, empty)
     part, ml = F.partials(s, dp, chunks, empty)
     fargs = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(args.causal))
     combine = F.combine_kernel()[(-(-(s * d) // 256),), (256,)]
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
             (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block})",
              lambda: project(xq, wqkv, sx, sqkv, qkv)),
             (f"attention partial ({chunks} chunks x {nsteps} steps)",
-             lambda: partial(qkv, qkv, qkv, part, ml, scr, *fargs)),
+             lambda: partial(qkv, qkv, qkv, part, ml, *fargs)),
             ("attention combine", lambda: combine(part, ml, o, chunks, dp)),
             ("whole pipeline (device_pipeline)", whole)]
     print(f"quantized attention S={s} Dm={dm} D={d}{' causal' if args.causal else ''}")

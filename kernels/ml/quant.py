@@ -31,7 +31,9 @@ from kaio.config import settings
 from .._launch import kdtype, np_dtype
 from . import quant_mma
 from .elementwise import _name
+from .norms import _load_row
 from .quant_mma import int4_at
+from .row_tuning import resident_plan
 
 
 @functools.lru_cache(maxsize=None)
@@ -210,6 +212,54 @@ def quantize_rows_kernel(dt: str):
     return quantize_rows_int8
 
 
+@functools.lru_cache(maxsize=None)
+def quantize_rows_resident_kernel(dt: str, vec: int = 1):
+    """:func:`quantize_rows_kernel` with the row read once into registers (as the resident norms
+    hold it, kernels/ml/norms.py): ``PER`` columns per thread in chunks of ``vec`` (16: one
+    16-byte store of q per chunk). max|x| is exact in any order, so q and the scale are bitwise
+    the general kernel's."""
+    T, V = kdtype(dt), vec
+
+    @kaio.kernel
+    def quantize_rows_int8_resident(x: kaio.In[T, 2], q: kaio.Out[kaio.i8, regions.rows_per_block(vec=V)],
+                                    scale: kaio.Out[f32, _rows()], PER: kaio.Const[int]):
+        row = kaio.block_idx.x
+        t = kaio.thread_idx.x
+        nt = kaio.block_dim.x
+        n = x.shape[1]
+        v = kaio.local_array(f32, PER)
+        _load_row(x, row, v, PER, V, f32(0.0))
+        m = f32(0.0)
+        for k in kaio.static_range(PER):
+            m = kaio.math.max(m, kaio.math.abs(v[k]))
+        amax = kaio.block_max(m)
+        s = amax / 127.0 if amax > 0.0 else f32(1.0)
+        for k in kaio.static_range(PER // V):
+            c = V * t + V * nt * k
+            if c + V <= n:
+                for j in kaio.static_range(V):
+                    q[row, c + j] = kaio.i8(kaio.math.rint(v[V * k + j] / s))
+        for r, c in scale.owned():
+            scale[r, c] = s
+
+    return quantize_rows_int8_resident
+
+
+def quantize_rows_launch(dt: str, shape: tuple):
+    """The launch of the row quantization of an [rows, cols] ``dt`` input: a function of
+    (x, q, scale). The register-resident kernel (x read once, 16-byte stores of q where cols is
+    a multiple of 16) where the row fits :func:`resident_plan`, else the general kernel with
+    256 threads per row (scripts/attention_breakdown.py times it in the quantized attention)."""
+    rows, cols = (int(d) for d in shape)
+    vec = 16 if cols % 16 == 0 else 1
+    plan = resident_plan(cols, vec)
+    if plan is None:
+        return quantize_rows_kernel(dt)[(rows,), (256,)]
+    threads, per = plan
+    k = quantize_rows_resident_kernel(dt, vec)[(rows,), (threads,)]
+    return lambda x, q, scale: k(x, q, scale, PER=per)
+
+
 # --- host entry points -------------------------------------------------------------------------
 def dequantize(q: np.ndarray, scale: np.ndarray, out_dtype=np.float32) -> np.ndarray:
     """Per-channel (per-row) INT8 dequantization."""
@@ -316,8 +366,7 @@ def quantize_rows(x: np.ndarray):
     """Per-row symmetric INT8 quantization on the device: (q int8 [M,K], scale f32 [M])."""
     q = np.empty(x.shape, dtype=np.int8)
     scale = np.empty((x.shape[0], 1), dtype=np.float32)
-    kernel = quantize_rows_kernel(_name(x))
-    kernel[(x.shape[0],), (256,)](x, q, scale)
+    quantize_rows_launch(_name(x), x.shape)(x, q, scale)
     return q, scale[:, 0]
 
 
