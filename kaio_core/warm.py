@@ -22,14 +22,16 @@ other than kaio's, ``math`` or numpy) makes the kernel take the frontend path, a
 
 Under that key the cache holds one JSON text (:func:`store`): the kernel's name, the
 coarsening factor, the checked IR as launched -- its signature only (parameters, partitions,
-index bounds, declared block, launch dimensions: all a launch checks and the loaders read),
-the whole kernel in checked mode (whose fault messages walk the body) -- and the
-second-level key of the loadable artifact (PTX, HSACO), or, for the reference backend, the
-lowered IR as text (which the interpreter runs; those entries go to the default cache, the
-reference backend keeping nothing in it otherwise). A hit
+index bounds, declared block, launch dimensions: all a launch checks and the loaders read) as
+JSON data (:mod:`kaio.ir.sigjson`), the whole kernel as IR text in checked mode (whose fault
+messages walk the body) -- and the second-level key of the loadable artifact (PTX, HSACO), or,
+for the reference backend, the lowered IR as text (which the interpreter runs; those entries go
+to the default cache, the reference backend keeping nothing in it otherwise). A hit
 (:func:`lookup`) reads both entries, each verified on read by the cache (header, key, length,
-sha256), parses the IR text and loads the artifact; anything missing, damaged or inconsistent
-is a miss, and the frontend path rebuilds and rewrites it.
+sha256), rebuilds the kernel's signature (or parses the IR text) and loads the artifact (the
+CUDA backend: the cubin the driver made of the PTX in an earlier process,
+:mod:`kaio.backends.cuda_cubin`); anything missing, damaged or inconsistent is a miss, and the
+frontend path rebuilds and rewrites it.
 """
 from __future__ import annotations
 
@@ -49,11 +51,12 @@ from .cache import cache_key, default_cache
 from .dtypes import DType
 from .ir import print_kernel
 from .ir.parser import ParseError, parse_kernel
+from .ir.sigjson import kernel_from_json, signature_json
 from .lang import BufferSpec, ConstSpec, DeviceFunction, Intrinsic, _BufferIntent, _Const
 from .version import __version__
 
 #: bump when the entry's layout or the key's contents change
-FORMAT = 1
+FORMAT = 2
 
 #: counters for tests and benchmarks: warm hits, misses, entries refused on read, stores, and
 #: kernels whose key could not be computed (a value with no stable fingerprint)
@@ -329,9 +332,11 @@ def store(cache, key: str, compiled, frontend_ir, elems, target) -> None:
     """Write the warm entry of ``compiled`` (just built through the frontend from IR kernel
     ``frontend_ir``) under ``key``; ``elems``: its coarsening factor (None: none)."""
     options = compiled.options
-    launched = print_kernel(compiled.kernel)
-    entry = {"format": FORMAT, "name": compiled.kernel.name, "elems": elems,
-             "ir": launched if _needs_body(options) else _signature(launched)}
+    entry = {"format": FORMAT, "name": compiled.kernel.name, "elems": elems}
+    if _needs_body(options):
+        entry["ir"] = print_kernel(compiled.kernel)
+    else:   # as JSON data: cheaper to read back than the signature line's IR text
+        entry["sig"] = signature_json(compiled.kernel)
     if target.family == "reference":
         entry["lowered"] = print_kernel(compiled.artifacts["lowered"])
     else:
@@ -342,12 +347,6 @@ def store(cache, key: str, compiled, frontend_ir, elems, target) -> None:
             return   # not in the cache (a disk error, a cache that keeps nothing)
     cache.put(key, json.dumps(entry))
     stats["stores"] += 1
-
-
-def _signature(text: str) -> str:
-    """The IR text of a kernel's first line -- its name, parameters, partitions and attributes
-    -- with an empty body: what launching it reads."""
-    return text.split("\n", 1)[0] + "\n}\n"
 
 
 def lookup(cache, key: str, backend, options, target):
@@ -361,7 +360,7 @@ def lookup(cache, key: str, backend, options, target):
         entry = json.loads(text)
         if entry["format"] != FORMAT:
             raise ValueError(f"format {entry['format']}")
-        kernel = parse_kernel(entry["ir"])
+        kernel = kernel_from_json(entry["sig"]) if "sig" in entry else parse_kernel(entry["ir"])
         if kernel.name != entry["name"]:
             raise ValueError(f"kernel {kernel.name}, entry for {entry['name']}")
         if target.family == "reference":

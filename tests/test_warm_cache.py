@@ -397,3 +397,56 @@ def test_checkout_or_editable_install_is_stamped_file_by_file(tmp_path):
     # this checkout: every file (stamped per file, so an edit misses)
     assert warm.installed_record(os.path.dirname(warm.__file__),
                                  [os.path.dirname(warm.__file__)]) is None
+
+
+def _signature_cases():
+    from kaio.kernels.ml.backward import column_sum_kernel
+    from kaio.kernels.ml.elementwise import gelu_tanh_kernel
+    from kaio.kernels.ml.gemm import gemm_kernel
+    from kaio.kernels.ml.norms import softmax_kernel, softmax_resident_kernel
+
+    @kaio.kernel(block=(32, 4))
+    def blocked(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+        for i in y.owned():
+            y[i] = a * x[i]
+    return [(softmax_kernel("f32", "f32"), {}, True),
+            (softmax_resident_kernel("f16", "f32", vec=4), {"PER": 16}, False),
+            (gemm_kernel("f16", "f32", False, True), {}, False),
+            (gelu_tanh_kernel("bf16"), {}, True),
+            (column_sum_kernel("f16", "f32"), {}, False),
+            (blocked, {}, False)]
+
+
+def test_signature_json_round_trips_as_the_ir_text_does():
+    """The warm entry's signature (kaio.ir.sigjson) rebuilds the kernel exactly: it prints as
+    the original's signature line (partitions, index bounds, block, dtypes, locations)."""
+    from kaio.ir import print_kernel
+    from kaio.ir.parser import parse_kernel
+    from kaio.ir.sigjson import kernel_from_json, signature_json
+    for k, consts, coarsen in _signature_cases():
+        ir = k.specialize_ir(consts, coarsen)
+        head = print_kernel(ir).split("\n", 1)[0]
+        back = kernel_from_json(json.loads(json.dumps(signature_json(ir))))
+        assert print_kernel(back) == head + "\n}\n" == print_kernel(parse_kernel(head + "\n}\n"))
+        assert [p.partition for p in back.params] == [p.partition for p in ir.params]
+        assert dict(back.attrs) == dict(ir.attrs) and back.loc == ir.loc
+
+
+def test_entry_keeps_the_signature_as_json(disk_cache):
+    """A warm entry holds the signature as JSON data, not IR text; the entry's kernel launches
+    checks as the frontend's does (same parameters, partitions and bounds)."""
+    from kaio.cache import default_cache
+    from kaio.ir import print_kernel
+    from kaio.kernels.ml.norms import softmax_kernel
+    stub, k = _Stub(), softmax_kernel("f32", "f32")
+    k._compiled.clear()    # the factory keeps its kernel objects: forget what this one compiled
+    c = k._compile(stub, {}, True)
+    cache = stub.compile_cache() or default_cache()
+    entries = [json.loads(cache.get(k)) for k in cache.stored_keys() if k.startswith("w")]
+    assert len(entries) == 1 and "sig" in entries[0] and "ir" not in entries[0]
+    cache.clear_memory()
+    k._compiled.clear()
+    hits = warm.stats["hits"]
+    c2 = k._compile(stub, {}, True)
+    assert warm.stats["hits"] == hits + 1
+    assert print_kernel(c2.kernel) == print_kernel(c.kernel).split("\n", 1)[0] + "\n}\n"
