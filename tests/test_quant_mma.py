@@ -177,8 +177,8 @@ def test_w8a8_tilings_are_exact_at_a_ragged_shape(reference, tile):
 
 def test_w8a8_takes_the_small_tiling_where_the_large_leaves_sms_idle():
     assert quant_mma.w8a8_tile(2048, 2048) == quant_mma.W8_DEFAULT            # 256 blocks
-    assert quant_mma.w8a8_tile(1024, 384) == "64x64x64_w32x32"             # 24 -> 96 blocks
-    grid, _ = quant_mma.w8a8_launch_config(1024, 384, 32, "64x64x64_w32x32")
+    assert quant_mma.w8a8_tile(1024, 384) == "64x64x128_w32x32"            # 24 -> 96 blocks
+    grid, _ = quant_mma.w8a8_launch_config(1024, 384, 32, "64x64x128_w32x32")
     assert grid == (6, 16)
 
 

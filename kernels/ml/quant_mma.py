@@ -44,7 +44,9 @@ def int4_at(packed_byte, high):
 #: W8A8 tilings: block tile (BM, BN), K step BK, warp tile (WM, WN). The first is the default;
 #: the small one is for outputs the large tiles cover with too few blocks to fill the GPU
 #: (the quantized attention's projection, 1024 x 384: 24 blocks of 128 x 128, 96 of 64 x 64).
-W8_TILES = {"128x128x64_w64x32": (128, 128, 64, 64, 32), "64x64x64_w32x32": (64, 64, 64, 32, 32)}
+#: Its K step is 128 deep: there each block's few products cannot hide a copy's latency, so
+#: the K loop costs about one global round trip per step (K = 512: four instead of eight).
+W8_TILES = {"128x128x64_w64x32": (128, 128, 64, 64, 32), "64x64x128_w32x32": (64, 64, 128, 32, 32)}
 W8_DEFAULT = "128x128x64_w64x32"
 BM, BN, BK, WM, WN = W8_TILES[W8_DEFAULT]
 PAD = 16                        # bytes of row padding of the shared i8 tiles
@@ -58,7 +60,7 @@ def w8a8_tile(m: int, n: int, enough_blocks: int = 128) -> str:
     """The W8A8 tiling for an [m, n] output: the default unless its grid has fewer than
     ``enough_blocks`` blocks (about one per SM of a large GPU), then the small one."""
     bm, bn = W8_TILES[W8_DEFAULT][:2]
-    return W8_DEFAULT if -(-m // bm) * -(-n // bn) >= enough_blocks else "64x64x64_w32x32"
+    return W8_DEFAULT if -(-m // bm) * -(-n // bn) >= enough_blocks else "64x64x128_w32x32"
 
 
 @functools.lru_cache(maxsize=None)
