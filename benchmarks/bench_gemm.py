@@ -123,14 +123,39 @@ def quant_rows(reps, rounds):
                 w = torch.randn((k, n), device="cuda", dtype=torch.float16)
                 tt = _time(lambda x=x, w=w: torch.matmul(x, w), reps, rounds)
                 row.update(torch_us=tt, ratio=tt / t, torch_op="cuBLAS f16 on dequantized weights")
+                _print_row(row)
+                rows.append(row)
+                row = _own_gemm_row(x, w, tt, reps, rounds)    # what bounds the W4A16 kernel
+            _print_row(row)
             rows.append(row)
-            print(f"{row['case']:<48} kaio {t:9.1f} us"
-                  + (f" | {row['torch_op']} {row['torch_us']:.1f} us, kaio speed {row['ratio']:.2f}x"
-                     if "torch_us" in row else ""), flush=True)
         except Exception as e:   # one row failing must not hide the others
             rows.append({"case": name, "error": f"{type(e).__name__}: {e}"})
             print(f"{name}: {type(e).__name__}: {e}", flush=True)
     return rows
+
+
+def _print_row(row):
+    print(f"{row['case']:<48} kaio {row['kaio_us']:9.1f} us"
+          + (f" | {row['torch_op']} {row['torch_us']:.1f} us, kaio speed {row['ratio']:.2f}x"
+             if "torch_us" in row else ""), flush=True)
+
+
+def _own_gemm_row(x, w, t_cublas, reps, rounds):
+    """kaio's own f16 GEMM (kaio.kernels.ml.gemm, autotuned, f16 out) on the W4A16 row's x and
+    f16 weights: the matrix engine the W4A16 kernel is built on, at its shape."""
+    import torch
+
+    from kaio.kernels.ml import gemm as G
+    m, k = x.shape
+    n = w.shape[1]
+    c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+    G.gemm(x, w, c)                       # tunes the tiling once
+    torch.cuda.synchronize()
+    t = _time(lambda: G.gemm(x, w, c), reps, rounds)
+    err = float((c.float() - x.float() @ w.float()).norm() / (x.float() @ w.float()).norm())
+    return {"case": f"gemm f16 {m}x{n}x{k} (kaio.kernels.ml.gemm, the W4A16 row's engine)",
+            "kaio_us": t, "kaio_tflops": 2.0 * m * n * k / t / 1e6, "torch_us": t_cublas,
+            "ratio": t_cublas / t, "torch_op": "cuBLAS f16", "rel_err": err, "ok": err < 1e-2}
 
 
 def w4a16_tile_rows(reps, rounds, size=(256, 4096, 4096, 128)):
