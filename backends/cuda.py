@@ -252,10 +252,11 @@ class CudaBackend(Backend):
         copies, foreign arrays, syncing after every launch, more than 48 KiB of dynamic shared
         memory, a graph capture, which counts its launches) goes through ``_launch``."""
         fast = plan.data
-        if fast is None:
-            fast = plan.data = self._planned_launcher(compiled, plan, args)
-        if not (fast and fast.run(args, shared_bytes, stream)):
-            self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
+        if fast is None:   # the plan's first launch takes the full path (nothing to compile)
+            plan.data = self._planned_launcher(compiled, plan, args)
+        elif fast and fast.run(args, shared_bytes, stream):
+            return
+        self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
 
     def _guarded_launch(self, st, compiled: Compiled, plan, shared_bytes: int, stream_given: bool):
         """``run(args, stream) -> bool`` for a repeated call (kaio.launch): the plan's guard

@@ -10,7 +10,7 @@ the GIL released, so each thread has a buffer of its own (no lock on the hot pat
 constants being its globals and literals:
 
 - ``run(args, shared_bytes, stream) -> bool``: ``Backend.launch``'s, for arguments checked
-  already;
+  already (compiled at the plan's second launch: its first takes the backend's full path);
 - :meth:`PlannedLaunch.guarded` ``(args, stream) -> bool``: a repeated call's (kaio.launch):
   the current backend and settings, the plan's guard (:meth:`LaunchPlan.guard_source`) over
   the unpacked arguments, then the launch, with the configuration's shared memory and default
@@ -22,6 +22,7 @@ run: above 48 KiB of dynamic shared memory (the function must opt in first); in 
 """
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 
@@ -80,14 +81,21 @@ class PlannedLaunch:
                 self.writes.append(f"    PACK{f}(mine[-2], OFF{f}, a{i})")
         self.dims = ", ".join(str(d) for d in (*grid, *block))
         self.unpack = "".join(f"a{i}, " for i in range(nargs))
-        self.run = self._compile(self.env, [
+        self._guarded: dict = {}
+
+    @functools.cached_property
+    def run(self):
+        """``Backend.launch``'s function, compiled on first use (after that an attribute like
+        any other): the first launch of a plan takes the backend's full path, and a kernel
+        called as ``k(...)`` launches through :meth:`guarded` from its second call on, so it
+        never compiles this one (a compile() is a quarter millisecond of a first launch)."""
+        return self._compile(self.env, [
             "def run(args, shared_bytes, stream):",
             "    if shared_bytes > LIMIT or CAPTURES[0] and capture.graph is not None:",
             "        return False",
             *([f"    {self.unpack}= args"] if self.writes else []),
             "    hstream = None if stream is None else stream_handle(stream)",
             *self._launch("shared_bytes + OWN", "hstream")])
-        self._guarded: dict = {}
 
     def guarded(self, plan, backend, settings, shared_bytes: int, stream_given: bool, full):
         """``run(args, stream) -> bool``: launch ``args`` if ``backend`` is the current backend,

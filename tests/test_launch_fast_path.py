@@ -331,6 +331,7 @@ def test_cuda_fast_path_launches_with_its_configuration(fake, lookups, monkeypat
         on_s(a, x, y)
     assert fake.launches[-1][3:] == (0, s.handle) and len(lookups) == 2
     _scale.on(s)(6.0, x, y)  # kaio's launch shape: a plan of its own
+    _scale.on(s)(6.5, x, y)  # (whose own launcher is compiled at its second launch)
     compiled = len(made)
     for a in (7.0, 8.0):  # a new configuration each time, with that plan: nothing compiled
         _scale.on(s)(a, x, y)
@@ -498,3 +499,31 @@ def test_repeated_launches_on_a_gpu(monkeypatch):
     t.start()
     t.join()
     assert seen == [6.0]
+
+
+def test_a_first_launch_compiles_only_the_function_the_next_calls_use(fake, monkeypatch):  # noqa: F811
+    """k(...)'s first launch of a signature takes the full path and compiles only the guarded
+    function its next calls launch through; Backend.launch's own function is compiled on that
+    plan's second Backend.launch (a compile() is a quarter millisecond of a first launch)."""
+    pytest.importorskip("kaio.backends.ptx")
+    from kaio.backends import cuda_planned
+    compiled_heads = []
+    real = cuda_planned.PlannedLaunch._compile
+
+    def counting(env, lines):
+        compiled_heads.append(lines[0])
+        return real(env, lines)
+    monkeypatch.setattr(cuda_planned.PlannedLaunch, "_compile", staticmethod(counting))
+    fake.kernels["_scale"] = scale_impl
+    _forget(_scale)
+    x, y = kaio.to_device(np.arange(32, dtype=np.float32)), kaio.device_array(32, kaio.f32)
+    for step in range(3):
+        _scale(float(step + 1), x, y)
+        np.testing.assert_array_equal(y.to_host(), np.float32(step + 1) * x.to_host())
+    assert compiled_heads == ["def run(args, stream):"]       # the guarded function only
+    be, c = kaio.get_backend(), _scale.compile()
+    compiled_heads.clear()
+    for step in range(3):
+        be.launch(c, (1,), (32,), [0.5 * step, x, y])
+        np.testing.assert_array_equal(y.to_host(), np.float32(0.5 * step) * x.to_host())
+    assert compiled_heads == ["def run(args, shared_bytes, stream):"]   # at the second launch
