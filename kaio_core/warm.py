@@ -77,8 +77,8 @@ def package_stamp() -> str:
     frontend, the passes, the race checker, the backends, the kernel library) -- cheaper than
     hashing their contents (a stat per file) and as safe here: an edited file changes its
     stamp, and a stamp that changed for nothing costs one frontend compile; in an installed
-    wheel, its dist-info RECORD (rewritten by every install) and the package's folders
-    (:func:`installed_record`), one stat each instead of one per file."""
+    wheel, its dist-info RECORD, rewritten by every install (:func:`installed_record`): one
+    stat instead of one per file."""
     global _STAMP
     if _STAMP is None:
         h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
@@ -100,30 +100,19 @@ def package_stamp() -> str:
 
 
 def installed_record(package: str, roots) -> str | None:
-    """The stamp text of a kaio installed from a wheel: the (path, size, mtime) of its
-    ``kaio-VERSION.dist-info/RECORD`` next to the package folder, and of the package's
-    folders; None where kaio is not installed that way (a source checkout, an editable
-    install: their files live outside the folder that holds the dist-info). A file edited by
-    hand inside an installed kaio is not seen: edit a checkout instead."""
-    site = os.path.dirname(package)
+    """The stamp text of a kaio installed from a wheel: the path, size and mtime of its
+    ``kaio-VERSION.dist-info/RECORD`` next to the package folder (every install writes it
+    anew); None where kaio is not installed that way (a source checkout, an editable install:
+    their files live outside the folder that holds the dist-info). A file edited by hand
+    inside an installed kaio is not seen: edit a checkout instead."""
     if not all(r == package or r.startswith(package + os.sep) for r in roots):
         return None
-    record = os.path.join(site, f"kaio-{__version__}.dist-info", "RECORD")
+    record = os.path.join(os.path.dirname(package), f"kaio-{__version__}.dist-info", "RECORD")
     try:
         st = os.stat(record)
     except OSError:
         return None
-    out = [f"{record}\0{st.st_size}\0{st.st_mtime_ns}\n"]
-    stack = [package]
-    while stack:   # the folders' own mtimes: a file added, removed or replaced by a rename
-        d = stack.pop()
-        try:
-            out.append(f"{d}\0{os.stat(d).st_mtime_ns}\n")
-            stack.extend(e.path for e in os.scandir(d)
-                         if e.name != "__pycache__" and e.is_dir(follow_symlinks=False))
-        except OSError:
-            out.append(f"{d}\0-1\n")
-    return "".join(sorted(out))
+    return f"{record}\0{st.st_size}\0{st.st_mtime_ns}\n"
 
 
 def _spec_paths(name: str):
