@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from ..errors import CompileError
 from ..lang import DeviceFunction, Intrinsic
 from .diagnostics import parse_function
 
@@ -86,7 +87,7 @@ def _device_function_independent(f: DeviceFunction, seen: set) -> bool:
     seen.add(id(f))
     try:
         tree = parse_function(f.fn, f.name).tree
-    except Exception:       # no source to read: keep the default partition
+    except CompileError:    # no source to read (lowering reports it): keep the default
         return False
     a = tree.args
     params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
