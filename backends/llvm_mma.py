@@ -498,7 +498,7 @@ class MmaEmitter(CopyEmitter):
         vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
         r0, c0 = (self.index_value(v, "i32") for v in (row0, col0))
         lanes = _LlvmLanes(self)
-        vecs = [self.v(v) for v in (acc, *others)]
+        vecs = [self.v(v) if v.type is t else self._broadcast(scheme, v, t) for v in (acc, *others)]
         vec = "poison"
         for e, (rr, cc, valid) in enumerate(element_coords(scheme, t, self._lane(), lanes)):
             rr = lanes._once(("row", rr), f"add i32 {r0}, {rr}")
@@ -512,6 +512,115 @@ class MmaEmitter(CopyEmitter):
             term = self.block(body)
             vec = self.ins(f"insertelement {vty} {vec}, {ety} {self.v(term.operands[0])}, i32 {e}")
         self.bind(op, vec)
+
+    # --- whole-row work: broadcasts, row reductions, accumulator -> A -------------------------
+    def _elem(self, v: str, t, e: int) -> str:
+        return self.ins(f"extractelement {self.vty(t)} {v}, i32 {e}")
+
+    def _vector(self, t, xs: list[str]) -> str:
+        vty, ety, vec = self.vty(t), _ELEM_TY[t.dtype.name], "poison"
+        for e, x in enumerate(xs):
+            vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
+        return vec
+
+    def _broadcast(self, scheme: str, v, wide) -> str:
+        """A one-tile-wide accumulator ``v`` laid out as ``wide`` (element (i, j) is v's (i,
+        j % 8)). nvvm: every n-tile places its elements alike, so the same slot of the same
+        m-tile. mfma16: a pair's columns 8..15 sit in lanes ``l | 8``, whose narrow element is
+        in lane ``l & ~8`` (columns 8..15 of v's lone tile are padding)."""
+        narrow, nv = v.type, self.v(v)
+        per = len(_elems(scheme, wide))
+        across = len(pieces(scheme, wide)) // wide.tiles[0]
+        src = None if scheme == "nvvm" else self.ins(f"and i32 {self._lane()}, -9")
+        got: dict = {}
+        xs = []
+        for p in range(len(pieces(scheme, wide))):
+            for e in range(per):
+                k = (p // across) * per + e
+                if k not in got:
+                    x = self._elem(nv, narrow, k)
+                    got[k] = x if src is None else self.lane_read(x, narrow.dtype, src)
+                xs.append(got[k])
+        return self._vector(wide, xs)
+
+    def op_mma_row_reduce(self, op):
+        """Per row: this lane's elements folded in ascending column order (padding left out),
+        then the lanes holding the row exchange by xor shuffles (nvvm: the four lanes of a
+        ``g``, xor 1 and 2; mfma16: the sixteen of a row group, xor 1, 2, 4, 8)."""
+        scheme = self._scheme(op)
+        (acc,) = op.operands
+        t, av = acc.type, self.v(acc)
+        is_max = op.attrs["op"] == "max"
+        ps = pieces(scheme, t)
+        per, across = len(_elems(scheme, t)), len(ps) // t.tiles[0]
+        lane = self._lane()
+        pad = None
+        if scheme != "nvvm" and t.tiles[1] % 2:       # the lone tile's columns 8..15
+            pad = self.ins(f"icmp uge i32 {self.ins(f'and i32 {lane}, 15')}, 8")
+
+        def fold(a, b):
+            if is_max:
+                return self.call("float", "llvm.maxnum.f32", ("float", a), ("float", b))
+            return self.ins(f"fadd float {a}, {b}")
+        # the slots holding one row, per m-tile: nvvm (0, 1) and (2, 3); mfma16 each slot alone
+        groups = [(0, 1), (2, 3)] if scheme == "nvvm" else [(e,) for e in range(per)]
+        xors = (1, 2) if scheme == "nvvm" else (1, 2, 4, 8)
+        out = []
+        for i in range(t.tiles[0]):
+            rows = []
+            for slots in groups:
+                v = None
+                for j in range(across):
+                    for e in slots:
+                        x = self._elem(av, t, (i * across + j) * per + e)
+                        if pad is not None and j == across - 1:
+                            ident = "0xFFF0000000000000" if is_max else "0.0"
+                            x = self.ins(f"select i1 {pad}, float {ident}, float {x}")
+                        v = x if v is None else fold(v, x)
+                for k in xors:
+                    v = fold(v, self.lane_read(v, t.dtype, self.ins(f"xor i32 {lane}, {k}")))
+                rows.append(v)
+            out += [rows[0], rows[0], rows[1], rows[1]] if scheme == "nvvm" else rows
+        self.bind(op, self._vector(op.result.type, out))
+
+    def op_mma_to_a(self, op):
+        """Columns col0 .. of the f32 accumulator as an f16/bf16 A, rounded (fptrunc: nearest
+        even). nvvm: in registers (A's tile (i, kk) is the accumulator's tiles (i, j0 + 2kk) and
+        (i, j0 + 2kk + 1), j0 = col0 / 8).
+        mfma16: the accumulator is held transposed against A (lane l: column l % 16 against
+        A's row l % 16), so each A element is read from lane ``16 (r // 4) + c`` (r, c its row
+        and column in the tile), slot ``r % 4`` (four lane reads, one kept)."""
+        scheme = self._scheme(op)
+        (acc,) = op.operands
+        t, av, at = acc.type, self.v(acc), op.result.type
+        f32, to = acc.type.dtype, at.dtype
+        tn, j0 = t.tiles[1], op.attrs.get("col0", 0) // 8
+        xs = []
+        if scheme == "nvvm":
+            for i in range(t.tiles[0]):
+                for kk in range(at.tiles[1]):
+                    for a in range(8):
+                        k = (i * tn + j0 + 2 * kk + a // 4) * 4 + (a // 2 % 2) * 2 + a % 2
+                        xs.append(self.convert(self._elem(av, t, k), f32, to))
+            return self.bind(op, self._vector(at, xs))
+        lane = self._lane()
+        r = self.ins(f"and i32 {lane}, 15")
+        rg = self.ins(f"shl i32 {self.ins(f'lshr i32 {r}, 2')}, 4")          # 16 (r // 4)
+        q = self.ins(f"shl i32 {self.ins(f'lshr i32 {lane}, 4')}, 2")        # A's first column
+        base = self.ins(f"add i32 {rg}, {q}")
+        slot = self.ins(f"and i32 {lane}, 3")
+        pairs = len(pieces(scheme, t)) // t.tiles[0]
+        for p in range(len(pieces(scheme, at))):       # A piece (i, kk): accumulator pair
+            src_p = (p // at.tiles[1]) * pairs + j0 // 2 + p % at.tiles[1]     # (i, j0/2 + kk)
+            for e in range(4):
+                src = self.ins(f"add i32 {base}, {e}")
+                got = [self.lane_read(self._elem(av, t, src_p * 4 + s), f32, src) for s in range(4)]
+                v = got[0]
+                for s in range(1, 4):
+                    v = self.ins(f"select i1 {self.ins(f'icmp eq i32 {slot}, {s}')}, float "
+                                 f"{got[s]}, float {v}")
+                xs.append(self.convert(v, f32, to))
+        self.bind(op, self._vector(at, xs))
 
     def _dequant(self, op, x: str, row: str, col: str) -> str:
         """``f32(x) * row_scale[row] * col_scale[col]``, a rounding per step (operands

@@ -650,7 +650,8 @@ class _Renderer:
         body = op.regions[0]
         x, r, c, *ys = body.args
         t = acc.type
-        regs = [self.v(v).split(",") for v in (acc, *others)]
+        regs = [self.v(v).split(",") if v.type is t else
+                ptx_mma.broadcast_regs(self.v(v).split(","), v.type, t) for v in (acc, *others)]
         out = self.em.reg(t).split(",")
         coords = ptx_mma.element_coords(self.em, t, self.v(row0), self.v(col0))
         # a region that writes memory (checked mode's fault record) reuses nothing
@@ -661,6 +662,15 @@ class _Renderer:
             self._apply_body(body, memo)
             self._mov(out[k], self.v(body.terminator.operands[0]), t.dtype)
         self.em.define(op.result, ",".join(out))
+
+    def op_mma_to_a(self, op):
+        (acc,) = op.operands
+        self.set(op, ptx_mma.to_a(self.em, acc.type, self.v(acc), op.result.type,
+                                  op.attrs.get("col0", 0)))
+
+    def op_mma_row_reduce(self, op):
+        (acc,) = op.operands
+        self.set(op, ptx_mma.row_reduce(self.em, acc.type, self.v(acc), op.attrs["op"], self.mask))
 
     def _apply_body(self, body, memo: dict | None) -> None:
         """One copy of a mma_apply region. A top-level op whose operands are registers an

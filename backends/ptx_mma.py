@@ -37,6 +37,7 @@ first (``cp.async.wait_all``), which gives the documented "visible after the nex
 """
 from __future__ import annotations
 
+from ..ir.types import row_frag
 from . import ptx_mem
 from .vector_access import _multiple_of
 
@@ -144,6 +145,65 @@ def element_coords(em, t, row0: str, col0: str) -> list[tuple[str, str]]:
     return [(at(row0, rs, ro + roff), at(col0, cs, co + coff))
             for _, roff, coff in _tiles(t)
             for (rs, ro), (cs, co) in _LAYOUT[t.shape][t.role]]
+
+
+def broadcast_regs(regs: list[str], narrow, wide) -> list[str]:
+    """A one-tile-wide accumulator's registers laid out as ``wide``'s: element (i, j) of the
+    wide matrix is the narrow one's (i, j % 8), the same register slot of the same m-tile (every
+    n-tile of an accumulator places its elements alike)."""
+    tn = wide.tiles[1]
+    return [regs[(k // 4 // tn) * 4 + k % 4] for k in range(4 * wide.ntiles)]
+
+
+def to_a(em, t, acc: str, at, col0: int) -> str:
+    """``mma_to_a``: columns col0 .. of an f32 m16n8k16 accumulator as an f16/bf16 A fragment
+    ``at``, in registers: A's tile (i, kk) is the accumulator's tiles (i, j0 + 2kk) and (i, j0 +
+    2kk + 1) (j0 = col0 / 8), each element where
+    mma.sync wants it already (A's register pairs (0, 1), (2, 3) are the first tile's rows g
+    and g + 8, (4, 5), (6, 7) the second's), packed two per register by ``cvt.rn.*x2.f32``."""
+    C = _split(acc, t)
+    tn, j0 = t.tiles[1], col0 // 8
+    out = []
+    for i in range(t.tiles[0]):
+        for kk in range(at.tiles[1]):
+            for j in (j0 + 2 * kk, j0 + 2 * kk + 1):
+                c = C[i * tn + j]
+                for lo, hi in ((c[0], c[1]), (c[2], c[3])):
+                    w = em.tmp("r")
+                    em.ins(f"cvt.rn.{at.dtype.name}x2.f32 {w}, {hi}, {lo}")   # hi -> upper half
+                    out.append(w)
+    return ",".join(out)
+
+
+def row_reduce(em, t, acc: str, op: str, mask: str) -> str:
+    """``mma_row_reduce``: per m-tile, each lane folds its elements of rows g (registers 0, 1
+    of every n-tile) and g + 8 (2, 3) in ascending column order, then the four lanes of a row
+    (one ``g``, ``t`` = 0..3) exchange by ``shfl.sync.bfly`` 1 and 2; the result's n-tile holds
+    the row's value in all its registers."""
+    C = _split(acc, t)
+    tn = t.tiles[1]
+    ins = "max.f32" if op == "max" else "add.rn.f32"
+    out = []
+    for i in range(t.tiles[0]):
+        halves = []
+        for h in (0, 1):
+            vals = [c for j in range(tn) for c in C[i * tn + j][2 * h:2 * h + 2]]
+            v = vals[0]
+            for x in vals[1:]:
+                d = em.tmp("f")
+                em.ins(f"{ins} {d}, {v}, {x}")
+                v = d
+            for k in (1, 2):
+                o, d = em.tmp("f"), em.tmp("f")
+                em.ins(f"shfl.sync.bfly.b32 {o}, {v}, {k}, 31, {mask}")
+                em.ins(f"{ins} {d}, {v}, {o}")
+                v = d
+            halves.append(v)
+        out += [halves[0], halves[0], halves[1], halves[1]]
+    regs = em.reg(row_frag(t)).split(",")
+    for d, v in zip(regs, out):
+        em.ins(f"mov.f32 {d}, {v}")
+    return ",".join(regs)
 
 
 def _inside(em, info, idx) -> str:

@@ -64,8 +64,19 @@ apply = Intrinsic("mma.apply", "apply(fn, acc, row0, col0, *args): a new accumul
                                "element (i, j) is fn(acc[i, j], row0 + i, col0 + j, *args), fn a "
                                "@kaio.func returning the element's dtype; an argument that is an "
                                "accumulator of acc's type is passed as its element (i, j) (the "
-                               "epilogue of a GEMM: scales, bias, activation, masking).")
+                               "epilogue of a GEMM: scales, bias, activation, masking); one of "
+                               "acc's m but n = 8 (row_max, row_sum) as its element (i, j % 8).")
+
+to_a = Intrinsic("mma.to_a", "to_a(acc, dtype): the f32 accumulator (m16n8k16, m x n, n a "
+                             "multiple of 16) as an m x n A multiplicand of dtype (f16 or bf16), "
+                             "each element rounded to nearest even (P of attention for P @ V).")
+row_max = Intrinsic("mma.row_max", "row_max(acc): an m x 8 accumulator whose row i holds the "
+                                   "maximum of row i of the f32 accumulator acc (NaNs ignored); "
+                                   "apply broadcasts it over a wider accumulator.")
+row_sum = Intrinsic("mma.row_sum", "row_sum(acc): an m x 8 accumulator whose row i holds the "
+                                   "sum of row i of the f32 accumulator acc (f32; the order is "
+                                   "the target's, see docs/language.md).")
 
 FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
-                                     copy_wait, apply)}
+                                     copy_wait, apply, to_a, row_max, row_sum)}
 __all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32", "m16n8k8"]

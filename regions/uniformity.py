@@ -49,7 +49,8 @@ def check(kernel, walk) -> None:
         c, kind, op = found
         what = {"mma_load": "kaio.mma.load", "mma_store": "kaio.mma.store",
                 "mma_copy": "kaio.mma.copy_tile", "mma_copy_wait": "kaio.mma.copy_wait",
-                "mma_apply": "kaio.mma.apply"}.get(c.op.opcode, "kaio.mma.mma")
+                "mma_apply": "kaio.mma.apply", "mma_to_a": "kaio.mma.to_a",
+                "mma_row_reduce": "kaio.mma.row_max/row_sum"}.get(c.op.opcode, "kaio.mma.mma")
         err = CompileError.at(
             c.op.loc, f"{what} is {_WHERE[kind]}{_line(op)}: fragment ops are warp-collective, "
                       "and a branch that splits a warp would leave some of its lanes out",

@@ -506,6 +506,12 @@ class Walk:
         for r in op.results:
             self._opaque(r, False)
 
+    def op_mma_to_a(self, op, blk):
+        """Warp-collective (a target may move elements between lanes); no memory."""
+        self.op_mma(op, blk)
+
+    op_mma_row_reduce = op_mma_to_a
+
     def op_mma_apply(self, op, blk):
         """Warp-collective like every fragment op; its region is one lane's code per element
         (loads and arithmetic; its arguments, the element and its coordinates, vary by lane)."""

@@ -103,4 +103,16 @@ def every_op_kernel(fragments: bool = False):
         with b.at(body):
             b.yield_(b.binary("add", b.binary("mul", ex, ey), a))
         b.op("mma_store", [y, i, j, app])
+        # whole rows: a row maximum broadcast by an apply, and the accumulator as an A
+        mx = b.op("mma_row_reduce", [wide], [frag_type("acc", "m16n8k16", dt.f32, (2, 1))],
+                  {"op": "max"}).result
+        body = Block()
+        ex, _, _, ey = (body.add_arg(t) for t in (dt.f32, dt.i32, dt.i32, dt.f32))
+        rel = b.op("mma_apply", [wide, i, j, mx], [wide.type], regions=[body]).result
+        with b.at(body):
+            b.yield_(b.binary("sub", ex, ey))
+        pa = b.op("mma_to_a", [rel], [frag_type("a", "m16n8k16", dt.f16, (2, 1))],
+                  {"col0": 0}).result
+        pb = b.op("mma_load", [ht, i, j], [frag_type("b", "m16n8k16", dt.f16, (1, 2))]).result
+        b.op("mma_store", [y, i, j, b.op("mma", [pa, pb, wide], [wide.type]).result])
     return b.finish()

@@ -259,8 +259,8 @@ def test_wrong_functions_and_fragments_are_refused_at_the_call():
     @kaio.kernel
     def shapes(C: kaio.Raw[f32, 2], S: kaio.In[f32, 2]):
         acc = kaio.mma.fill(f32, 0.0, n=16)
-        kaio.mma.apply(_group_accumulate, acc, 0, 0, kaio.mma.fill(f32, 0.0), S, 0)
-    _refused(shapes, "accumulators of one type")
+        kaio.mma.apply(_group_accumulate, acc, 0, 0, kaio.mma.fill(f32, 0.0, m=32, n=16), S, 0)
+    _refused(shapes, "accumulators of one type")     # (one of acc's m and n = 8 broadcasts)
 
 
 def test_apply_under_a_thread_dependent_branch_is_refused():

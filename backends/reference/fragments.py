@@ -33,7 +33,8 @@ def _what(op) -> str:
     return {"mma_load": f"kaio.mma.load_{role}", "mma_store": "kaio.mma.store",
             "mma_copy": "kaio.mma.copy_tile", "mma_copy_wait": "kaio.mma.copy_wait",
             "mma": "kaio.mma.mma", "mma_fill": "kaio.mma.fill",
-            "mma_apply": "kaio.mma.apply"}[op.opcode]
+            "mma_apply": "kaio.mma.apply", "mma_to_a": "kaio.mma.to_a",
+            "mma_row_reduce": f"kaio.mma.row_{op.attrs.get('op')}"}[op.opcode]
 
 
 def check_warps(interp, op, mask):
@@ -243,7 +244,8 @@ def apply(interp, op, mask):
     origin = [np.asarray(_uniform_per_warp(interp, op, interp.env[v.id], mask, what))
               for v, what in ((row_v, "row"), (col_v, "column"))]
     rows, cols = coords(b, t)
-    vals = [np.broadcast_to(interp.env[v.id], rows.shape) for v in (acc_v, *others)]
+    vals = [np.broadcast_to(interp.env[v.id], rows.shape) if v.type is t else
+            _broadcast_rows(b, v.type, interp.env[v.id], t) for v in (acc_v, *others)]
     body = op.regions[0]
     x, r, c, *ys = body.args
     out = np.empty(rows.shape, dtype=t.dtype.storage_np)
@@ -256,3 +258,38 @@ def apply(interp, op, mask):
         (res,) = interp.block(body, mask)
         out[e] = res
     return out
+
+
+def _broadcast_rows(batch, narrow, vals, wide):
+    """A one-tile-wide accumulator ``narrow`` (row_max, row_sum) laid out as ``wide``: element
+    (i, j) is its element (i, j % n)."""
+    mats = to_matrices(batch, narrow, vals)
+    n = narrow.dims[1]
+    return from_matrices(batch, mats[:, :, np.arange(wide.dims[1]) % n])
+
+
+def to_a(interp, op, mask):
+    """``mma_to_a``: columns col0 .. col0 + k of the accumulator, each element rounded to the A
+    fragment's dtype."""
+    check_warps(interp, op, mask)
+    src, out = op.operands[0], op.results[0].type
+    col0, k = op.attrs.get("col0", 0), out.dims[1]
+    mats = to_matrices(interp.batch, src.type, interp.env[src.id])[:, :, col0:col0 + k]
+    return semantics.cast(src.type.dtype, out.dtype, from_matrices(interp.batch, mats))
+
+
+def row_reduce(interp, op, mask):
+    """``mma_row_reduce``: per row, the maximum (NaNs ignored, as fmax) or the f32 sum in
+    ascending column order (a rounding per addition), in every column of an n-tile-wide
+    accumulator."""
+    check_warps(interp, op, mask)
+    b = interp.batch
+    src = op.operands[0]
+    mats = to_matrices(b, src.type, interp.env[src.id]).astype(np.float32)
+    red = mats[:, :, 0]
+    with np.errstate(all="ignore"):
+        for j in range(1, mats.shape[2]):
+            red = (np.fmax(red, mats[:, :, j]) if op.attrs["op"] == "max"
+                   else (red + mats[:, :, j]).astype(np.float32))
+    out = op.results[0].type
+    return from_matrices(b, np.repeat(red[:, :, None], out.dims[1], axis=2).astype(np.float32))

@@ -302,6 +302,12 @@ class Interpreter:
     def op_mma_apply(self, op, mask):
         self._set(op, fragments.apply(self, op, mask))
 
+    def op_mma_to_a(self, op, mask):
+        self._set(op, fragments.to_a(self, op, mask))
+
+    def op_mma_row_reduce(self, op, mask):
+        self._set(op, fragments.row_reduce(self, op, mask))
+
     def op_mma_copy_wait(self, op, mask):
         """Copies complete when issued here; regions.async_copies proves no thread looks
         before the wait and barrier the GPU needs."""

@@ -17,7 +17,15 @@ import inspect
 from .. import dtypes as dt
 from ..ir.core import Block
 from ..ir.ops import MMA_APPLY_FORBIDDEN
-from ..ir.types import MMA_ACC, MMA_INPUTS, MMA_SHAPES, frag_of_dims, mma_shape_of
+from ..ir.types import (
+    MMA_ACC,
+    MMA_INPUTS,
+    MMA_SHAPES,
+    broadcasts_over,
+    frag_of_dims,
+    mma_shape_of,
+    row_frag,
+)
 from ..lang import DeviceFunction
 from .values import Lit, PyObj, describe, is_buffer
 
@@ -254,10 +262,12 @@ class MmaMixin:
                                  f"{describe(acc)}", hint=usage)
         for v in rest:
             vt = getattr(v, "type", None)
-            if getattr(vt, "kind", None) == "frag" and vt is not t:
+            if getattr(vt, "kind", None) == "frag" and vt is not t and not broadcasts_over(vt, t):
                 raise self.err(node, f"kaio.mma.apply combines accumulators of one type: {t} "
                                      f"and {vt}", hint="both from fill/load_acc with the same "
-                                                       "shape=, m= and n= (and dtype)")
+                                                       "shape=, m= and n= (and dtype), or one "
+                                                       "of acc's m and n=8 (row_max/row_sum), "
+                                                       "broadcast along the rows")
         self._apply_arity(fn.obj, 3 + len(rest), node, usage)
         idx = [self.index_value(v, node) for v in (row0, col0)]
         frags = [v for v in rest if getattr(getattr(v, "type", None), "kind", None) == "frag"]
@@ -283,6 +293,49 @@ class MmaMixin:
                                hint="the function computes one element from loads and "
                                     "arithmetic: no stores, atomics, barriers, warp or fragment ops")
         return op.result
+
+    def _mma_acc_arg(self, v, node, label, usage):
+        """``v``, checked to be an f32 accumulator (the operand of to_a / row_max / row_sum)."""
+        t = getattr(v, "type", None)
+        if getattr(t, "role", None) != "acc" or t.dtype is not dt.f32:
+            raise self.err(node, f"{label} takes an f32 accumulator, got {describe(v)}",
+                           hint=usage)
+        return t
+
+    def intr_mma_to_a(self, name, args, kwargs, node):
+        """``to_a(acc, dtype)``: an f32 m16n8k16 accumulator (m x n) as an m x n f16/bf16 A
+        fragment, each element rounded to nearest even (attention's P for P @ V)."""
+        usage = ("kaio.mma.to_a(acc, kaio.f16, col0=0, k=None) (or kaio.bf16), acc an f32 "
+                 "m16n8k16 accumulator")
+        kw = self._mma_kw("to_a", args, kwargs, node, ["acc", "dtype"], ["col0", "k"])
+        t = self._mma_acc_arg(kw["acc"], node, "kaio.mma.to_a", usage)
+        d = self.const_dtype(kw["dtype"], node)
+        if t.shape != "m16n8k16" or d.name not in MMA_INPUTS["m16n8k16"]:
+            raise self.err(node, f"kaio.mma.to_a makes f16 or bf16 A fragments of m16n8k16 "
+                                 f"accumulators, got {t} -> {d.name}", hint=usage)
+        m, n = t.dims
+        col0 = 0 if kw.get("col0") is None else self.const_int(kw["col0"], node, "to_a's col0=")
+        k = n - col0 if kw.get("k") is None else self.const_int(kw["k"], node, "to_a's k=")
+        if col0 % 16 or k <= 0 or k % 16 or col0 < 0 or col0 + k > n:
+            raise self.err(node, f"kaio.mma.to_a of columns {col0} .. {col0 + k} of a {m}x{n} "
+                                 f"accumulator: col0 and k must be multiples of 16 (A's k "
+                                 f"steps) inside its {n} columns",
+                           hint="make the accumulator with n= a multiple of 16, and take "
+                                "col0=, k= multiples of 16")
+        return self.b._one("mma_to_a", [kw["acc"]], frag_of_dims("a", t.shape, d, m, k),
+                           attrs={"col0": col0} if col0 else None)
+
+    def _mma_row_reduce(self, name, args, kwargs, node):
+        kw = self._mma_kw(name, args, kwargs, node, ["acc"], [])
+        t = self._mma_acc_arg(kw["acc"], node, f"kaio.mma.{name}", f"kaio.mma.{name}(acc)")
+        op = name[4:]
+        return self.b._one("mma_row_reduce", [kw["acc"]], row_frag(t), attrs={"op": op})
+
+    def intr_mma_row_max(self, name, args, kwargs, node):
+        return self._mma_row_reduce("row_max", args, kwargs, node)
+
+    def intr_mma_row_sum(self, name, args, kwargs, node):
+        return self._mma_row_reduce("row_sum", args, kwargs, node)
 
     def _apply_arity(self, dfn, n: int, node, usage: str) -> None:
         """``dfn`` takes ``n`` positional arguments (x, r, c and the extras)."""

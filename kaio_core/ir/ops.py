@@ -115,13 +115,23 @@ SPECS.update(_specs("mma", ["mma_copy_wait"], False, attrs={"pending": Int(0)}))
 #: enclosing matrix, row0 + i and col0 + j; y...: the other fragments' elements at (i, j)).
 #: Warp-collective like every fragment op; not pure (the region may load)
 SPECS.update(_specs("mma", ["mma_apply"], False, 1))
+#: mma_to_a: [acc] -> columns ``col0`` .. ``col0 + k`` of the f32 (m16n8k16) m x n accumulator
+#: as an m x k f16/bf16 A fragment (k: the result's), each element rounded to nearest even;
+#: ``col0`` a multiple of 16. Warp-collective (a target may move elements between lanes: AMD's
+#: MFMA holds the accumulator transposed against A)
+SPECS.update(_specs("mma", ["mma_to_a"], True, attrs={"col0": Int(0)}, required=()))
+#: mma_row_reduce: [acc] -> an m x 8 accumulator (one tile wide) whose row i holds ``op`` over
+#: row i of acc (max: NaNs ignored, as fmax; sum: f32, in an order the target picks; the
+#: reference adds in ascending column order, a rounding per addition)
+SPECS.update(_specs("mma", ["mma_row_reduce"], True, attrs={"op": OneOf(("max", "sum"))}))
 #: ops a mma_apply region may not hold: it is one lane's code per element, run once per element
 #: the lane holds (the target decides which), so nothing that involves other lanes or allocates.
 #: (The frontend refuses stores and atomics in the user's function too; checked mode adds its
 #: fault record's after it.)
 MMA_APPLY_FORBIDDEN = ("barrier", "shuffle", "vote", "ballot", "warp_reduce", "block_reduce",
                        "shared_array", "dyn_shared", "local_array", "mma_fill", "mma_load", "mma",
-                       "mma_store", "mma_copy", "mma_copy_wait", "mma_apply")
+                       "mma_store", "mma_copy", "mma_copy_wait", "mma_apply", "mma_to_a",
+                       "mma_row_reduce")
 SPECS.update(_specs("control", ["if"], False, 2))
 #: for: ``owned`` names the Region whose owned() loop this is; ``step_sign = 1``: the step is > 0
 #: (kaio.passes.loop_facts); ``unrolled = k``: made by kaio.passes.unroll, k bodies per iteration

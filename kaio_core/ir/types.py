@@ -123,6 +123,18 @@ def frag_type(role: str, shape: str, dtype: DType, tiles: tuple = (1, 1)) -> Fra
     return FragType(role, shape, dtype, tuple(tiles))
 
 
+def row_frag(t: FragType) -> FragType:
+    """The one-tile-wide accumulator holding a value per row of accumulator ``t`` (the result
+    of ``mma_row_reduce``; ``mma_apply`` broadcasts it over ``t``)."""
+    return frag_type("acc", t.shape, t.dtype, (t.tiles[0], 1))
+
+
+def broadcasts_over(arg: FragType, acc: FragType) -> bool:
+    """``arg`` is a one-tile-wide accumulator of ``acc``'s rows, passed to ``mma_apply`` as its
+    element (i, j % n) (n: the instruction's n)."""
+    return arg is row_frag(acc) and arg is not acc
+
+
 def frag_of_dims(role: str, shape: str, dtype: DType, rows: int, cols: int) -> FragType:
     """The fragment holding a ``rows x cols`` matrix (each a multiple of the instruction's)."""
     probe = frag_type(role, shape, dtype)

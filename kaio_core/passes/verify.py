@@ -18,7 +18,7 @@ from ..ir import ops as O
 from ..ir.attrs import KERNEL_ATTRS, AttrError, StructAttr, convert
 from ..ir.core import Block, Kernel, Op, Value
 from ..ir.scalars import representable
-from ..ir.types import MMA_ACC, MMA_INPUTS, SPACES, BufType, FragType, type_str
+from ..ir.types import MMA_ACC, MMA_INPUTS, SPACES, BufType, FragType, broadcasts_over, row_frag, type_str
 
 _ARITH = ("add", "sub", "mul", "div", "rem", "min", "max")
 _BITWISE = ("and", "or", "xor")
@@ -348,6 +348,26 @@ class _Verifier:
             return
         if op.opcode == "mma_apply":
             return self._mma_apply(op)
+        if op.opcode == "mma_to_a":
+            self.counts(op, 1)
+            acc = self.frag(op, op.operands[0], "operand 0", "acc")
+            a = op.results[0].type
+            col0 = op.attrs.get("col0", 0)
+            if not (acc.shape == "m16n8k16" and acc.dtype.name == "f32"
+                    and isinstance(a, FragType) and a.role == "a" and a.shape == acc.shape
+                    and a.dtype.name in MMA_INPUTS[a.shape] and a.dims[0] == acc.dims[0]
+                    and col0 % 16 == 0 and col0 + a.dims[1] <= acc.dims[1]):
+                self.fail(op, f"converts columns col0={col0} .. of an f32 m16n8k16 accumulator "
+                              f"(col0 a multiple of 16) into an f16/bf16 A of its rows, got "
+                              f"{_tn(acc)} -> {_tn(a)}")
+            return
+        if op.opcode == "mma_row_reduce":
+            self.counts(op, 1)
+            acc = self.frag(op, op.operands[0], "operand 0", "acc")
+            if acc.dtype.name != "f32":
+                self.fail(op, f"reduces the rows of f32 accumulators, got {_tn(acc)}")
+            self.result_is(op, row_frag(acc))
+            return
         if op.opcode == "mma_copy":
             self.counts(op, 4, 0)
             dst, src = self.buffer(op, op.operands[0]), self.buffer(op, op.operands[1])
@@ -400,7 +420,7 @@ class _Verifier:
         for k, v in enumerate(op.operands[1:3]):
             self.scalar(op, v, f"index {k}", ("int", "uint"))
         others = op.operands[3:]
-        if any(v.type is not acc for v in others):
+        if any(v.type is not acc and not broadcasts_over(v.type, acc) for v in others):
             self.fail(op, f"combines fragments of one type {_tn(acc)}, got "
                           f"{', '.join(_tn(v.type) for v in others)}")
         self.result_is(op, acc)
