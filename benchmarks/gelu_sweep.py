@@ -8,7 +8,9 @@ Variants (every one computes the library's formula in f32 and rounds once):
 - ``blocked(k)``: the same body with k elements per thread stated in the Region;
 - ``ex2(x log2e)``: tanh-GELU's exp as Triton writes it, the hardware exp2 on x log2 e without
   kaio's range reduction (larger error for large |x|; here only to price the reduction);
-- ``exact, blocked(k)``: the erf form with k per thread.
+- ``exact, blocked(k)``: the library's exact form with k per thread (f32: the erf; f16: the
+  one-exponential form of kernels/ml/gelu16.py), and for f16 ``blocked(16), erf form``, the
+  erf form the 16-bit kernels used before.
 """
 import argparse
 import sys
@@ -16,6 +18,7 @@ import sys
 import kaio
 from kaio import regions
 from kaio.kernels.ml import elementwise as E
+from kaio.kernels.ml import gelu16
 
 LOG2E = 1.4426950408889634
 KS = (2, 4, 8, 16)
@@ -35,12 +38,18 @@ def tanh_kernel(T, k, hw_exp2=False):
     return gelu_tanh_k
 
 
-def exact_kernel(T, k):
+def exact_kernel(T, k, dt, erf_form=False):
+    narrow = E.narrow(dt) and not erf_form
+    amax, lcoeffs = gelu16.L_FITS[dt] if narrow else (0.0, ())
+
     @kaio.kernel
     def gelu_exact_k(x: kaio.In[T], y: kaio.Out[T, regions.blocked(k)]):
         for i in y.owned():
             v = kaio.f32(x[i])
-            y[i] = T(0.5 * v * (1.0 + kaio.math.erf(v * E.INV_SQRT_2)))
+            if narrow:
+                y[i] = T(gelu16.gelu16(v, amax, lcoeffs))
+            else:
+                y[i] = T(0.5 * v * (1.0 + kaio.math.erf(v * E.INV_SQRT_2)))
     return gelu_exact_k
 
 
@@ -67,7 +76,9 @@ def sweep(e, dt, torch, triton_ml, timed):
     row("gelu_tanh", "Triton", lambda: triton_ml.gelu_tanh(xt, yt))
     kaio_row("gelu_exact", "library", E.gelu_exact_kernel(dt))
     for k in KS:
-        kaio_row("gelu_exact", f"blocked({k})", exact_kernel(T, k))
+        kaio_row("gelu_exact", f"blocked({k})", exact_kernel(T, k, dt))
+    if E.narrow(dt):
+        kaio_row("gelu_exact", "blocked(16), erf form", exact_kernel(T, 16, dt, True))
     row("gelu_exact", "Triton", lambda: triton_ml.gelu_exact(xt, yt))
     row("copy", "torch", lambda: yt.copy_(xt))
 
