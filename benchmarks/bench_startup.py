@@ -1,6 +1,7 @@
 """Start-up costs: ``import kaio`` and a kernel's first launch in a fresh process.
 
-    python benchmarks/bench_startup.py [--backend cuda|hip|reference|stub] [--runs 5] [--out DIR]
+    python benchmarks/bench_startup.py [--backend cuda|hip|reference|stub|stub-driver] [--runs 5]
+                                       [--installed] [--kaio DIR] [--out DIR]
 
 Each figure comes from a fresh Python process (so nothing is in memory), all sharing one new,
 empty compile-cache directory (``KAIO_CACHE_DIR``):
@@ -10,16 +11,27 @@ empty compile-cache directory (``KAIO_CACHE_DIR``):
   timed from the call until the result is synchronized, minus the same launch's second call:
   *cold* (the first process: frontend, passes, code generation, cache writes) and *warm* (later
   processes: the compile cache on disk, docs/performance.md "Start-up");
-- the process from start to after the first launch, measured by the parent.
+- the process from start to after the first launch, measured by the parent;
+- where the warm processes' time goes (median, each part exclusive of the others): importing
+  numpy, ml_dtypes, kaio, kaio's CUDA backend and cuda.bindings; ``cuInit``; the context (the
+  driver's calls apart from kaio's work); per first launch the warm key, the cache reads with
+  the signature and kaio's part of loading, the driver's module load, other driver calls, and
+  the rest (launch checks, plan, launch) beyond what a repeated launch costs.
 
 Before measuring, kaio's modules are byte-compiled (``compileall``, what ``pip install`` does for
 a package it installs): an editable install under ``PYTHONDONTWRITEBYTECODE=1`` otherwise compiles
 every kaio module from source in every process (2-3x the import time on the development
 machine). ``--as-is`` measures the tree as it is (the table's header says which).
+``--installed`` measures kaio as a wheel installs it (``pip install --target``), whose warm key
+stamps one file (the dist-info RECORD) instead of every source file.
 
 ``--backend stub``: no GPU needed. The kernels are compiled for sm_90 through the CUDA
 backend's stages by a stand-in backend whose loader does nothing, so the first "launch" is the
 time from the call until the PTX is available (what the warm cache saves, without the driver).
+``--backend stub-driver``: no GPU needed either. kaio's CUDA backend runs whole -- cuda.bindings,
+``cuInit``, the context, module loads, launches -- on ``scripts/stub_libcuda.c`` (built with gcc
+into the run's folder and put first on ``LD_LIBRARY_PATH``), a libcuda that answers as one sm_90
+device and runs nothing: kaio's and cuda.bindings' host work without the driver's.
 Prints a table; ``--out DIR`` also writes DIR/startup.md and DIR/startup.json.
 """
 from __future__ import annotations
@@ -196,6 +208,16 @@ def precompile(env: dict) -> str:
     return "bytecode precompiled" if c.returncode == 0 else "bytecode: compileall failed"
 
 
+def install(tree: str, tmp: str, env: dict) -> str:
+    """pip-install the kaio source ``tree`` into ``tmp``/site (no dependencies, no build
+    isolation: nothing is downloaded) and return that folder."""
+    site = os.path.join(tmp, "site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--target", site, os.path.abspath(tree)],
+                   env=env, check=True, capture_output=True)
+    return site
+
+
 def stub_driver(tmp: str, env: dict) -> None:
     """Build scripts/stub_libcuda.c into ``tmp`` and put it first on ``env``'s library path:
     the children's CUDA backend then runs on a libcuda that answers as an sm_90 device and
@@ -231,6 +253,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="folder for startup.md and startup.json")
     ap.add_argument("--kaio", help="measure this source checkout instead (a folder named kaio, "
                                    "e.g. an earlier commit: git archive REV | tar -x -C DIR/kaio)")
+    ap.add_argument("--kernels", default="saxpy,softmax",
+                    help="which first launches to measure (comma-separated: saxpy, softmax)")
+    ap.add_argument("--installed", action="store_true",
+                    help="measure kaio installed (pip install --target, no build isolation: the "
+                         "layout a wheel gives, whose warm key stamps one RECORD file instead of "
+                         "every source file)")
     ap.add_argument("--as-is", action="store_true",
                     help="do not byte-compile kaio first (under PYTHONDONTWRITEBYTECODE=1 and "
                          "without .pyc files every process compiles kaio from source)")
@@ -244,7 +272,10 @@ def main(argv=None) -> int:
     env.pop("KAIO_CACHE_DISABLE", None)
     if a.backend == "stub-driver":
         stub_driver(tmp, env)
-    if a.kaio:   # the checkout's parent first on the path: `import kaio` finds the checkout
+    if a.installed:   # as a wheel installs it: site/kaio and site/kaio-VERSION.dist-info
+        env["PYTHONPATH"] = install(a.kaio or os.path.join(os.path.dirname(__file__), ".."), tmp,
+                                    env)
+    elif a.kaio:   # the checkout's parent first on the path: `import kaio` finds the checkout
         env["PYTHONPATH"] = os.path.dirname(os.path.abspath(a.kaio))
     bytecode = ("bytecode as found (PYTHONDONTWRITEBYTECODE="
                 f"{env.get('PYTHONDONTWRITEBYTECODE', '')!r})") if a.as_is else precompile(env)
@@ -252,7 +283,7 @@ def main(argv=None) -> int:
     imports, import_cpu = sorted(w for w, _ in both), sorted(c for _, c in both)
     rows = [("import kaio", "", f"{statistics.median(imports):.1f}", "", "")]
     report = {"backend": a.backend, "bytecode": bytecode, "import_ms": imports, "kernels": {}}
-    for kernel in ("saxpy", "softmax"):
+    for kernel in a.kernels.split(","):
         cold = child(script, a.backend, kernel, env)
         warm = [child(script, a.backend, kernel, env) for _ in range(a.runs)]
         med = {f: statistics.median(w[f] for w in warm) for f in warm[0] if f != "parts_ms"}
@@ -262,8 +293,9 @@ def main(argv=None) -> int:
         rows.append((f"{kernel}: first launch", f"{cold['first_ms']:.1f}", f"{med['first_ms']:.2f}",
                      f"{cold['process_to_launch_ms']:.0f}", f"{med['process_to_launch_ms']:.0f}"))
     rows.append(("backend start (set_backend + get_backend)", "", f"{med['init_ms']:.1f}", "", ""))
+    layout = "kaio installed (pip --target)" if a.installed else "kaio from its source tree"
     head = (f"Start-up on backend {a.backend} (ms; warm: median of {a.runs} fresh processes; "
-            f"first launch: first call minus second call; {bytecode})\n\n"
+            f"first launch: first call minus second call; {layout}; {bytecode})\n\n"
             "| what | cold cache | warm cache | process to launch, cold | process to launch, warm |\n"
             "|---|---|---|---|---|\n")
     table = head + "".join(f"| {' | '.join(r)} |\n" for r in rows)
