@@ -20,7 +20,10 @@
 #   fuzz      24,000 generated kernels (>10,000 compared): checker vs sanitizer, differential reference/cuda/cuda-llvm
 #   resident  benchmarks/bench_resident.py: Jacobi-1D with numpy arguments, in kaio.resident, and manual
 #   startup   benchmarks/bench_startup.py: import kaio, and a kernel's first launch in a fresh process,
-#             cold and from the warm disk cache (saxpy, softmax; startup.md); the same with --backend stub
+#             cold and from the warm disk cache (saxpy, softmax; startup.md, with where the time goes);
+#             the same with --backend stub
+#   startup-installed  the same with kaio installed as a wheel installs it (pip install --target: the warm
+#             key stamps its RECORD, not every source file), then on the libcuda stub (stub-driver, gcc)
 #   gemm-ncu  Nsight Compute on two GEMM tilings (stall reasons, occupancy, memory): scripts/profile_gemm.py
 #   gemm-ablation  scripts/gemm_ablation.py: the GEMM's K loop with the copies, then the barriers taken out
 #   gemm-sol  Nsight Compute speed-of-light, memory (L2/DRAM throughput) and tensor-pipe use of the
@@ -123,6 +126,10 @@ for step in "$@"; do
     startup) run startup 200 python3 benchmarks/bench_startup.py --backend cuda --runs 7 --out "$OUT"
              run startup_stub 120 python3 benchmarks/bench_startup.py --backend stub --runs 7
              sed -n '/^|/p' "$OUT/startup.md" 2>/dev/null | sed 's/^/   /' >> "$OUT/summary.txt" ;;
+    startup-installed) mkdir -p "$OUT/startup_installed"
+             run startup_installed 200 python3 benchmarks/bench_startup.py --backend cuda --installed --runs 7 --out "$OUT/startup_installed"
+             run startup_stub_driver 120 python3 benchmarks/bench_startup.py --backend stub-driver --installed --runs 7
+             sed -n '/^|/p' "$OUT/startup_installed/startup.md" 2>/dev/null | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     launch) run launch_overhead 120 python3 scripts/bench_launch_overhead.py ;;
     fastexp) run fast_exp 120 python3 scripts/measure_fast_exp.py ;;
     rowsweep) run row_ops_sweep 240 python3 benchmarks/row_ops_sweep.py --out "$OUT" ;;
