@@ -11,10 +11,10 @@ This module also owns the per-process CUDA state: the primary context of each de
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
 from ..config import settings
 from ..errors import BackendUnavailable, CudaError
+from ..records import frozen
 
 _driver = None
 _probe_result: tuple[bool, str] | None = None
@@ -160,7 +160,7 @@ def require() -> None:
 
 
 # --- devices and contexts ---------------------------------------------------------------
-@dataclass(frozen=True)
+@frozen
 class DeviceProps:
     """What kaio needs to know about a device."""
 
