@@ -1,10 +1,14 @@
-"""The fused attention kernel (kaio.kernels.ml.flash_attention): softmax(Q K^T * scale) V in one
-launch, on the reference backend at 32- and 64-lane warps (ragged shapes, causal, Q/K/V side
-by side in one array), in the PTX simulator, through ptxas, and chosen by the library op."""
+"""The fused attention kernel (kaio.kernels.ml.flash_attention): softmax(Q K^T * scale) V with
+the scores in accumulator fragments, on the reference backend at 32- and 64-lane warps (ragged
+shapes, causal, chunks of several steps, Q/K/V side by side in one array), in the PTX simulator
+on both NVIDIA paths, through ptxas, and chosen by the library op."""
+
+import re
 
 import numpy as np
 import pytest
 from test_mma import _sim
+from test_mma_llvm import _sim_llvm
 from test_ptx import ptxas
 
 import kaio
@@ -17,7 +21,8 @@ from kaio.kernels.ml import flash_attention as fa
 @pytest.fixture(params=[32, 64])
 def width(request, monkeypatch):
     """The reference backend at one warp width (four warps per block either way), its
-    sanitizer checking every access (the Raw scratch included) and the output's ownership."""
+    sanitizer checking every access (the Raw (m, l) tiles included) and the output's
+    ownership."""
     monkeypatch.setitem(be._instances, "reference", ReferenceBackend(
         warp_size=request.param, sanitize=True, check_ownership=True))
     monkeypatch.setattr(be, "_current", "reference")
@@ -47,8 +52,8 @@ def _run(q, k, v, causal, warp_size=32, plan=None):
     part, ml = fa.partials(s, dp, chunks)
     part[:] = np.nan                            # a chunk the mask hides leaves its part unwritten
     kern = fa.kernel(dp, warp_size)[fa.launch_config(s, warp_size, chunks)]
-    kern(q, k, v, o if chunks == 1 else part, ml, fa.scratch(s, warp_size, chunks),
-         float(1 / np.sqrt(d)), d, 0, 0, 0, nsteps, causal)
+    kern(q, k, v, o if chunks == 1 else part, ml, float(1 / np.sqrt(d)), d, 0, 0, 0, nsteps,
+         causal)
     if chunks > 1:
         fa.combine_kernel()(part, ml, o, chunks, dp)
     return o
@@ -57,13 +62,13 @@ def _run(q, k, v, causal, warp_size=32, plan=None):
 @pytest.mark.parametrize("s,d,causal,steps", [(37, 16, True, None), (150, 40, True, None),
                                               (300, 32, False, 2)])
 def test_fused_matches_float64_at_ragged_shapes(width, s, d, causal, steps):
-    """Rows not a multiple of the 32-row block, d not a multiple of the 32 the kernel pads to;
-    one chunk of one step (37), chunks of one step each combined (150 keys at 32 lanes: 2 steps
-    of 128, the second hidden from the first row tiles by the mask), and chunks of two steps
-    (300: the pass-1 path, the last chunk ragged). The attention case's tolerance (rel 1e-4,
-    abs 1e-5)."""
+    """Rows not a multiple of the 64-row block, d not a multiple of the 16 the kernel pads to;
+    one chunk of one step (37), chunks of one step each combined (150 keys: 3 steps of 64, the
+    later ones hidden from the first row tiles by the mask), and chunks of two steps (300: the
+    running max and sum rescaled between steps, the last chunk ragged). The attention case's
+    tolerance (rel 1e-4, abs 1e-5)."""
     q, k, v = _qkv(s, d, s + d)
-    total = -(-s // (4 * width))
+    total = -(-s // fa.KS)
     plan = (-(-total // steps), steps) if steps else None
     o = _run(q, k, v, causal, width, plan)
     np.testing.assert_allclose(o, _ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
@@ -72,18 +77,18 @@ def test_fused_matches_float64_at_ragged_shapes(width, s, d, causal, steps):
 
 
 def test_plan_splits_the_keys_into_enough_blocks():
-    """One step per block while the grid stays near TARGET_BLOCKS (S = 1024 at 32 lanes: 8
-    chunks x 32 row tiles = 256 blocks, against 32 before the split); long sequences get
-    chunks of several steps, which bounds the partials; every key is in exactly one chunk."""
-    assert fa.plan(1024, 1024) == (8, 1)
-    assert fa.launch_config(1024, 32, 8) == ((8, 32), (128,))
-    assert fa.plan(37, 37) == (1, 1) and fa.plan(1024, 1024, 64) == (4, 1)
+    """One step per block while the grid stays within TARGET_BLOCKS (S = 1024: 16 chunks x 16
+    row tiles = 256 blocks, at either warp width); long sequences get chunks of several steps,
+    which bounds the partials; every key is in exactly one chunk."""
+    assert fa.plan(1024, 1024) == (16, 1) == fa.plan(1024, 1024, 64)
+    assert fa.launch_config(1024, 32, 16) == ((16, 16), (128,))
+    assert fa.plan(37, 37) == (1, 1)
     for s in (130, 1000, 4096, 16384, 65536):
         chunks, nsteps = fa.plan(s, s)
-        total = -(-s // 128)
+        total = -(-s // fa.KS)
         assert (chunks - 1) * nsteps < total <= chunks * nsteps
         assert chunks * -(-s // fa.ROWS) <= max(fa.TARGET_BLOCKS, -(-s // fa.ROWS))
-    assert fa.plan(16384, 16384) == (2, 64)
+    assert fa.plan(16384, 16384) == (4, 64)
 
 
 def test_qkv_side_by_side_is_the_same_computation(reference):
@@ -93,8 +98,8 @@ def test_qkv_side_by_side_is_the_same_computation(reference):
     qkv = np.ascontiguousarray(np.concatenate([q, k, v], axis=1))
     o = np.full(q.shape, np.nan, np.float32)
     kern = fa.kernel(fa.padded_dim(24))[fa.launch_config(40, 32)]
-    kern(qkv, qkv, qkv, o, fa.partials(40, 0, 1)[1], fa.scratch(40), float(1 / np.sqrt(24)), 24,
-         0, 24, 48, 1, True)
+    kern(qkv, qkv, qkv, o, fa.partials(40, 0, 1)[1], float(1 / np.sqrt(24)), 24, 0, 24, 48, 1,
+         True)
     np.testing.assert_array_equal(o, _run(q, k, v, True))
 
 
@@ -120,7 +125,7 @@ def test_the_library_op_uses_the_fused_kernel(reference):
 
 def test_the_launcher_combines_chunks(reference, monkeypatch):
     """fused_launcher with the keys split: the partial launch and the combine, whose empty
-    chunk (keys 128.. of 40) reports (-inf, 0) and is skipped (its partials are NaN here)."""
+    chunk (keys 64.. of 40) reports (-inf, 0) and is skipped (its partials are NaN here)."""
     q, k, v = _qkv(40, 24, 2)
     qkv = np.ascontiguousarray(np.concatenate([q, k, v], axis=1))
     direct = np.full(q.shape, np.nan, np.float32)
@@ -133,40 +138,62 @@ def test_the_launcher_combines_chunks(reference, monkeypatch):
         return np.full(shape, np.nan, dtype)
     o = np.full(q.shape, np.nan, np.float32)
     attention.fused_launcher(qkv, o, False, alloc)()
-    assert (64, 2 * 32) in shapes and (64, 4) in shapes       # part [rows, 2 dp], ml [rows, 4]
+    assert (64, 2 * 32) in shapes and (64, 16) in shapes      # part [rows, 2 dp], ml [rows, 16]
     np.testing.assert_allclose(o, direct, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(o, _ref(q, k, v, False), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_assembles(arch):
-    """A warp's Q K^T per 128-key step is 3 x 8 (k16 steps, d = 128) x 4 (n8 tiles of its 32
-    keys) x 2 (m16 tiles of the 32 rows) mma and P V 3 x 8 (k16 steps of the 128 keys) x 4 (its
-    32 output columns) x 2, each written once (both passes are one loop)."""
+    """A warp's Q K^T per 64-key step is 3 x 8 (k16 steps, d = 128) x 8 (n8 tiles of the 64
+    keys) mma and P V 3 x 4 (k16 steps of the keys) x 16 (n8 tiles of d), each written once;
+    the scores never touch memory: row reductions are butterfly shuffles, P becomes A
+    fragments by packing registers (cvt.rn.f16x2.f32), and the only global stores are the
+    partial output and the (m, l) tile."""
     ptx = fa.kernel(128).emit("ptx", arch, causal=True)
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 192
-    assert "ldmatrix" in ptx and "shfl.sync.down" in ptx          # the warp reductions
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 384
+    assert "ldmatrix" in ptx and "cp.async.cg" in ptx
+    assert ptx.count("shfl.sync.bfly") == 2 * 2 * 2               # row max and sum, 2 halves
+    assert ptx.count("cvt.rn.f16x2.f32") == (8 + 8 + 4 + 4) * 4    # Q hi/lo, P hi/lo slices
+    assert ptx.count("st.global") == 16 * 4 + 4                   # O (16 x 128), (m, l) 16 x 8
     ptxas(ptx, arch)
     ptxas(fa.combine_kernel().emit("ptx", arch), arch)
 
 
-def test_ptx_in_the_simulator():
-    """The emitted PTX run by tests/ptx_sim.py: 16 rows against 150 keys in two one-step chunks
-    (two blocks), partials combined as the combine kernel does, within the split's bound of
+def _sim_case(sim):
+    """16 rows against 150 keys in two chunks (one of two 64-key steps, one of the last 22
+    keys): the partials combined as the combine kernel does, within the split's bound of
     float64 (the simulator rounds each tile's sum once)."""
     q, k, v = _qkv(16, 32, 7)
     k2, v2 = _qkv(150, 32, 8)[:2]
     part, ml = fa.partials(16, 32, 2)
-    _sim(fa.kernel(32), [q, k2, v2, part, ml, fa.scratch(16, 32, 2), np.float32(1 / np.sqrt(32)),
-                         np.int32(32), np.int32(0), np.int32(0), np.int32(0), np.int32(1)],
-         (2, 1, 1), (128, 1, 1), "sm_90", causal=False)
-    m, l = ml[:16, 0::2].astype(np.float64), ml[:16, 1::2].astype(np.float64)
+    sim(fa.kernel(32), [q, k2, v2, part, ml, np.float32(1 / np.sqrt(32)), np.int32(32),
+                        np.int32(0), np.int32(0), np.int32(0), np.int32(2)],
+        (2, 1, 1), (128, 1, 1), "sm_90", causal=False)
+    m, l = ml[:16, 0::8].astype(np.float64), ml[:16, 1::8].astype(np.float64)
     wgt = l * np.exp(m - m.max(axis=1, keepdims=True))
     o = (wgt[:, 0:1] * part[:16, :32] + wgt[:, 1:2] * part[:16, 32:]) / wgt.sum(axis=1, keepdims=True)
     s = (q.astype(np.float64) @ k2.T) / np.sqrt(32)
     e = np.exp(s - s.max(axis=1, keepdims=True))
     np.testing.assert_allclose(o, (e / e.sum(axis=1, keepdims=True)) @ v2, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m[:, 0], s[:, :128].max(axis=1), rtol=1e-6)
     np.testing.assert_allclose(l[:, 0], np.exp(s[:, :128] - m[:, :1]).sum(axis=1), rtol=1e-5)
+
+
+def test_ptx_in_the_simulator():
+    _sim_case(_sim)
+
+
+def test_nvvm_in_the_simulator():
+    _sim_case(_sim_llvm)
+
+
+@pytest.mark.parametrize("cpu", ["gfx90a", "gfx942"])
+def test_amd_code_objects_build(cpu):
+    """d = 32 (at d = 128 the f32 staging tiles pass AMD's 64 KiB of LDS per workgroup, and
+    the library op takes its unfused path there)."""
+    head = fa.kernel(32, 64).emit("report", cpu, causal=True).splitlines()[0]
+    assert f"[{cpu}] ok:" in head and re.search(r"spills\(s/v\)=0/0", head), head
 
 
 @pytest.mark.gpu

@@ -6,9 +6,9 @@
 
 Where the backend compiles f16 fragments, the three projections are one W8A8 launch on the
 concatenated weights ([Dm, 3D]: each output column is computed exactly as alone) and the
-attention fused (:mod:`.flash_attention`: scores, softmax and P V per 32-row block and chunk of
-keys, on split-f16 fragments, the S x S scores never in memory, then a launch combining the
-chunks): four launches with the quantization (three where the keys make one chunk).
+attention fused (:mod:`.flash_attention`: scores, softmax and P V per 64-row block and chunk of
+keys, on split-f16 fragments held in registers, the S x S scores never in memory, then a launch
+combining the chunks): four launches with the quantization (three where the keys make one chunk).
 Otherwise three projections, then Q K^T on fragments (:mod:`.attention_mma`) or in the softmax
 kernel (one block per query row), and P V on fragments or the tiled f32 kernel.
 
@@ -105,8 +105,8 @@ def pv_launcher(p, v, o):
 def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
     """A zero-argument launch of the fused attention (:mod:`.flash_attention`) on ``qkv`` [S, 3D]
     (Q, K and V side by side) into ``o`` [S, D], or None where the backend does not compile it
-    (no fragments, or shared memory past its limit). ``alloc(shape, dtype)`` makes the scratch
-    and partials. The keys are split over blocks (``flash_attention.plan``): the partial kernel,
+    (no fragments, or shared memory past its limit). ``alloc(shape, dtype)`` makes the
+    partials. The keys are split over blocks (``flash_attention.plan``): the partial kernel,
     then the combining one; with a single chunk the partial kernel writes ``o`` alone."""
     w = _warp_size()
     s, d = o.shape
@@ -118,16 +118,15 @@ def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
         return None
     chunks, nsteps = flash_attention.plan(s, s, w)
     bound = kern[flash_attention.launch_config(s, w, chunks)]
-    scr = flash_attention.scratch(s, w, chunks, alloc)
     args = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(causal))
     if chunks == 1:
         ml = flash_attention.partials(s, 0, 1, alloc)[1]
-        return lambda: bound(qkv, qkv, qkv, o, ml, scr, *args)
+        return lambda: bound(qkv, qkv, qkv, o, ml, *args)
     part, ml = flash_attention.partials(s, dp, chunks, alloc)
     combine = flash_attention.combine_kernel()[(-(-(s * d) // 256),), (256,)]
 
     def launch():
-        bound(qkv, qkv, qkv, part, ml, scr, *args)
+        bound(qkv, qkv, qkv, part, ml, *args)
         combine(part, ml, o, chunks, dp)
     return launch
 

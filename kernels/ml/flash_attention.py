@@ -2,40 +2,36 @@
 blocks (flash-decoding): ``O = softmax(Q K^T * scale [+ causal mask]) V`` (f32 in and out)
 without writing the S x S scores to memory.
 
-Block ``(j, i)`` of the partial kernel (:func:`kernel`) owns ``ROWS`` query rows (tile ``i``),
-four warps, and key chunk ``j``: ``nsteps`` steps of ``KS = 4 * warp_size`` keys (128 on
-NVIDIA). Per step the block splits the step's K rows into shared f16 hi + lo tiles (each thread
-loads a column of them from global memory, ``UNROLL`` loads in flight); warp ``w`` computes the
-``ROWS x warp_size`` score tile of keys ``w*warp_size ...`` on ``m16n8k16`` fragments with three
-products ``ah bh + ah bl + al bh`` accumulated in f32 (as in :mod:`.attention_mma`: a few 2**-24
-of ``|q k|`` per term) and stores it to a per-block scratch tile; after a barrier thread ``t``
-does the softmax arithmetic of key ``t`` of the step for all rows, reading only what its own
-lane stored. Row maxima and sums are warp reductions (``kaio.warp_max`` / ``warp_sum``) whose
-per-warp results threads ``0 .. ROWS-1`` fold through a small shared array (one barrier, not a
-tree over the threads).
+Block ``(j, i)`` of the partial kernel (:func:`kernel`) owns ``ROWS = 64`` query rows (tile
+``i``), four warps of ``WR = 16`` rows each, and key chunk ``j``: ``nsteps`` steps of ``KS = 64``
+keys. Each warp keeps everything about its rows in fragments (FlashAttention-2's arrangement):
+per step
 
-Pass 1 gives the chunk's row maximum ``m_j`` and sum ``l_j``; pass 2 forms ``p = exp(s - m_j) /
-l_j``, splits it into f16 hi + lo in shared memory, splits the step's V rows into the K tiles
-and multiplies: warp ``w`` accumulates the output columns ``w*D/4 ...`` of the block's rows and
-stores them once, the chunk's normalised partial ``O_j``, into a ``Region`` declared by warp
-tiles (the race checker proves it). The accumulator fragments are not rescaled per step, so a
-chunk of several steps recomputes its scores in pass 2; a chunk of one step (the common case:
-:func:`plan` gives one step per block up to ~1024 blocks) has no pass 1: it folds its statistics
-in pass 2 and computes Q K^T once. Both passes are one loop whose barriers are all unconditional
-(with the recompute's barriers under ``if steps > 1`` the race checker refused the K/V tile
-writes), each step's code written once.
+1. the block copies the step's K and V rows into f32 shared tiles (``kaio.mma.copy_tile``:
+   ``cp.async``, all in flight at once) and splits K into f16 hi + lo tiles;
+2. the warp's scores ``S`` (16 x 64) are three products ``qh kh + qh kl + ql kh`` of split f16
+   fragments accumulated in f32 (as in :mod:`.attention_mma`: a few 2**-24 of ``|q k|`` per
+   term); Q's tiles come straight from global memory through ``kaio.mma.apply`` (an element
+   loaded per lane, zeros past the rows and ``d``) and ``kaio.mma.to_a``;
+3. ``kaio.mma.apply`` scales and masks ``S``, ``kaio.mma.row_max`` gives the running row
+   maximum ``m``, ``P = exp(S - m)`` (apply again, ``m`` broadcast along the rows), the running
+   sum ``l`` and the output accumulator ``O`` are rescaled by ``exp(m_old - m)`` (online
+   softmax), and ``kaio.mma.row_sum(P)`` is added to ``l``;
+4. the block splits V into the same f16 tiles, and ``O += P V``: P's 16-key slices become A
+   fragments in registers (``kaio.mma.to_a`` of P and of its low part ``P - f16(P)``), V's
+   B fragments come from the shared tiles.
+
+No score leaves the registers; K and V are split once per step (a chunk of several steps
+rescales ``O`` instead of recomputing its scores). At the end the warp stores ``O / l``, the
+chunk's normalised partial ``O_j``, into a ``Region`` declared by warp tiles (the race checker
+proves it), and its rows' ``(m_j, l_j)`` as the first two columns of an 8-wide tile of ``ml``
+(``Raw``, ``[ROWS * row tiles, 8 * chunks]``: each warp its own rows, which the sanitizer
+checks at both warp widths). Shared memory: two f32 and two f16 tiles of ``KS x dp``
+(99 KiB at dp = 128: two blocks per SM).
 
 The combine kernel (:func:`combine_kernel`) weights the chunks: ``O = sum_j w_j O_j / sum_j
 w_j`` with ``w_j = l_j exp(m_j - max_j m_j)``; chunks a causal mask hides entirely report
 ``l_j = 0`` and are skipped. With one chunk the partial kernel writes ``O`` directly.
-
-The score scratch is a ``Raw`` global array (``[ROWS * row tiles, KS * chunks]``, each block its
-own tile): kaio's fragment stores go to global memory only, so the tile round-trips through
-L1/L2; in the reference layout lane ``t`` of a warp holds column ``t`` of its ``ROWS x
-warp_size`` tile, so each thread reads back only what it stored, which the reference backend's
-sanitizer checks. The per-chunk ``(m_j, l_j)`` are ``Raw`` too (``[ROWS * row tiles, 2 *
-chunks]``): threads ``0 .. ROWS-1`` of a 1-d block each write one row's pair, a slice no
-per-thread partition names; the sanitizer checks those writes at both warp widths.
 """
 import functools
 
@@ -45,18 +41,19 @@ import kaio
 from kaio import f16, f32, regions
 
 NW = 4                          # warps per block
-ROWS = 32                       # query rows per block (two m16 tiles: K and V serve 32 rows)
-UNROLL = 16                     # rows a thread stages per loop trip (divides ROWS and the steps)
-RU = 8                          # score rows a thread handles per loop trip (divides ROWS)
+WR = 16                         # query rows per warp (one m16 tile)
+ROWS = NW * WR                  # query rows per block
+KS = 64                         # keys per step
+UNROLL = 16                     # rows a thread splits per loop trip (divides KS)
 PAD = 8                         # f16 row padding of the shared tiles (ldmatrix banks)
-TARGET_BLOCKS = 1024            # blocks plan() aims for (~8 per SM of a 132-SM GPU)
+TARGET_BLOCKS = 1024            # blocks plan() aims for at most
+ML_COLS = 8                     # ml's columns per chunk: one n8 tile, (m, l) in its first two
 
 
 def padded_dim(d: int) -> int:
-    """The head dimension the kernel works at: a multiple of ``8 * NW`` (each warp's output
-    slice is a whole number of n8 tiles and the contraction a whole number of k16 steps); the
-    extra columns are zeros."""
-    return -(-d // (8 * NW)) * (8 * NW)
+    """The head dimension the kernel works at: a multiple of 16 (whole k16 steps of Q K^T and
+    n8 tiles of O); the extra columns are zeros."""
+    return -(-d // 16) * 16
 
 
 @kaio.func
@@ -77,106 +74,102 @@ def split_rows(hi, lo, src, row0, col0, rows, cols, d):
                 lo[r, c] = f16(v - f32(h))          # exact in f32
 
 
+# --- per element of a fragment (kaio.mma.apply): x the element, r and c its row and column ---
+@kaio.func
+def q_elem(x, r, c, q, n_rows, c_end):
+    """Q[r, c] (zero past the rows and the head dimension)."""
+    v = f32(0.0)
+    if r < n_rows and c < c_end:
+        v = q[r, c]
+    return v
+
+
+@kaio.func
+def low_part(x, r, c):
+    """x - f16(x): the f16 split's low part, exact in f32."""
+    return x - f32(f16(x))
+
+
+@kaio.func
+def valid(i, j, n_rows, n_keys, causal):
+    return i < n_rows and j < n_keys and (not causal or j <= i)
+
+
+@kaio.func
+def scaled(x, r, c, scale, n_rows, n_keys, causal):
+    """The score of row r and key c scaled, or -inf where the key is masked or missing."""
+    s = f32(-kaio.math.inf)
+    if valid(r, c, n_rows, n_keys, causal):
+        s = x * scale
+    return s
+
+
+@kaio.func
+def larger(x, r, c, y):
+    return kaio.math.max(x, y)
+
+
+@kaio.func
+def exp_from(x, r, c, m):
+    """exp(x - m), 0 for x = -inf (a masked score, or a row with no key yet)."""
+    e = f32(0.0)
+    if x > -kaio.math.inf:
+        e = kaio.math.exp(x - m)
+    return e
+
+
+@kaio.func
+def rescaled_sum(x, r, c, alpha, s):
+    return x * alpha + s
+
+
+@kaio.func
+def times(x, r, c, alpha):
+    return x * alpha
+
+
+@kaio.func
+def normalised(x, r, c, l):
+    """x / l (0 for a row no key of the chunk reaches: l = 0)."""
+    v = f32(0.0)
+    if l > 0.0:
+        v = x / l
+    return v
+
+
+@kaio.func
+def ml_pair(x, r, c, l):
+    """Column 0 of each 8-wide tile: m (x); column 1: l; the others 0."""
+    v = f32(0.0)
+    if c % ML_COLS == 0:
+        v = x
+    elif c % ML_COLS == 1:
+        v = l
+    return v
+
+
 @functools.lru_cache(maxsize=None)
 def kernel(dp: int, warp_size: int = 32):
-    """The partial kernel for a padded head dimension ``dp`` (:func:`padded_dim`) and one warp
-    width: block ``(j, i)`` writes the normalised attention of row tile ``i`` over key chunk
-    ``j`` into ``part[rows, j*dp ...]`` and the chunk's row max and sum into ``ml[rows, 2j]`` and
-    ``ml[rows, 2j + 1]`` (arguments: q, k, v, part, ml, scr, scale, d, the column offsets of Q, K
-    and V in their arrays, steps per chunk, causal)."""
-    ds = dp // NW                # output columns per warp
-    KW = warp_size               # keys per warp and step
-    KS = NW * KW                 # keys per step: one per thread of the block
+    """The partial kernel for a padded head dimension ``dp`` (:func:`padded_dim`; the same code
+    at every warp width): block ``(j, i)`` writes the normalised attention of row tile ``i``
+    over key chunk ``j`` into ``part[rows, j*dp ...]`` and the chunk's row max and sum into
+    ``ml[rows, 8j]`` and ``ml[rows, 8j + 1]`` (arguments: q, k, v, part, ml, scale, d, the
+    column offsets of Q, K and V in their arrays, steps per chunk, causal)."""
 
-    @kaio.func
-    def scores(Qh, Ql, Kh, Kl, scr, row0, c0, w):
-        """This warp's ROWS x KW score tile of the step (Q K^T, split f16) into scr."""
-        acc = kaio.mma.fill(f32, 0.0, m=ROWS, n=KW)
-        for kk in kaio.static_range(dp // 16):
-            ah = kaio.mma.load_a(Qh, 0, kk * 16, m=ROWS, k=16)
-            al = kaio.mma.load_a(Ql, 0, kk * 16, m=ROWS, k=16)
-            bh = kaio.mma.load_b(Kh, w * KW, kk * 16, trans=True, k=16, n=KW)
-            acc = kaio.mma.mma(al, bh, acc)
-            acc = kaio.mma.mma(ah, kaio.mma.load_b(Kl, w * KW, kk * 16, trans=True, k=16, n=KW),
-                               acc)
-            acc = kaio.mma.mma(ah, bh, acc)
-        kaio.mma.store(scr, row0, c0 + w * KW, acc)
-
-    @kaio.func
-    def step_scores(Qh, Ql, Kh, Kl, k, k0, kc, d, scr, row0, c0, w):
-        """Split the step's keys into the K tiles and store the warps' score tiles; after the
-        barrier that ends it every thread may read its scr column and the tiles be refilled."""
-        split_rows(Kh, Kl, k, k0, kc, KS, dp, d)
-        kaio.sync()
-        scores(Qh, Ql, Kh, Kl, scr, row0, c0, w)
-        kaio.sync()
-
-    @kaio.func
-    def valid(i, j, n_rows, n_keys, causal):
-        return i < n_rows and j < n_keys and (not causal or j <= i)
-
-    @kaio.func
-    def step_stats(scr, warp_m, warp_l, row0, c0, k0, scale, n_rows, n_keys, causal):
-        """Per row, this warp's max of the step's scaled scores and sum of exp(s - max) (warp
-        reductions over its lanes' keys), stored by its lane 0 into row w of warp_m / warp_l."""
-        tid = kaio.thread_idx.x
-        for r0 in range(0, ROWS, RU):
-            for u in kaio.static_range(RU):
-                rr = r0 + u
-                s = f32(-kaio.math.inf)
-                if valid(row0 + rr, k0 + tid, n_rows, n_keys, causal):
-                    s = scr[row0 + rr, c0 + tid] * scale
-                mw = kaio.warp_max(s)
-                e = f32(0.0)
-                if s > -kaio.math.inf:
-                    e = kaio.math.exp(s - mw)
-                lw = kaio.warp_sum(e)
-                if tid % kaio.warp_size == 0:
-                    warp_m[tid // kaio.warp_size, rr] = mw
-                    warp_l[tid // kaio.warp_size, rr] = lw
-
-    @kaio.func
-    def fold(warp_m, warp_l, row_m, row_l, row_il):
-        """Row ``tid``'s running (max, sum) with the warps' pairs of a step folded in, and
-        1 / sum (inf for a row with no key yet: never used)."""
-        tid = kaio.thread_idx.x
-        m_old = row_m[tid]
-        m = m_old
-        for ww in kaio.static_range(NW):
-            m = kaio.math.max(m, warp_m[ww, tid])
-        acc_l = f32(0.0)
-        if m_old > -kaio.math.inf:
-            acc_l = row_l[tid] * kaio.math.exp(m_old - m)
-        for ww in kaio.static_range(NW):
-            mw = warp_m[ww, tid]
-            if mw > -kaio.math.inf:
-                acc_l += warp_l[ww, tid] * kaio.math.exp(mw - m)
-        row_m[tid] = m
-        row_l[tid] = acc_l
-        row_il[tid] = 1.0 / acc_l
-
-    @kaio.kernel
+    @kaio.kernel(block=(NW * warp_size,))
     def attention_partial(q: kaio.In[f32, 2], k: kaio.In[f32, 2], v: kaio.In[f32, 2],
-                          part: kaio.Region[f32, 2, regions.warp_tiles((ROWS, dp), (ROWS, ds))],
-                          ml: kaio.Raw[f32, 2], scr: kaio.Raw[f32, 2], scale: f32, d: kaio.i32,
-                          qc: kaio.i32, kc: kaio.i32, vc: kaio.i32, nsteps: kaio.i32,
+                          part: kaio.Region[f32, 2, regions.warp_tiles((ROWS, dp), (WR, dp))],
+                          ml: kaio.Raw[f32, 2], scale: f32, d: kaio.i32, qc: kaio.i32,
+                          kc: kaio.i32, vc: kaio.i32, nsteps: kaio.i32,
                           causal: kaio.Const[bool]):
-        Qh = kaio.shared_array(f16, (ROWS, dp + PAD))
-        Ql = kaio.shared_array(f16, (ROWS, dp + PAD))
-        Kh = kaio.shared_array(f16, (KS, dp + PAD))      # K of the step, then its V
-        Kl = kaio.shared_array(f16, (KS, dp + PAD))
-        Ph = kaio.shared_array(f16, (ROWS, KS + PAD))
-        Pl = kaio.shared_array(f16, (ROWS, KS + PAD))
-        warp_m = kaio.shared_array(f32, (NW, ROWS))      # each warp's row max and sum of a step
-        warp_l = kaio.shared_array(f32, (NW, ROWS))
-        row_m = kaio.shared_array(f32, (ROWS,))          # the chunk's running row max, sum, 1/sum
-        row_l = kaio.shared_array(f32, (ROWS,))
-        row_il = kaio.shared_array(f32, (ROWS,))
-        tid = kaio.thread_idx.x                 # the key of each step this thread handles
-        w = tid // kaio.warp_size
+        Kf = kaio.shared_array(f32, (KS, dp))           # the step's K and V rows as copied
+        Vf = kaio.shared_array(f32, (KS, dp))
+        Hi = kaio.shared_array(f16, (KS, dp + PAD))     # K split into hi + lo, then V
+        Lo = kaio.shared_array(f16, (KS, dp + PAD))
+        w = kaio.thread_idx.x // kaio.warp_size
         chunk = kaio.block_idx.x
         row0 = kaio.block_idx.y * ROWS
-        c0 = chunk * KS                         # this block's columns of scr
+        r0 = row0 + (w // 1) * WR                       # this warp's rows (warp_tiles' origin)
         n_rows = q.shape[0]
         n_keys = k.shape[0]
         kbeg = chunk * nsteps * KS
@@ -184,61 +177,46 @@ def kernel(dp: int, warp_size: int = 32):
         if causal:
             last = kaio.math.min(last, row0 + ROWS)
         steps = kaio.math.max(0, (last - kbeg + KS - 1) // KS)
-        if tid < ROWS:
-            row_m[tid] = f32(-kaio.math.inf)
-            row_l[tid] = f32(0.0)
-        if steps > 0:
-            split_rows(Qh, Ql, q, row0, qc, ROWS, dp, d)
-        # One loop over both passes (each step's code once): pass 1, for chunks of several
-        # steps, folds each step's row statistics into the block's running (max, sum); pass 2
-        # computes p = exp(s - m) / l from the step's scores (again, after a pass 1), splits it
-        # into f16 hi + lo and accumulates O_j += P V. A one-step chunk has no pass 1 and folds
-        # its statistics in pass 2: Q K^T once. Every barrier is unconditional.
-        n1 = steps
-        if steps == 1:
-            n1 = 0
-        acc = kaio.mma.fill(f32, 0.0, m=ROWS, n=ds)
-        for it in range(n1 + steps):
-            second = it >= n1
-            stats = not second or steps == 1
+        m = kaio.mma.fill(f32, -kaio.math.inf, m=WR, n=8)     # running row max and sum
+        l = kaio.mma.fill(f32, 0.0, m=WR, n=8)
+        o = kaio.mma.fill(f32, 0.0, m=WR, n=dp)
+        for it in range(steps):
             k0 = kbeg + it * KS
-            if second:
-                k0 = kbeg + (it - n1) * KS
-            step_scores(Qh, Ql, Kh, Kl, k, k0, kc, d, scr, row0, c0, w)
-            if stats:
-                step_stats(scr, warp_m, warp_l, row0, c0, k0, scale, n_rows, n_keys, causal)
+            kaio.mma.copy_tile(Kf, k, k0, kc, rows=KS, cols=dp)
+            kaio.mma.copy_tile(Vf, v, k0, vc, rows=KS, cols=dp)
             kaio.sync()
-            if stats and tid < ROWS:
-                fold(warp_m, warp_l, row_m, row_l, row_il)
+            split_rows(Hi, Lo, Kf, 0, 0, KS, dp, d)
             kaio.sync()
-            if second:
-                for r0 in range(0, ROWS, RU):
-                    for u in kaio.static_range(RU):
-                        rr = r0 + u
-                        p = f32(0.0)
-                        if valid(row0 + rr, k0 + tid, n_rows, n_keys, causal):
-                            p = kaio.math.exp(scr[row0 + rr, c0 + tid] * scale - row_m[rr]) * row_il[rr]
-                        ph = f16(p)
-                        Ph[rr, tid] = ph
-                        Pl[rr, tid] = f16(p - f32(ph))
-                split_rows(Kh, Kl, v, k0, vc, KS, dp, d)     # V into K's tiles, Q K^T is done
+            s = kaio.mma.fill(f32, 0.0, m=WR, n=KS)
+            for kk in kaio.static_range(dp // 16):
+                qt = kaio.mma.apply(q_elem, kaio.mma.fill(f32, 0.0, m=WR, n=16), r0,
+                                    qc + kk * 16, q, n_rows, qc + d)
+                ah = kaio.mma.to_a(qt, f16)
+                bh = kaio.mma.load_b(Hi, 0, kk * 16, trans=True, k=16, n=KS)
+                s = kaio.mma.mma(kaio.mma.to_a(kaio.mma.apply(low_part, qt, r0, 0), f16), bh, s)
+                s = kaio.mma.mma(ah, kaio.mma.load_b(Lo, 0, kk * 16, trans=True, k=16, n=KS), s)
+                s = kaio.mma.mma(ah, bh, s)
+            s = kaio.mma.apply(scaled, s, r0, k0, scale, n_rows, n_keys, causal)
+            m_new = kaio.mma.apply(larger, m, r0, 0, kaio.mma.row_max(s))
+            p = kaio.mma.apply(exp_from, s, r0, k0, m_new)
+            alpha = kaio.mma.apply(exp_from, m, r0, 0, m_new)   # exp(m_old - m), 0 at first
+            l = kaio.mma.apply(rescaled_sum, l, r0, 0, alpha, kaio.mma.row_sum(p))
+            o = kaio.mma.apply(times, o, r0, 0, alpha)
+            m = m_new
+            pl = kaio.mma.apply(low_part, p, r0, k0)
+            kaio.sync()                                 # every warp is done with K's tiles
+            split_rows(Hi, Lo, Vf, 0, 0, KS, dp, d)
             kaio.sync()
-            if second:
-                for kk in kaio.static_range(KS // 16):
-                    ah = kaio.mma.load_a(Ph, 0, kk * 16, m=ROWS, k=16)
-                    al = kaio.mma.load_a(Pl, 0, kk * 16, m=ROWS, k=16)
-                    bh = kaio.mma.load_b(Kh, kk * 16, w * ds, k=16, n=ds)     # (V)
-                    acc = kaio.mma.mma(al, bh, acc)
-                    acc = kaio.mma.mma(ah, kaio.mma.load_b(Kl, kk * 16, w * ds, k=16, n=ds),
-                                       acc)
-                    acc = kaio.mma.mma(ah, bh, acc)
-            kaio.sync()
+            for kk in kaio.static_range(KS // 16):
+                ph = kaio.mma.to_a(p, f16, col0=kk * 16, k=16)
+                vh = kaio.mma.load_b(Hi, kk * 16, 0, k=16, n=dp)       # (V)
+                o = kaio.mma.mma(kaio.mma.to_a(pl, f16, col0=kk * 16, k=16), vh, o)
+                o = kaio.mma.mma(ph, kaio.mma.load_b(Lo, kk * 16, 0, k=16, n=dp), o)
+                o = kaio.mma.mma(ph, vh, o)
         if steps > 0:
-            # the warp-tile origin spelled as warp_tiles owns it (w // NW is 0 in a 4-warp block)
-            kaio.mma.store(part, row0 + (w // NW) * ROWS, chunk * dp + (w % NW) * ds, acc)
-        if tid < ROWS:                          # (-inf, 0) where no key of the chunk is seen
-            ml[row0 + tid, 2 * chunk] = row_m[tid]
-            ml[row0 + tid, 2 * chunk + 1] = row_l[tid]
+            kaio.mma.store(part, r0, chunk * dp + (w % 1) * dp, kaio.mma.apply(normalised, o, r0, 0, l))
+        # (-inf, 0) where no key of the chunk is seen
+        kaio.mma.store(ml, r0, chunk * ML_COLS, kaio.mma.apply(ml_pair, m, r0, 0, l))
 
     return attention_partial
 
@@ -246,7 +224,8 @@ def kernel(dp: int, warp_size: int = 32):
 @functools.lru_cache(maxsize=None)
 def combine_kernel():
     """o[r, c] = sum_j w_j part[r, j*dp + c] / sum_j w_j, w_j = l_j exp(m_j - max m) over the
-    chunks (arguments: part, ml, o, chunks, dp); one thread per element of o."""
+    chunks, (m_j, l_j) = ml[r, 8j], ml[r, 8j + 1] (arguments: part, ml, o, chunks, dp); one
+    thread per element of o."""
 
     @kaio.kernel
     def attention_combine(part: kaio.In[f32, 2], ml: kaio.In[f32, 2], o: kaio.Out[f32, 2],
@@ -254,13 +233,13 @@ def combine_kernel():
         for r, c in o.owned():
             m = f32(-kaio.math.inf)
             for j in range(chunks):
-                m = kaio.math.max(m, ml[r, 2 * j])
+                m = kaio.math.max(m, ml[r, ML_COLS * j])
             num = f32(0.0)
             den = f32(0.0)
             for j in range(chunks):
-                lj = ml[r, 2 * j + 1]
+                lj = ml[r, ML_COLS * j + 1]
                 if lj > 0.0:                    # a chunk that saw keys of this row
-                    wj = lj * kaio.math.exp(ml[r, 2 * j] - m)
+                    wj = lj * kaio.math.exp(ml[r, ML_COLS * j] - m)
                     num += wj * part[r, j * dp + c]
                     den += wj
             o[r, c] = num / den
@@ -269,12 +248,12 @@ def combine_kernel():
 
 
 def plan(s: int, n_keys: int, warp_size: int = 32):
-    """(chunks, steps per chunk) for ``s`` query rows over ``n_keys`` keys: one step of ``4 *
-    warp_size`` keys per block while the grid stays near :data:`TARGET_BLOCKS` (S = 1024: 8
-    chunks x 32 row tiles = 256 blocks), more steps per chunk past it, so the partials stay
-    within ~TARGET_BLOCKS * ROWS * dp floats."""
-    ks = NW * warp_size
-    total = max(1, -(-n_keys // ks))
+    """(chunks, steps per chunk) for ``s`` query rows over ``n_keys`` keys: one step of ``KS``
+    keys per block while the grid stays within :data:`TARGET_BLOCKS` (S = 1024: 16 chunks x 16
+    row tiles = 256 blocks), more steps per chunk past it, so the partials stay within
+    ~TARGET_BLOCKS * ROWS * dp floats. The tiles are the same at every warp width
+    (``warp_size`` is accepted for the callers' symmetry)."""
+    total = max(1, -(-n_keys // KS))
     tiles = -(-s // ROWS)
     chunks = min(total, max(1, TARGET_BLOCKS // tiles))
     nsteps = -(-total // chunks)
@@ -287,18 +266,13 @@ def launch_config(s: int, warp_size: int, chunks: int = 1):
     return (chunks, -(-s // ROWS)), (NW * warp_size,)
 
 
-def scratch(s: int, warp_size: int = 32, chunks: int = 1, alloc=np.empty):
-    """The per-block score scratch (f32 [ROWS * row tiles, 4 * warp_size * chunks])."""
-    return alloc((-(-s // ROWS) * ROWS, NW * warp_size * chunks), np.float32)
-
-
 def partials(s: int, dp: int, chunks: int, alloc=np.empty):
-    """(part, ml): the partial outputs [ROWS * row tiles, chunks * dp] and row (max, sum)
-    pairs [ROWS * row tiles, 2 * chunks] (f32)."""
+    """(part, ml): the partial outputs [ROWS * row tiles, chunks * dp] and the row (max, sum)
+    tiles [ROWS * row tiles, 8 * chunks] (f32; (m_j, l_j) in columns 8j and 8j + 1)."""
     rows = -(-s // ROWS) * ROWS
-    return alloc((rows, chunks * dp), np.float32), alloc((rows, 2 * chunks), np.float32)
+    return alloc((rows, chunks * dp), np.float32), alloc((rows, ML_COLS * chunks), np.float32)
 
 
 def supported(warp_size: int) -> bool:
-    """A warp's score tile (``warp_size`` keys) must be whole n8 fragment tiles."""
+    """Fragments lay out at any warp width kaio targets (32 and 64 lanes)."""
     return warp_size % 8 == 0
