@@ -146,6 +146,42 @@ def test_kernel_source_change_misses(proj):
     assert changed["warm"]["hits"] == 0
 
 
+KMOD_CLOSURE = '''
+import os
+import kaio
+from kaio import f32
+from khelp import bump
+
+CHECKED = False
+
+
+def make(scale):
+    """A kernel closing over ``scale``: how the library's factories give kernels constants."""
+    @kaio.kernel
+    def k(x: kaio.In[f32], y: kaio.Region[f32]):
+        for i in y.owned():
+            y[i] = bump(x[i] * scale)
+    return k
+
+
+k = make(float(os.environ.get("SCALE", "2.0")))
+'''
+
+
+def test_closure_constant_change_misses(proj):
+    """A closure variable is part of the warm key: another value misses (and computes with it),
+    each value then hits without the frontend."""
+    (proj / "kmod.py").write_text(KMOD_CLOSURE)
+    first = run(proj)
+    assert first["y"] == expected() and first["warm"]["stores"] == 2
+    changed = run(proj, SCALE="3.0")
+    assert changed["y"] == expected(scale=3.0) and changed["warm"]["hits"] == 0
+    assert changed["ptx"] != first["ptx"]
+    assert run(proj, SCALE="3.0", NO_FRONTEND="1")["y"] == expected(scale=3.0)
+    again = run(proj, NO_FRONTEND="1")
+    assert again["y"] == first["y"] and again["warm"]["hits"] == 2
+
+
 def test_options_change_misses(proj):
     first = run(proj)
     checked = run(proj, CHECKED="1")   # checked mode: the kernel takes the fault record too
