@@ -36,12 +36,15 @@ def row_base(em: Emitter, buf: BufInfo, t: dt.DType, lead: list[str]) -> str:
     The 64-bit arithmetic is the same as :func:`address`'s, reassociated (exact mod 2**64)."""
     n = len(lead) + 1
     lin = em.tmp("rd")
-    em.ins(f"cvt.s64.s32 {lin}, {lead[0]}")
-    for a in range(1, n - 1):
-        j = em.tmp("rd")
-        em.ins(f"cvt.s64.s32 {j}, {lead[a]}")
-        em.ins(f"mad.lo.s64 {lin}, {lin}, {buf.extents64[a - 1]}, {j}")
-    em.ins(f"mul.lo.s64 {lin}, {lin}, {buf.extents64[n - 2]}")
+    if n == 2:      # i * d1: one widening multiply of two i32s
+        em.ins(f"mul.wide.s32 {lin}, {lead[0]}, {buf.extents[1]}")
+    else:
+        _lin2(em, buf, lead, lin)
+        for a in range(2, n - 1):
+            j = em.tmp("rd")
+            em.ins(f"cvt.s64.s32 {j}, {lead[a]}")
+            em.ins(f"mad.lo.s64 {lin}, {lin}, {buf.extents64[a - 1]}, {j}")
+        em.ins(f"mul.lo.s64 {lin}, {lin}, {buf.extents64[n - 2]}")
     row = em.tmp("rd")
     em.ins(f"mad.lo.s64 {row}, {lin}, {t.itemsize}, {buf.base}")
     return row
@@ -74,13 +77,22 @@ def address(em: Emitter, buf: BufInfo, t: dt.DType, idx: list[str], row: str | N
         em.ins(f"add.s64 {addr}, {buf.base}, {off}")
         return addr
     lin = em.tmp("rd")
-    em.ins(f"cvt.s64.s32 {lin}, {idx[0]}")
-    for a in range(1, len(idx)):
+    _lin2(em, buf, idx, lin)
+    for a in range(2, len(idx)):
         j = em.tmp("rd")
         em.ins(f"cvt.s64.s32 {j}, {idx[a]}")
         em.ins(f"mad.lo.s64 {lin}, {lin}, {buf.extents64[a - 1]}, {j}")
     em.ins(f"mad.lo.s64 {addr}, {lin}, {size}, {buf.base}")
     return addr
+
+
+def _lin2(em: Emitter, buf: BufInfo, idx: list[str], lin: str) -> None:
+    """``lin = idx[0] * d1 + idx[1]`` in 64 bits: one ``mad.wide.s32`` of the i32 index and
+    extent (their product is exact in 64 bits), the same value as sign-extending both first and
+    multiplying in 64 bits, for one IMAD.WIDE instead of a 64 x 64 multiply (three IMADs)."""
+    j = em.tmp("rd")
+    em.ins(f"cvt.s64.s32 {j}, {idx[1]}")
+    em.ins(f"mad.wide.s32 {lin}, {idx[0]}, {buf.extents[1]}, {j}")
 
 
 def load(em: Emitter, buf: BufInfo, t: dt.DType, addr: str) -> str:

@@ -194,6 +194,62 @@ def run(argv, bar) -> int:
         ms = timed(fn)
         record(f"grid-stride sum n=2^{n.bit_length() - 1} f32 (rel err)", name, ms, 4 * n, "GB/s", err)
 
+    # --- classics written the CUDA way, against the same algorithm from nvcc, same launch ------
+    side = 2048 if args.quick else 8192
+    xt = torch.randn(side, side, device=dev)
+    yt = torch.empty(side, side, device=dev)
+    grid_t = (side // 32, side // 32)
+    impls = {
+        "kaio": lambda: kk.transpose32[grid_t, (32, 8)](xt, yt),
+        "cuda-c++": lambda: native.get_function("transpose32")(
+            grid_t, (32, 8), (cupy.asarray(xt), cupy.asarray(yt), np.int32(side), np.int32(side))),
+        "torch": lambda: yt.copy_(xt.t()),
+    }
+    for name, fn in impls.items():
+        yt.zero_()
+        fn()
+        torch.cuda.synchronize()
+        err = float((yt - xt.t()).abs().max())
+        record(f"transpose 32x32 tiles {side}^2 f32", name, timed(fn), 8 * side * side, "GB/s", err)
+
+    want = xt.clone()
+    want[1:-1, 1:-1] = 0.25 * (xt[:-2, 1:-1] + xt[2:, 1:-1] + xt[1:-1, :-2] + xt[1:-1, 2:]) - xt[1:-1, 1:-1]
+    grid_s = (side // 32, side // 8)
+
+    def torch_stencil():
+        yt.copy_(xt)
+        yt[1:-1, 1:-1] = 0.25 * (xt[:-2, 1:-1] + xt[2:, 1:-1] + xt[1:-1, :-2] + xt[1:-1, 2:]) - xt[1:-1, 1:-1]
+    impls = {
+        "kaio": lambda: kk.stencil5[grid_s, (32, 8)](xt, yt),
+        "kaio owned()": lambda: kk.stencil5_owned[grid_s, (32, 8)](xt, yt),
+        "cuda-c++": lambda: native.get_function("stencil5")(
+            grid_s, (32, 8), (cupy.asarray(xt), cupy.asarray(yt), np.int32(side), np.int32(side))),
+        "torch": torch_stencil,
+    }
+    for name, fn in impls.items():
+        yt.zero_()
+        fn()
+        torch.cuda.synchronize()
+        err = float((yt - want).abs().max())
+        record(f"5-point stencil {side}^2 f32", name, timed(fn), 8 * side * side, "GB/s", err)
+
+    data = torch.randint(0, 256, (n // 4,), device=dev, dtype=torch.int32)
+    hist = torch.zeros(256, device=dev, dtype=torch.int32)
+    want_h = torch.bincount(data, minlength=256).to(torch.int32)
+    impls = {
+        "kaio": lambda: kk.histogram256[(nb,), (256,)](data, hist),
+        "cuda-c++": lambda: native.get_function("histogram256")(
+            (nb,), (256,), (cupy.asarray(data), cupy.asarray(hist), np.int32(data.numel()))),
+        "torch": lambda: hist.copy_(torch.bincount(data, minlength=256)),
+    }
+    for name, fn in impls.items():
+        hist.zero_()             # the kernels add into hist: checked after one call from 0
+        fn()
+        torch.cuda.synchronize()
+        err = float((hist - want_h).abs().max())
+        record(f"histogram 256 bins n=2^{data.numel().bit_length() - 1} i32", name, timed(fn),
+               4 * data.numel(), "GB/s", err)
+
     # --- gemm through kaio.blas (cuBLAS) vs torch.matmul (cuBLAS): the interface's overhead ------
     for dtype, label, size in ((torch.float16, "f16", 8192), (torch.float32, "f32", 4096)):
         size = 2048 if args.quick else size

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import kaio
-from kaio import f32
+from kaio import f32, i32
 from kaio.kernels.ml import norms
-from kaio.regions import blocked, grid_stride, rows_per_block
+from kaio.regions import blocked, grid_stride, rows_per_block, tiles
 
 
 @kaio.kernel
@@ -85,5 +85,67 @@ grid_sum = kaio.kernel(_classic_grid_sum)
 grid_sum_rolled = kaio.kernel(_classic_grid_sum, disabled_passes=("unroll_strided",))
 
 
+# --- classics written the CUDA way (issue 13): the same code as their twins in cuda/native.cu ---
+@kaio.kernel(block=(32, 8))
+def transpose32(x: kaio.In[f32, 2], y: kaio.Region[f32, 2, tiles(32, 32, transposed=True)]):
+    """The tiled transpose: a padded 32 x 33 shared tile, 32 x 8 threads each moving four rows
+    in and four out; block (bx, by) reads input tile (by, bx) and writes output tile (bx, by)."""
+    tile = kaio.shared_array(f32, (32, 33))
+    tx = kaio.thread_idx.x
+    ty = kaio.thread_idx.y
+    bx = kaio.block_idx.x
+    by = kaio.block_idx.y
+    for j in range(0, 32, 8):
+        if by * 32 + ty + j < x.shape[0] and bx * 32 + tx < x.shape[1]:
+            tile[ty + j, tx] = x[by * 32 + ty + j, bx * 32 + tx]
+    kaio.sync()
+    for j in range(0, 32, 8):
+        if bx * 32 + ty + j < y.shape[0] and by * 32 + tx < y.shape[1]:
+            y[bx * 32 + ty + j, by * 32 + tx] = tile[tx, ty + j]
+
+
+@kaio.kernel
+def stencil5(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, tiles()]):
+    """The 5-point stencil with CUDA's 2-D index (the tile is the block); edges copied."""
+    i = kaio.block_idx.y * kaio.block_dim.y + kaio.thread_idx.y
+    j = kaio.block_idx.x * kaio.block_dim.x + kaio.thread_idx.x
+    n = x.shape[0]
+    m = x.shape[1]
+    if i >= 1 and i < n - 1 and j >= 1 and j < m - 1:
+        y[i, j] = 0.25 * (x[i - 1, j] + x[i + 1, j] + x[i, j - 1] + x[i, j + 1]) - x[i, j]
+    elif i < n and j < m:
+        y[i, j] = x[i, j]
+
+
+@kaio.kernel
+def stencil5_owned(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, tiles()]):
+    """The same stencil written with ``owned()`` (a guard under ``tiles()``, no loop)."""
+    n = x.shape[0]
+    m = x.shape[1]
+    for i, j in y.owned():
+        if i >= 1 and i < n - 1 and j >= 1 and j < m - 1:
+            y[i, j] = 0.25 * (x[i - 1, j] + x[i + 1, j] + x[i, j - 1] + x[i, j + 1]) - x[i, j]
+        else:
+            y[i, j] = x[i, j]
+
+
+@kaio.kernel
+def histogram256(data: kaio.In[i32], hist: kaio.Atomic[i32]):
+    """The shared-memory histogram: a block's 256 bins cleared by a block-stride loop, a
+    grid-stride loop of shared atomics, the bins added to the global histogram (values must be
+    in [0, 256); ``hist`` starts at 0)."""
+    h = kaio.shared_array(i32, 256)
+    t = kaio.thread_idx.x
+    for b in range(t, 256, kaio.block_dim.x):
+        h[b] = 0
+    kaio.sync()
+    for i in range(kaio.global_id(), data.shape[0], kaio.grid_dim.x * kaio.block_dim.x):
+        kaio.atomic_add(h, data[i], 1)
+    kaio.sync()
+    for b in range(t, 256, kaio.block_dim.x):
+        kaio.atomic_add(hist, b, h[b])
+
+
 __all__ = ["saxpy", "saxpy8", "softmax_rows", "softmax_rows_resident", "dot_partials",
-           "dot_partials8", "grid_stride", "grid_sum", "grid_sum_rolled"]
+           "dot_partials8", "grid_stride", "grid_sum", "grid_sum_rolled", "transpose32", "stencil5",
+           "stencil5_owned", "histogram256"]

@@ -777,6 +777,10 @@ def _int_op(m, name, opc, t, ops):
     if name == "mul" and "hi" in opc:
         m.put(ops[0], st, (m.get(ops[1], st) * m.get(ops[2], st)) >> w)
         return
+    if name == "mad" and "wide" in opc:   # d (2w bits) = a * b + c, a and b w bits
+        wt = st[0] + str(2 * w)
+        m.put(ops[0], wt, m.get(ops[1], st) * m.get(ops[2], st) + m.get(ops[3], wt))
+        return
     if name == "mad":
         m.put(ops[0], st, m.get(ops[1], st) * m.get(ops[2], st) + m.get(ops[3], st))
         return

@@ -51,3 +51,26 @@ def test_dot_kernels(backend, n):
         part = np.zeros((4, 1), np.float32)
         k[(4,), (64,)](x, y, part)
         assert abs(float(part.astype(np.float64).sum()) - want) <= 1e-5 * np.abs(x * y).sum(), k.name
+
+
+@pytest.mark.parametrize("shape", [(64, 96), (37, 70)])
+def test_classic_kernels(backend, shape):
+    """The transpose, both stencils and the histogram of issue 13's classics, launched as
+    benchmarks/bench_gpu.py launches them (grids rounded up at ragged shapes)."""
+    r = np.random.default_rng(shape[0])
+    x = r.standard_normal(shape).astype(np.float32)
+    rows, cols = shape
+    y = np.zeros((cols, rows), np.float32)
+    kk.transpose32[(-(-cols // 32), -(-rows // 32)), (32, 8)](x, y)
+    assert np.array_equal(y, x.T)
+    want = x.copy()
+    want[1:-1, 1:-1] = (np.float32(0.25) * (x[:-2, 1:-1] + x[2:, 1:-1] + x[1:-1, :-2] + x[1:-1, 2:])
+                        - x[1:-1, 1:-1])
+    for k in (kk.stencil5, kk.stencil5_owned):
+        y = np.zeros_like(x)
+        k[(-(-cols // 32), -(-rows // 8)), (32, 8)](x, y)
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6, err_msg=k.name)
+    data = r.integers(0, 256, rows * cols).astype(np.int32)
+    hist = np.zeros(256, np.int32)
+    kk.histogram256[(3,), (64,)](data, hist)
+    assert np.array_equal(hist, np.bincount(data, minlength=256))

@@ -321,12 +321,13 @@ def test_host_dequantize_picks_the_row_kernel_for_rows_of_16(shape, reference):
 @pytest.mark.parametrize("dt_name, vec", [("f32", 4), ("f16", 8)])
 def test_row_addresses_are_computed_once_for_chunks_in_branches(dt_name, vec):
     """The resident row kernels read and write a row in chunks, each chunk in its own
-    ``if c + V <= n``: the row's 64-bit address (``mul.lo.s64`` of row and row length) is
-    computed once per buffer before the first branch, not once per chunk (ptxas does not hoist
-    it out of a branch). x and y: two, for PER / V = 4 chunks each."""
+    ``if c + V <= n``: the row's 64-bit offset (``mul.wide.s32`` of the i32 row and row length)
+    is computed once per buffer before the first branch, not once per chunk (ptxas does not
+    hoist it out of a branch). x and y: two, for PER / V = 4 chunks each."""
     k = norms.rmsnorm_resident_kernel(dt_name, dt_name, vec=vec, regs=64)
     ptx = emit(k.specialize_ir({"PER": 4 * vec}), "ptx", "sm_90", _predicated(k))
-    assert len(re.findall(r"mul\.lo\.s64", ptx)) == 2
+    assert len(re.findall(r"mul\.wide\.s32 %rd\d+, %r\d+, %r\d+;", ptx)) == 2
+    assert "mul.lo.s64" not in ptx
     ptxas(ptx, "sm_90")
 
 

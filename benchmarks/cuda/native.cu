@@ -131,3 +131,42 @@ extern "C" __global__ void grid_sum(const float* __restrict__ x, float* total, i
         if (t == 0) atomicAdd(total, v);
     }
 }
+
+// Classics written the CUDA way (kaio_bench_kernels.transpose32, stencil5, histogram256).
+// The tiled transpose: y (cols x rows) = x (rows x cols)^T through a padded 32 x 33 tile,
+// 32 x 8 threads moving four rows each way.
+extern "C" __global__ void transpose32(const float* __restrict__ x, float* y, int rows, int cols) {
+    __shared__ float tile[32][33];
+    int tx = threadIdx.x, ty = threadIdx.y, bx = blockIdx.x, by = blockIdx.y;
+    for (int j = 0; j < 32; j += 8) {
+        int r = by * 32 + ty + j, c = bx * 32 + tx;
+        if (r < rows && c < cols) tile[ty + j][tx] = x[r * cols + c];
+    }
+    __syncthreads();
+    for (int j = 0; j < 32; j += 8) {
+        int r = bx * 32 + ty + j, c = by * 32 + tx;
+        if (r < cols && c < rows) y[r * rows + c] = tile[tx][ty + j];
+    }
+}
+
+// The 5-point stencil on an n x m grid, one point per thread (CUDA's 2-D index); edges copied.
+extern "C" __global__ void stencil5(const float* __restrict__ x, float* y, int n, int m) {
+    int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= 1 && i < n - 1 && j >= 1 && j < m - 1)
+        y[i * m + j] = 0.25f * (x[(i - 1) * m + j] + x[(i + 1) * m + j] + x[i * m + j - 1]
+                                + x[i * m + j + 1]) - x[i * m + j];
+    else if (i < n && j < m)
+        y[i * m + j] = x[i * m + j];
+}
+
+// The shared-memory histogram of values in [0, 256): per-block bins, a grid-stride loop of
+// shared atomics, one global atomic per bin and block (hist starts at 0).
+extern "C" __global__ void histogram256(const int* __restrict__ data, int* hist, int n) {
+    __shared__ int h[256];
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) h[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        atomicAdd(&h[data[i]], 1);
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) atomicAdd(&hist[b], h[b]);
+}
