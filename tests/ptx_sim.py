@@ -749,6 +749,8 @@ def _float_op(m, name, opc, t, ops):
         r = abs(x[0])
     elif name == "copysign":
         r = math.copysign(x[1], x[0])
+    elif name == "rcp" and "rn" in opc:     # IEEE 1/x (LLVM's form of a division of 1.0)
+        r = _farith("div", t, 1.0, x[0])
     elif name == "sqrt" and "rn" in opc:
         r = fround(math.sqrt(x[0]), t) if x[0] >= 0 else (x[0] if x[0] == 0 else math.nan)
     elif name in _APPROX:

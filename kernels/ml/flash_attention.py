@@ -14,9 +14,10 @@ per step
    term); Q's tiles come straight from global memory through ``kaio.mma.apply`` (an element
    loaded per lane, zeros past the rows and ``d``) and ``kaio.mma.to_a``;
 3. ``kaio.mma.apply`` scales and masks ``S``, ``kaio.mma.row_max`` gives the running row
-   maximum ``m``, ``P = exp(S - m)`` (apply again, ``m`` broadcast along the rows), the running
-   sum ``l`` and the output accumulator ``O`` are rescaled by ``exp(m_old - m)`` (online
-   softmax), and ``kaio.mma.row_sum(P)`` is added to ``l``;
+   maximum ``m``, ``P = exp(S - m)`` (apply again, ``m`` broadcast along the rows; the fast
+   exp, within 3.4 ulp, branch-free), the running sum ``l`` and the output accumulator ``O``
+   are rescaled by ``exp(m_old - m)`` (online softmax), and ``kaio.mma.row_sum(P)`` is added
+   to ``l``;
 4. the block splits V into the same f16 tiles, and ``O += P V``: P's 16-key slices become A
    fragments in registers (``kaio.mma.to_a`` of P and of its low part ``P - f16(P)``), V's
    B fragments come from the shared tiles.
@@ -26,8 +27,8 @@ rescales ``O`` instead of recomputing its scores). At the end the warp stores ``
 chunk's normalised partial ``O_j``, into a ``Region`` declared by warp tiles (the race checker
 proves it), and its rows' ``(m_j, l_j)`` as the first two columns of an 8-wide tile of ``ml``
 (``Raw``, ``[ROWS * row tiles, 8 * chunks]``: each warp its own rows, which the sanitizer
-checks at both warp widths). Shared memory: two f32 and two f16 tiles of ``KS x dp``
-(99 KiB at dp = 128: two blocks per SM).
+checks at both warp widths). Shared memory: two f32 and two f16 tiles of ``KS x dp`` (98 KiB
+at dp = 128: two blocks per SM). ``O`` is scaled by ``1 / l`` once per row at the end.
 
 The combine kernel (:func:`combine_kernel`) weights the chunks: ``O = sum_j w_j O_j / sum_j
 w_j`` with ``w_j = l_j exp(m_j - max_j m_j)``; chunks a causal mask hides entirely report
@@ -48,6 +49,7 @@ UNROLL = 16                     # rows a thread splits per loop trip (divides KS
 PAD = 8                         # f16 row padding of the shared tiles (ldmatrix banks)
 TARGET_BLOCKS = 1024            # blocks plan() aims for at most
 ML_COLS = 8                     # ml's columns per chunk: one n8 tile, (m, l) in its first two
+CU = 4                          # chunks the combine reads per loop trip
 
 
 def padded_dim(d: int) -> int:
@@ -111,10 +113,12 @@ def larger(x, r, c, y):
 
 @kaio.func
 def exp_from(x, r, c, m):
-    """exp(x - m), 0 for x = -inf (a masked score, or a row with no key yet)."""
-    e = f32(0.0)
-    if x > -kaio.math.inf:
-        e = kaio.math.exp(x - m)
+    """exp(x - m), 0 for x = -inf (a masked score, or a row with no key yet): the fast exp
+    (the hardware exp2 after an exact range reduction, within 3.4 ulp), without a branch
+    (x - m is NaN where both are -inf; clamped, then replaced)."""
+    e = kaio.math.exp(kaio.math.max(x - m, f32(-200.0)), fast=True)
+    if x == -kaio.math.inf:
+        e = f32(0.0)
     return e
 
 
@@ -129,11 +133,11 @@ def times(x, r, c, alpha):
 
 
 @kaio.func
-def normalised(x, r, c, l):
-    """x / l (0 for a row no key of the chunk reaches: l = 0)."""
+def reciprocal(x, r, c):
+    """1 / x, 0 for x = 0 (a row no key of the chunk reaches)."""
     v = f32(0.0)
-    if l > 0.0:
-        v = x / l
+    if x > 0.0:
+        v = 1.0 / x
     return v
 
 
@@ -214,7 +218,8 @@ def kernel(dp: int, warp_size: int = 32):
                 o = kaio.mma.mma(ph, kaio.mma.load_b(Lo, kk * 16, 0, k=16, n=dp), o)
                 o = kaio.mma.mma(ph, vh, o)
         if steps > 0:
-            kaio.mma.store(part, r0, chunk * dp + (w % 1) * dp, kaio.mma.apply(normalised, o, r0, 0, l))
+            o = kaio.mma.apply(times, o, r0, 0, kaio.mma.apply(reciprocal, l, r0, 0))
+            kaio.mma.store(part, r0, chunk * dp + (w % 1) * dp, o)
         # (-inf, 0) where no key of the chunk is seen
         kaio.mma.store(ml, r0, chunk * ML_COLS, kaio.mma.apply(ml_pair, m, r0, 0, l))
 
@@ -225,23 +230,31 @@ def kernel(dp: int, warp_size: int = 32):
 def combine_kernel():
     """o[r, c] = sum_j w_j part[r, j*dp + c] / sum_j w_j, w_j = l_j exp(m_j - max m) over the
     chunks, (m_j, l_j) = ml[r, 8j], ml[r, 8j + 1] (arguments: part, ml, o, chunks, dp); one
-    thread per element of o."""
+    thread per element of o, ``CU`` chunks' loads issued together per loop trip (the sums in
+    chunk order, as one at a time)."""
 
     @kaio.kernel
     def attention_combine(part: kaio.In[f32, 2], ml: kaio.In[f32, 2], o: kaio.Out[f32, 2],
                           chunks: kaio.i32, dp: kaio.i32):
         for r, c in o.owned():
             m = f32(-kaio.math.inf)
-            for j in range(chunks):
-                m = kaio.math.max(m, ml[r, ML_COLS * j])
+            for j0 in range(0, chunks, CU):     # CU chunks' loads in flight per trip
+                for u in kaio.static_range(CU):
+                    if j0 + u < chunks:
+                        m = kaio.math.max(m, ml[r, ML_COLS * (j0 + u)])
             num = f32(0.0)
             den = f32(0.0)
-            for j in range(chunks):
-                lj = ml[r, ML_COLS * j + 1]
-                if lj > 0.0:                    # a chunk that saw keys of this row
-                    wj = lj * kaio.math.exp(ml[r, ML_COLS * j] - m)
-                    num += wj * part[r, j * dp + c]
-                    den += wj
+            for j0 in range(0, chunks, CU):
+                for u in kaio.static_range(CU):
+                    j = j0 + u
+                    if j < chunks:
+                        lj = ml[r, ML_COLS * j + 1]
+                        mj = ml[r, ML_COLS * j]
+                        pj = part[r, j * dp + c]
+                        if lj > 0.0:            # a chunk that saw keys of this row
+                            wj = lj * kaio.math.exp(mj - m)
+                            num += wj * pj
+                            den += wj
             o[r, c] = num / den
 
     return attention_combine
