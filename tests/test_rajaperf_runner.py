@@ -146,22 +146,7 @@ def test_summary_ratios_and_geomean():
     assert [c.header for c in table.columns][-3:] == ["kaio/cuda", "kaio_graph/cuda", "checksums"]
 
 
-def test_glibc_rand_blocks_match_the_scalar_recurrence():
-    # the vectorised recurrence (blocks of 65536) against the one-value-at-a-time loop, across
-    # several block boundaries; values past the first call's length are not cached wrongly
-    from kaio.kernels.rajaperf import checksum as ck
-    n = 3 * ck._RAND_BLOCK + 17
-    r = [0] * 34
-    r[0] = 4793
-    for i in range(1, 31):
-        r[i] = 16807 * r[i - 1] % 2147483647
-    r[31:34] = r[0:3]
-    for k in range(34, 34 + 310 + n):
-        r.append((r[k - 31] + r[k - 3]) & 0xFFFFFFFF)
-    want = np.array(r[344:], dtype=np.int64) >> 1
-    ck._RAND.clear()
-    np.testing.assert_array_equal(ck.glibc_rand(4793, 1000), want[:1000])
-    np.testing.assert_array_equal(ck.glibc_rand(4793, n), want)
+# glibc rand() against the scalar recurrence: tests/test_rajaperf_host.py
 
 
 def test_checksum_chunks_agree_with_an_exact_sum():

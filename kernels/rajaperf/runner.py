@@ -20,7 +20,8 @@ Like the suite, each pass sets the data up afresh, times its reps, then takes th
 times are the mean over passes, checksums the sum over passes. Files written to ``--outdir``
 (prefix ``--outfile``, default ``RAJAPerf``): ``-timing-Average.csv`` (mean seconds per pass),
 ``-checksum.txt`` (per variant, with the difference against the first variant) and
-``-kernels.csv`` (problem size, reps, bytes and flops per rep).
+``-kernels.csv`` (problem size, reps, bytes and flops per rep; kaio adds each kernel's set-up and
+total seconds on the host).
 """
 from __future__ import annotations
 
@@ -40,12 +41,15 @@ from kaio.progress import progress
 from ..registry import REGISTRY
 from . import _case
 from . import native as native_mod
+from ._host import keep_freed_memory
 from .checksum import relative_diff
 from .sizes import problem_size, size_for
 
 VARIANTS = ("numpy", "kaio", "kaio_graph", "cuda")
 GROUPS = {"stream": "Stream", "basic": "Basic", "lcals": "Lcals", "polybench": "Polybench",
           "apps": "Apps"}
+#: problem sizes from which the run keeps freed memory for reuse (:func:`._host.keep_freed_memory`)
+BIG = 1 << 24
 #: the relative checksum difference allowed where a port gives no checksum_rtol of its own
 CHECKSUM_RTOL = 1e-12
 
@@ -65,6 +69,8 @@ class KernelResult:
     checksums: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)   # variant -> why it does not apply
+    setup: float = 0.0     # seconds to build the inputs (the suite's set-up, on the host)
+    wall: float = 0.0      # seconds for the whole kernel: set-up, every variant, checksums
 
 
 def ports() -> list[str]:
@@ -157,12 +163,14 @@ def _run_device(port, inputs, size, reps, npasses, mode, native=None):
 def run_kernel(port: str, variants, *, sizefact=1.0, size=None, repfact=1.0, npasses=1,
                native=None) -> KernelResult:
     """Every variant of one port; a variant that fails is recorded in ``errors``."""
+    start = time.perf_counter()
     case = REGISTRY[f"rajaperf/{port}"]
     psize = size_for(port, sizefact=sizefact, size=size)
     reps = max(1, round(case.reps * repfact))
     r = KernelResult(full_name(port), port, psize, problem_size(port, psize), reps,
                      float(case.bytes(psize)), float(case.flops(psize)))
     inputs = case.make_inputs(psize, 0)
+    r.setup = time.perf_counter() - start
     for v in variants:
         try:
             if v == "numpy":
@@ -178,6 +186,7 @@ def run_kernel(port: str, variants, *, sizefact=1.0, size=None, repfact=1.0, npa
             continue
         r.times[v] = sum(times) / len(times)
         r.checksums[v] = ck
+    r.wall = time.perf_counter() - start
     return r
 
 
@@ -197,10 +206,12 @@ def timing_csv(results, variants) -> str:
 
 
 def kernels_csv(results) -> str:
-    rows = [["Kernel  ", "Problem size", "Reps", "Bytes/rep", "FLOPS/rep", "Size"]]
+    rows = [["Kernel  ", "Problem size", "Reps", "Bytes/rep", "FLOPS/rep", "Size", "Set-up (s)",
+             "Host total (s)"]]
     for r in results:
         shape = "x".join(map(str, r.size)) if isinstance(r.size, tuple) else str(r.size)
-        rows.append([r.name, r.problem, r.reps, f"{r.bytes_per_rep:.0f}", f"{r.flops_per_rep:.0f}", shape])
+        rows.append([r.name, r.problem, r.reps, f"{r.bytes_per_rep:.0f}", f"{r.flops_per_rep:.0f}", shape,
+                     f"{r.setup:.2f}", f"{r.wall:.2f}"])
     return "Kernel sizes\n" + _csv(rows)
 
 
@@ -264,6 +275,7 @@ def summary_table(results, variants) -> Table:
     t.add_column("kernel", no_wrap=True)
     t.add_column("size", justify="right")
     t.add_column("reps", justify="right")
+    t.add_column("host s", justify="right")
     for v in variants:
         t.add_column(f"{v} us/rep", justify="right")
     if base:
@@ -273,7 +285,7 @@ def summary_table(results, variants) -> Table:
     t.add_column("checksums")
     per = ratios(results, variants, base) if base else {}
     for r in results:
-        cells = [r.name, str(r.problem), str(r.reps)]
+        cells = [r.name, str(r.problem), str(r.reps), f"{r.setup:.1f}/{r.wall:.1f}"]
         cells += [f"{1e6 * r.times[v] / r.reps:.2f}" if v in r.times else "-" for v in variants]
         if base:
             cells += [f"{per[v][r.name]:.2f}x" if r.name in per[v] else "-" for v in variants if v != base]
@@ -284,7 +296,7 @@ def summary_table(results, variants) -> Table:
                                                                          for v in failed]))
         t.add_row(*cells)
     if base:
-        row = ["geomean", "", ""] + [""] * len(variants)
+        row = ["geomean", "", "", ""] + [""] * len(variants)
         row += [f"{geomean(per[v].values()):.2f}x" if geomean(per[v].values()) else "-"
                 for v in variants if v != base]
         t.add_row(*row, "", style="bold")
@@ -309,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--outfile", "-of", default="RAJAPerf", help="prefix of the output files")
     ap.add_argument("--backend", default=None, help="kaio backend (default: the current one)")
     ap.add_argument("--time-limit", type=float, default=None,
-                    help="start no kernel after this many seconds (kaio's option, not the suite's)")
+                    help="start no kernel after this many seconds since the command started, the "
+                         "cuda variant's nvcc build included (kaio's option, not the suite's)")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     return ap
 
@@ -326,6 +339,7 @@ def main(argv=None) -> int:
             c = REGISTRY[f"rajaperf/{p}"]
             console.print(f"{full_name(p):<28} {c.description}")
         return 0
+    start = time.perf_counter()
     if args.backend:
         kaio.set_backend(args.backend)
     # the reference backend interprets kernels: its kaio variants are for tiny --size runs
@@ -341,12 +355,14 @@ def main(argv=None) -> int:
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
+    if any(problem_size(p, size_for(p, sizefact=args.sizefact, size=args.size)) >= BIG for p in chosen):
+        keep_freed_memory()      # such runs allocate and free tens of GB of 0.5 GB arrays
     native = None
     if "cuda" in variants:
         native = native_mod.load()
         if native is None:
             console.print(f"[yellow]cuda variant skipped:[/yellow] {native_mod.why_unavailable()}")
-    results, start, files = [], time.perf_counter(), []
+    results, files = [], []
     with progress("rajaperf", total=len(chosen)) as bar:
         for port in chosen:
             if args.time_limit is not None and time.perf_counter() - start > args.time_limit:
