@@ -189,6 +189,16 @@ def test_gpu_rows_and_to_a_exact(case):
         be._current = previous
 
 
+def test_conformance_row_is_bitwise_on_both_warp_widths():
+    from kaio.conformance.cases import all_cases, select
+    from kaio.conformance.rules import BITWISE
+    from kaio.conformance.runner import Options, run_suite
+    (case,) = select(all_cases(), ["feature/fragment_rows"])
+    assert case.rule is BITWISE
+    rep = run_suite(Options(["reference", "reference-w64"], cases=[case], log=lambda m: None))
+    assert rep.failing == [] and {c.status for c in rep.rows[0].cells.values()} <= {"identical"}
+
+
 # --- what is refused, at the user's line ------------------------------------------------------
 @kaio.kernel
 def _to_a_int(A: kaio.In[kaio.i8, 2], C: kaio.Raw[f32, 2]):

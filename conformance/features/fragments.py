@@ -144,6 +144,65 @@ def _apply_case():
                                "bitwise on every target")
 
 
+@kaio.func
+def _minus(x, r, c, m):
+    return x - m
+
+
+@kaio.func
+def _plus(x, r, c, m):
+    return x + m
+
+
+@kaio.kernel(block=THREADS)
+def fragment_rows(A: kaio.In[f16, 2], B: kaio.In[f16, 2], V: kaio.In[f16, 2],
+                  O: kaio.Raw[f32, 2], L: kaio.Raw[f32, 2]):
+    """Whole rows (kaio.mma.row_max / row_sum, broadcast by apply) and kaio.mma.to_a: per warp
+    a 16 x 32 score tile S = A B, P = S - rowmax(S), O = P V with P's two 16-column slices as A
+    fragments in registers, and rowsum(P) + rowmax(S)."""
+    r0 = (kaio.thread_idx.x // kaio.warp_size) * 16
+    s = kaio.mma.mma(kaio.mma.load_a(A, r0, 0), kaio.mma.load_b(B, 0, 0, n=32),
+                     kaio.mma.fill(f32, 0.0, n=32))
+    mx = kaio.mma.row_max(s)
+    p = kaio.mma.apply(_minus, s, r0, 0, mx)
+    o = kaio.mma.fill(f32, 0.0, n=16)
+    for kk in kaio.static_range(2):
+        o = kaio.mma.mma(kaio.mma.to_a(p, f16, col0=kk * 16, k=16),
+                         kaio.mma.load_b(V, kk * 16, 0, n=16), o)
+    kaio.mma.store(O, r0, 0, o)
+    kaio.mma.store(L, r0, 0, kaio.mma.apply(_plus, kaio.mma.row_sum(p), r0, 0, mx))
+
+
+def _rows_case():
+    g = np.random.default_rng(13)
+    rows = 16 * THREADS // 64          # every warp of a 64-lane target's block has a tile too
+    inp = {"a": g.integers(-3, 4, (rows * 2, 16)).astype(np.float16),
+           "b": g.integers(-3, 4, (16, 32)).astype(np.float16),
+           "v": g.integers(-3, 4, (32, 16)).astype(np.float16)}
+
+    def run(i):
+        o = np.full((2 * rows, 16), -1.0, np.float32)
+        lsum = np.full((2 * rows, 8), -1.0, np.float32)
+        fragment_rows[1, THREADS](i["a"], i["b"], i["v"], o, lsum)
+        return {"o": o, "l": lsum}
+
+    def expected(i, warp):
+        s = i["a"].astype(np.float64) @ i["b"].astype(np.float64)
+        mx = s.max(axis=1, keepdims=True)
+        p = s - mx
+        o = (p @ i["v"].astype(np.float64)).astype(np.float32)
+        lsum = np.repeat(p.sum(axis=1, keepdims=True) + mx, 8, axis=1).astype(np.float32)
+        n = 16 * (THREADS // warp)                     # rows the block's warps cover
+        o[n:], lsum[n:] = -1.0, -1.0
+        return {"o": o, "l": lsum}
+    return feature("fragment_rows", lambda: inp, run, expected, vs_numpy=BITWISE, rule=BITWISE,
+                   width_dependent=True,
+                   description="kaio.mma.row_max / row_sum (an m x 8 accumulator per row, "
+                               "broadcast along the rows by apply) and kaio.mma.to_a (16-column "
+                               "slices of an accumulator as A fragments): attention's shape on "
+                               "small integers, so bitwise on every target")
+
+
 def _random(npdt, shape_a, shape_b, seed):
     g = np.random.default_rng(seed)
     a = g.standard_normal(shape_a).astype(np.float32).astype(npdt)
@@ -226,7 +285,7 @@ def _exact_case():
 
 def cases():
     out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case(),
-           _apply_case()]
+           _apply_case(), _rows_case()]
     for c in out[:4]:
         c.order_dependent = ORDER
     return out
