@@ -152,6 +152,44 @@ def test_ptx_runs_exactly(case):
     _check(args, want)
 
 
+# --- the lane moves against both schemes' layouts (tests/test_mma_llvm.py's model) -------------
+def test_lane_moves_match_the_layouts():
+    """What the LLVM emitter reads from where, checked against element_coords: to_a's source
+    (nvvm: slot ``(a // 4) * 4 + (a // 2 % 2) * 2 + a % 2`` of the same lane; mfma16: lane ``16
+    (r // 4) + c``, slot ``r % 4``), the broadcast's (nvvm: the same slot; mfma16: lane ``l &
+    ~8``) and the row reductions' xor partners (the same rows at every slot)."""
+    from test_mma_llvm import _coords
+
+    from kaio.ir.types import frag_type
+    acc2, acc1 = (frag_type("acc", "m16n8k16", kaio.f32, (1, n)) for n in (2, 1))
+    a1 = frag_type("a", "m16n8k16", f16)
+    for scheme, xors in (("nvvm", (1, 2)), ("mfma16", (1, 2, 4, 8))):
+        (ra, ca, _), (rw, cw, vw), (rn, cn, _) = (_coords(scheme, t) for t in (a1, acc2, acc1))
+        lanes = np.arange(ra.shape[0])
+        for e in range(ra.shape[1]):
+            if scheme == "nvvm":
+                src, slot = lanes, (e // 4) * 4 + (e // 2 % 2) * 2 + e % 2
+            else:
+                src = 16 * ((lanes % 16) // 4) + 4 * (lanes // 16) + e
+                slot = lanes % 4
+            np.testing.assert_array_equal(rw[src, slot], ra[:, e])
+            np.testing.assert_array_equal(cw[src, slot], ca[:, e])
+        for e in range(rw.shape[1]):
+            src = lanes if scheme == "nvvm" else lanes & ~8
+            k = (e // 4 // 2) * 4 + e % 4 if scheme == "nvvm" else e % 4
+            np.testing.assert_array_equal(rn[src, k], rw[:, e])
+            np.testing.assert_array_equal(cn[src, k], cw[:, e] % 8)
+            for x in xors:
+                np.testing.assert_array_equal(rw[lanes ^ x, e], rw[:, e])
+        # the lanes a lane exchanges with hold, between them, every column of its rows
+        for lane in lanes:
+            group = [lane ^ m for m in range(2 ** len(xors))]
+            for e in range(rw.shape[1]):
+                held = {int(cw[g, f]) for g in group for f in range(rw.shape[1])
+                        if rw[g, f] == rw[lane, e] and vw[g, f]}
+                assert held == set(range(16)), (scheme, lane, e)
+
+
 # --- LLVM: nvptx64 executed, AMD code objects built --------------------------------------------
 @pytest.mark.parametrize("case", [(24, "f16", False), (32, "f16", True)])
 def test_nvvm_runs_exactly(case):
