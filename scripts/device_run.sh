@@ -49,6 +49,8 @@
 #   autotune  benchmarks/autotune_rows.py: the autotuner tunes the row ops at kaio bench --ml's
 #             shapes and prints what each candidate took (autotune_rows.md); warms the compile cache for ml
 #   rajaperf-x64  only the 64x size (reps x0.05), every port, with a longer limit than `rajaperf`
+#   rajaperf-x64a / rajaperf-x64b  the same in two halves, for separate calls: Stream, Basic, Lcals
+#             (22 ports) / Polybench, Apps (16 ports); files x64a / x64b under rajaperf/
 #   ml-short  kaio bench --ml, dequantize and the 16-bit-heavy ops first, 110 s of cases
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
@@ -156,6 +158,12 @@ for step in "$@"; do
                       --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf" --outfile x64 --sizefact 64 \
                       --repfact 0.05 --time-limit 290
                   grep "geomean" "$OUT/rajaperf_x64.log" | sed 's/^/   /' >> "$OUT/summary.txt" ;;
+    rajaperf-x64a|rajaperf-x64b) half=${step#rajaperf-x64}
+                  if [ "$half" = a ]; then groups="Stream Basic Lcals"; else groups="Polybench Apps"; fi
+                  run "rajaperf_x64$half" 330 env COLUMNS=200 python3 -m kaio.cli rajaperf --backend cuda \
+                      --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf" --outfile "x64$half" --sizefact 64 \
+                      --repfact 0.05 --time-limit 290 --kernels $groups
+                  grep "geomean" "$OUT/rajaperf_x64$half.log" | sed 's/^/   /' >> "$OUT/summary.txt" ;;
     ml-short) run bench_ml 160 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 110 \
                   --ops dequantize_int8,gelu_tanh,rmsnorm,softmax,gelu_exact,layernorm,silu_gate ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;

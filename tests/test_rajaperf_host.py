@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from kaio.kernels.rajaperf import _host, _rand, runner
+from kaio.kernels.rajaperf import _domain, _host, _rand, runner
 from kaio.kernels.rajaperf import checksum as ck
 
 
@@ -154,3 +154,14 @@ def test_large_runs_keep_freed_memory(tmp_path, reference, monkeypatch):
     monkeypatch.setattr(runner, "BIG", 100)
     runner.main(["-k", "DAXPY", "--size", "100", "--variants", "numpy", "--outdir", str(tmp_path)])
     assert applied == [True]
+
+
+@pytest.mark.parametrize("ndims, spacing", [(2, (0.2, 0.1)), (3, (0.3, 0.2, 0.1))])
+@pytest.mark.parametrize("edge", [1, 6, 37])
+def test_mesh_positions_are_the_flat_index_formula(ndims, spacing, edge):
+    dom = _domain.Domain(edge, ndims)
+    idx = np.arange(dom.nnalls)   # the earlier form: coordinates from the flat node index
+    want = [idx % dom.jp, (idx // dom.jp) % dom.jp, idx // max(dom.kp, 1)][:ndims]
+    for got, w, d in zip(dom.positions(*spacing), want, spacing):
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, w * d)

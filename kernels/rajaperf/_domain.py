@@ -54,9 +54,15 @@ class Domain:
     def positions(self, *spacing: float) -> list:
         """Node coordinates: node (i, j[, k]) sits at (i dx, j dy[, k dz]) on every node,
         ghosts included (the suite's setMeshPositions_2d/3d)."""
-        idx = np.arange(self.nnalls)
-        axes = [idx % self.jp, (idx // self.jp) % self.jp, idx // max(self.kp, 1)][:self.ndims]
-        return [a * d for a, d in zip(axes, spacing)]
+        shape = (self.jp,) * self.ndims      # (k,) j, i: i varies fastest
+        out = []
+        for axis, d in enumerate(spacing[:self.ndims]):
+            line = np.arange(self.jp) * d        # the same products as (flat index -> i, j, k) * d
+            arr = np.empty(shape)
+            arr[...] = line.reshape([-1 if dim == self.ndims - 1 - axis else 1
+                                     for dim in range(self.ndims)])
+            out.append(arr.reshape(-1))
+        return out
 
     def real_zones(self) -> np.ndarray:
         """Lower-left node of every real zone, j (then k) outer, i inner (setRealZones_2d/3d)."""
