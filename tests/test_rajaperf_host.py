@@ -119,6 +119,16 @@ def test_each_weight_chunk_is_computed_once(small_chunks, monkeypatch):
     assert sum(evaluated) == 10 * small_chunks
 
 
+def test_weights_past_the_kept_chunks_last_until_trimmed(small_chunks, monkeypatch):
+    monkeypatch.setattr(ck, "_KEPT_WEIGHT_CHUNKS", 2)
+    data = np.ones(5 * small_chunks)
+    first = ck.checksum(data)
+    assert sorted(ck._WEIGHTS) == [0, 1, 2, 3, 4]       # the variants of one kernel share them
+    ck.trim_weights()
+    assert sorted(ck._WEIGHTS) == [0, 1]
+    assert ck.checksum(data) == first
+
+
 def test_in_chunks_keeps_chunk_order(monkeypatch):
     monkeypatch.setattr(_host, "WORKERS", 3)
     assert _host.in_chunks(lambda s, e: (s, e), 10, 4) == [(0, 4), (4, 8), (8, 10)]

@@ -29,7 +29,8 @@ import numpy as np
 from ._host import in_chunks
 from ._rand import RAND_MAX, _rand_view, glibc_rand
 
-__all__ = ["RAND_MAX", "DataInit", "checksum", "checksum_of", "glibc_rand", "relative_diff"]
+__all__ = ["RAND_MAX", "DataInit", "checksum", "checksum_of", "glibc_rand", "relative_diff",
+           "trim_weights"]
 
 #: rand() <= _HALF exactly when rand()/RAND_MAX < 0.5 (the nearest quotients differ from 0.5 by
 #: ~2e-10, far above float64's rounding there)
@@ -122,9 +123,9 @@ def checksum(data, scale: float = 1.0) -> float:
 #: elements per summed chunk (part of the result's definition: the long-double sum of each chunk
 #: is pairwise, then the chunks are added in order)
 _CHUNK = 1 << 22
-#: weight chunks kept (1G elements, 8 GB at most: as long as the longest output checksummed, which
-#: takes as much itself); chunks past them are computed each time
-_KEPT_WEIGHT_CHUNKS = 256
+#: weight chunks kept for the whole run (64M elements, 512 MB); longer outputs' chunks are kept
+#: until :func:`trim_weights` (the runner calls it after each kernel, whose variants share them)
+_KEPT_WEIGHT_CHUNKS = 16
 _WEIGHTS: dict = {}
 _LONG = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
 _BUFFERS = threading.local()
@@ -136,12 +137,17 @@ def _weights(start: int, count: int) -> np.ndarray:
     kept = _WEIGHTS.get(index)
     if kept is not None and kept.size >= count:
         return kept[:count]
-    size = _CHUNK if index < _KEPT_WEIGHT_CHUNKS else count
-    w = np.abs(np.sin(np.arange(start + 1, start + size + 1, dtype=np.float64)))
+    w = np.abs(np.sin(np.arange(start + 1, start + _CHUNK + 1, dtype=np.float64)))
     w += 0.5
-    if index < _KEPT_WEIGHT_CHUNKS:
-        _WEIGHTS[index] = w
+    _WEIGHTS[index] = w
     return w[:count]
+
+
+def trim_weights() -> None:
+    """Drop the weight chunks past the first ``_KEPT_WEIGHT_CHUNKS`` (the checksum weights of
+    outputs longer than 64M elements: up to 7 GB for DIFF_PREDICT at 64x)."""
+    for index in [i for i in _WEIGHTS if i >= _KEPT_WEIGHT_CHUNKS]:
+        del _WEIGHTS[index]
 
 
 def _chunk_sum(part: np.ndarray, start: int):
