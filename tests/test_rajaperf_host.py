@@ -134,6 +134,9 @@ def test_in_chunks_keeps_chunk_order(monkeypatch):
     assert _host.in_chunks(lambda s, e: (s, e), 10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert _host.in_chunks(lambda s, e: (s, e), 3, 4) == [(0, 3)]
     assert _host.in_chunks(lambda s, e: (s, e), 0, 4) == []
+    # a chunk that itself works in chunks runs them inline instead of waiting on the pool
+    inner = _host.in_chunks(lambda s, e: _host.in_chunks(lambda a, b: b - a, e - s, 2), 12, 4)
+    assert inner == [[2, 2]] * 3
 
 
 def test_runner_reports_set_up_and_host_seconds(tmp_path, reference):

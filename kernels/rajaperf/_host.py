@@ -11,22 +11,25 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 #: threads for chunked host work (the device machines have 16 cores)
 WORKERS = max(1, min(16, os.cpu_count() or 1))
 _POOL: list = []
+_PREFIX = "kaio-rajaperf"
 
 
 def in_chunks(fn: Callable[[int, int], object], n: int, chunk: int) -> list:
     """``[fn(start, stop) for each chunk of range(n)]``: chunks start at multiples of ``chunk``;
     several chunks run on a thread pool, one runs inline."""
     bounds = [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
-    if len(bounds) <= 1 or WORKERS == 1:
+    nested = threading.current_thread().name.startswith(_PREFIX)   # a pool thread must not wait on the pool
+    if len(bounds) <= 1 or WORKERS == 1 or nested:
         return [fn(s, e) for s, e in bounds]
     if not _POOL:
-        _POOL.append(ThreadPoolExecutor(WORKERS, thread_name_prefix="kaio-rajaperf"))
+        _POOL.append(ThreadPoolExecutor(WORKERS, thread_name_prefix=_PREFIX))
     return list(_POOL[0].map(lambda b: fn(*b), bounds))
 
 
