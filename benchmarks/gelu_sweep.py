@@ -16,9 +16,9 @@ import argparse
 import sys
 
 import kaio
+import kaio.kernels.ml.gelu16 as gelu16
 from kaio import regions
 from kaio.kernels.ml import elementwise as E
-from kaio.kernels.ml import gelu16
 
 LOG2E = 1.4426950408889634
 KS = (2, 4, 8, 16)

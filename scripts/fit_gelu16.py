@@ -53,8 +53,8 @@ def measure(name: str):
     backend (beyond AMAX the result underflows the 16-bit type: tests/test_gelu16.py)."""
     from scipy.special import ndtr
 
+    import kaio.kernels.ml.gelu16 as gelu16
     from kaio.kernels.ml import elementwise as ew
-    from kaio.kernels.ml import gelu16
     x = gelu16.all_finite(name)
     y32 = gelu16.gelu16_f32(x, name).astype(np.float64)
     y = ew.gelu(x).astype(np.float64)
@@ -65,7 +65,7 @@ def measure(name: str):
 
 
 def main():
-    from kaio.kernels.ml import gelu16
+    import kaio.kernels.ml.gelu16 as gelu16
     same = True
     for name, (amax, degree) in L_FITS.items():
         cl = fit_l(amax, degree)

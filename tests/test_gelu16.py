@@ -10,9 +10,9 @@ from ptx_sim import Machine
 from test_ptx import ptxas
 
 import kaio.kernels as K
+import kaio.kernels.ml.gelu16 as G
 from kaio.backends.ptx import emit_ptx
 from kaio.kernels.ml import elementwise as ew
-from kaio.kernels.ml import gelu16 as G
 from kaio.passes import target_pipeline
 from kaio.regions import Coarsened, Elementwise
 

@@ -20,7 +20,8 @@ import kaio
 from kaio import regions
 
 from .._launch import acc_dtype, kdtype, np_dtype
-from . import gelu16
+from .gelu16 import L_FITS as GELU16_FITS
+from .gelu16 import gelu16
 
 SQRT_2_OVER_PI = 0.7978845608028654  # sqrt(2/pi)
 INV_SQRT_2 = 0.7071067811865476      # 1/sqrt(2)
@@ -77,14 +78,14 @@ def gelu_exact_kernel(dt: str):
     tail, no cancellation, within 0.51 ulp of the 16-bit result, about half the operations."""
     T, C = kdtype(dt), acc_dtype(dt)
     narrow_out = narrow(dt)
-    amax, lcoeffs = gelu16.L_FITS[dt] if narrow_out else (0.0, ())
+    amax, lcoeffs = GELU16_FITS[dt] if narrow_out else (0.0, ())
 
     @kaio.kernel
     def gelu_exact(x: kaio.In[T], y: kaio.Out[T]):
         for i in y.owned():
             v = C(x[i])
             if narrow_out:      # a compile-time choice
-                y[i] = T(gelu16.gelu16(v, amax, lcoeffs))
+                y[i] = T(gelu16(v, amax, lcoeffs))
             else:
                 y[i] = T(0.5 * v * (1.0 + kaio.math.erf(v * INV_SQRT_2)))
 

@@ -33,6 +33,8 @@ import numpy as np
 
 import kaio
 
+from .._launch import kdtype, np_dtype
+
 #: log2(e) / 2 rounded to f32 (the fits of L use this value, so its rounding is fitted away)
 C32 = float.fromhex("0x1.715476p-1")
 #: per result dtype: (AMAX, coefficients of L lowest degree first), from scripts/fit_gelu16.py
@@ -82,7 +84,6 @@ def gelu16(v, amax, lcoeffs):
 # --- measurement (scripts/fit_gelu16.py, tests) -------------------------------------------------
 def all_finite(name: str) -> np.ndarray:
     """Every finite value of the 16-bit type ``name``, as that type's numpy storage."""
-    from .._launch import np_dtype
     bits = np.arange(1 << 16, dtype=np.uint16)
     x = bits.view(np.float16) if name == "f16" else bits.view(np_dtype(name))
     return x[np.isfinite(x.astype(np.float32))]
@@ -97,7 +98,6 @@ def ulp16(v: np.ndarray, name: str) -> np.ndarray:
 
 def gelu16_f32(x: np.ndarray, name: str) -> np.ndarray:
     """:func:`gelu16` of 16-bit ``x`` as f32, before the rounding to 16 bits."""
-    from .._launch import kdtype
     T = kdtype(name)
     amax, lc = L_FITS[name]
 
