@@ -2,7 +2,8 @@
 
     python3 scripts/gemm_ablation.py [--n 4096] [--tiles 256x128x64_w64x64_s3,...]
 
-For each tiling it times (CUDA events, median of 5 x 10 launches) at n^3, f16 -> f32:
+For each tiling it times at n^3, f16 -> f32 (CUDA events, median of 5 x 10 launches: the timer
+of benchmarks/bench_gpu.py):
   library   kaio.kernels.ml.gemm's kernel (the numbers `kaio bench --gemm` reports);
   no-copy   the same loop with the in-loop global->shared copies left out (the prologue fills
             the stages once; results are wrong on purpose): ldmatrix + mma + barriers only;
@@ -15,6 +16,7 @@ what the barrier costs; no-sync against benchmarks/mma_peak.py what ldmatrix cos
 measurement tool, not a library kernel.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -24,19 +26,26 @@ from kaio import f16, f32
 from kaio.kernels.ml import gemm as G
 from kaio.kernels.ml.tiled import warp_origins
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from bench_gpu import timed  # noqa: E402  (CUDA events, median of rounds: milliseconds)
 
-def ablated(tile: str, barrier: bool):
-    BM, BN, BK, WM, WN, S = G.TILES[tile]
-    S = max(S, 2)
-    threads = (BM // WM) * (BN // WN) * 32
-    out_tiles = kaio.regions.warp_tiles((BM, BN), (WM, WN))
-    a_tile, b_tile = (BM, BK + G.PAD), (BK, BN + G.PAD)
-    origins = warp_origins(BM, BN, WM, WN)
+
+def _pieces(tile: str):
+    """(threads, C's warp_tiles, A and B shared tile shapes, warp_origins, the K-step copy) of
+    a library tiling, as kernels/ml/gemm.py builds them (no transposes)."""
+    BM, BN, BK, WM, WN, _ = G.TILES[tile]
 
     @kaio.func
     def stage(As, Bs, A, B, row0, col0, k0):
         kaio.mma.copy_tile(As, A, row0, k0, cols=BK)
         kaio.mma.copy_tile(Bs, B, k0, col0, cols=BN)
+    return ((BM // WM) * (BN // WN) * 32, kaio.regions.warp_tiles((BM, BN), (WM, WN)),
+            (BM, BK + G.PAD), (BK, BN + G.PAD), warp_origins(BM, BN, WM, WN), stage)
+
+
+def ablated(tile: str, barrier: bool):
+    BM, BN, BK, WM, WN, S = G.TILES[tile]
+    threads, out_tiles, a_tile, b_tile, origins, stage = _pieces(tile)
 
     @kaio.func
     def step(As, Bs, wm, wn, acc):
@@ -70,15 +79,7 @@ def copy_only(tile: str):
     """The library loop's copies alone (S stages in flight, a barrier per K-step), no mma:
     the rate global/L2 -> shared sustains for this tiling's traffic."""
     BM, BN, BK, WM, WN, S = G.TILES[tile]
-    threads = (BM // WM) * (BN // WN) * 32
-    out_tiles = kaio.regions.warp_tiles((BM, BN), (WM, WN))
-    a_tile, b_tile = (BM, BK + G.PAD), (BK, BN + G.PAD)
-    origins = warp_origins(BM, BN, WM, WN)
-
-    @kaio.func
-    def stage(As, Bs, A, B, row0, col0, k0):
-        kaio.mma.copy_tile(As, A, row0, k0, cols=BK)
-        kaio.mma.copy_tile(Bs, B, k0, col0, cols=BN)
+    threads, out_tiles, a_tile, b_tile, origins, stage = _pieces(tile)
 
     @kaio.kernel(block=(threads,))
     def gemm_copy_only(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Region[f32, 2, out_tiles]):
@@ -109,10 +110,7 @@ def spread(tile: str):
     """The library's pipelined loop (S stages) with the next K-step's A copy issued after the
     first 16-deep slice and its B copy after the second, instead of both after the first."""
     BM, BN, BK, WM, WN, S = G.TILES[tile]
-    threads = (BM // WM) * (BN // WN) * 32
-    out_tiles = kaio.regions.warp_tiles((BM, BN), (WM, WN))
-    a_tile, b_tile = (BM, BK + G.PAD), (BK, BN + G.PAD)
-    origins = warp_origins(BM, BN, WM, WN)
+    threads, out_tiles, a_tile, b_tile, origins, stage = _pieces(tile)
 
     @kaio.func
     def slice_(As, Bs, wm, wn, kk, acc):
@@ -145,22 +143,6 @@ def spread(tile: str):
                     acc = slice_(As[s], Bs[s], wm, wn, kk, acc)
         kaio.mma.store(C, row0 + wm, col0 + wn, acc)
     return gemm_spread
-
-
-def timed(fn, reps=10, rounds=5) -> float:
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(rounds):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(reps):
-            fn()
-        e1.record()
-        torch.cuda.synchronize()
-        out.append(e0.elapsed_time(e1) * 1e3 / reps)
-    return float(np.median(out))
 
 
 def main(argv=None) -> int:
@@ -196,7 +178,7 @@ def main(argv=None) -> int:
             rows.append((f"library {deeper}", lambda k=k: k(a, b, c, 1.0, 0.0)))
         ref = None
         for name, fn in rows:
-            us = timed(fn)
+            us = timed(fn, reps=10, rounds=5) * 1e3
             note = ""
             if name == "library":
                 ref = c.to_host()

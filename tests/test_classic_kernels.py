@@ -11,6 +11,9 @@ the twin really races (or writes elements its partition gives other threads).
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from race_corpus.good import histogram_shared
@@ -20,27 +23,16 @@ from kaio import f32, i32
 from kaio.backends.reference import ReferenceBackend
 from kaio.regions import checker, tiles
 
+# the tiled transpose and the CUDA-indexed stencil are the ones `kaio bench` times against nvcc
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+from kaio_bench_kernels import stencil5  # noqa: E402
+from kaio_bench_kernels import transpose32 as transpose  # noqa: E402
+
 RNG = np.random.default_rng(12)
 SHAPES = [(64, 96), (37, 70), (1, 1), (33, 31), (100, 5)]
 
 
 # --- tiled transpose ------------------------------------------------------------------------
-@kaio.kernel(block=(32, 8))
-def transpose(x: kaio.In[f32, 2], y: kaio.Region[f32, 2, tiles(32, 32, transposed=True)]):
-    tile = kaio.shared_array(f32, (32, 33))
-    tx = kaio.thread_idx.x
-    ty = kaio.thread_idx.y
-    bx = kaio.block_idx.x
-    by = kaio.block_idx.y
-    for j in range(0, 32, 8):
-        if by * 32 + ty + j < x.shape[0] and bx * 32 + tx < x.shape[1]:
-            tile[ty + j, tx] = x[by * 32 + ty + j, bx * 32 + tx]
-    kaio.sync()
-    for j in range(0, 32, 8):
-        if bx * 32 + ty + j < y.shape[0] and by * 32 + tx < y.shape[1]:
-            y[bx * 32 + ty + j, by * 32 + tx] = tile[tx, ty + j]
-
-
 @kaio.kernel(block=(32, 8))
 def transpose_out_grid(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, tiles(32, 32)]):
     """The same kernel with the grid laid over the output (block (bx, by) reads input tile
@@ -135,7 +127,7 @@ def test_transpose_proof_is_for_the_declared_block():
 
 def test_transpose_launch_with_another_block_is_refused(reference):
     x = np.zeros((64, 64), np.float32)
-    with pytest.raises(kaio.LaunchError, match=r"'transpose' is declared with block=\(32, 8, 1\)"):
+    with pytest.raises(kaio.LaunchError, match=r"'transpose32' is declared with block=\(32, 8, 1\)"):
         transpose[(2, 2), (32, 32)](x, np.zeros((64, 64), np.float32))
 
 
@@ -248,18 +240,6 @@ def test_block_stride_row_stride_twin_really_races():
 
 
 # --- 2-D stencils ---------------------------------------------------------------------------
-@kaio.kernel
-def stencil5(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, tiles()]):
-    i = kaio.block_idx.y * kaio.block_dim.y + kaio.thread_idx.y
-    j = kaio.block_idx.x * kaio.block_dim.x + kaio.thread_idx.x
-    n = x.shape[0]
-    m = x.shape[1]
-    if i >= 1 and i < n - 1 and j >= 1 and j < m - 1:
-        y[i, j] = 0.25 * (x[i - 1, j] + x[i + 1, j] + x[i, j - 1] + x[i, j + 1]) - x[i, j]
-    elif i < n and j < m:
-        y[i, j] = x[i, j]
-
-
 def _stencil_shifted(x: kaio.In[f32, 2], y: kaio.Out[f32, 2, tiles()]):
     i = kaio.block_idx.y * kaio.block_dim.y + kaio.thread_idx.y
     j = kaio.block_idx.x * kaio.block_dim.x + kaio.thread_idx.x
