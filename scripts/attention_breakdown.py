@@ -54,7 +54,9 @@ def main(argv=None) -> int:
     fargs = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(args.causal))
     combine = F.combine_kernel()[(-(-(s * d) // 256),), (256,)]
     whole = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal)
-    rows = [("quantize rows (x -> int8)", lambda: quantize(x, xq, sx)),
+    general = Q.quantize_rows_kernel("f32")[(s,), (256,)]
+    rows = [("quantize rows (x -> int8, quantize_rows_launch)", lambda: quantize(x, xq, sx)),
+            ("quantize rows (the general kernel, 256 threads per row)", lambda: general(x, xq, sx)),
             (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block})",
              lambda: project(xq, wqkv, sx, sqkv, qkv)),
             (f"attention partial ({chunks} chunks x {nsteps} steps)",
