@@ -89,6 +89,13 @@ def all_finite(name: str) -> np.ndarray:
     return x[np.isfinite(x.astype(np.float32))]
 
 
+def reference(x: np.ndarray) -> np.ndarray:
+    """x Phi(x) in float64, Phi(x) = erfc(-x / sqrt 2) / 2 (no cancellation in either tail)."""
+    from math import erfc  # lazy: only measurements use it
+    v = x.astype(np.float64)
+    return v * 0.5 * np.vectorize(erfc, otypes=[np.float64])(-v * 0.7071067811865476)
+
+
 def ulp16(v: np.ndarray, name: str) -> np.ndarray:
     """The ulp of the 16-bit type ``name`` at float64 values ``v`` (subnormal spacing below)."""
     bits, emin = {"f16": (11, -14), "bf16": (8, -126)}[name]
