@@ -276,7 +276,7 @@ def summary_table(results, variants) -> Table:
     t.add_column("kernel", no_wrap=True)
     t.add_column("size", justify="right")
     t.add_column("reps", justify="right")
-    t.add_column("host s", justify="right")
+    t.add_column("host s: set-up/all", justify="right")
     for v in variants:
         t.add_column(f"{v} us/rep", justify="right")
     if base:
