@@ -75,13 +75,29 @@ def build(out_dir: str | os.PathLike | None = None, arch: str = "native") -> Pat
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
-    tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [compiler, "-O3", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC", *extra,
-           "-o", str(tmp), *map(str, cu)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
-    tmp.replace(lib)
+    tag = f"{os.getpid()}.tmp"
+    flags = ["-O3", f"-arch={arch}", "-Xcompiler", "-fPIC", *extra]
+    # one nvcc per source at once (each is its own translation unit either way), then one link
+    objects = [lib.parent / f"{f.stem}.{tag}.o" for f in cu]
+    jobs = [([compiler, *flags, "-c", "-o", str(o), str(f)]) for f, o in zip(cu, objects)]
+    procs = [(cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+             for cmd in jobs]
+    tmp = lib.with_suffix(f".{tag}")
+    try:
+        for cmd, proc in procs:
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{err.strip()}")
+        cmd = [compiler, *flags, "-shared", "-o", str(tmp), *map(str, objects)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
+        tmp.replace(lib)
+    finally:
+        for _, proc in procs:
+            proc.wait()
+        for o in objects:
+            o.unlink(missing_ok=True)
     return lib
 
 
