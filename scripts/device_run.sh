@@ -51,6 +51,7 @@
 #   rajaperf-x64  only the 64x size (reps x0.05), every port, with a longer limit than `rajaperf`
 #   rajaperf-x64a / rajaperf-x64b  the same in two halves, for separate calls: Stream, Basic, Lcals
 #             (22 ports) / Polybench, Apps (16 ports); files x64a / x64b under rajaperf/
+#   ml-gelu   kaio bench --ml for the two GELUs only (every dtype and shape), 80 s of cases
 #   ml-short  kaio bench --ml, dequantize and the 16-bit-heavy ops first, 110 s of cases
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
 #             (roofline.png + roofline.json in logs.tgz; redraw with --data if matplotlib is absent)
@@ -164,6 +165,8 @@ for step in "$@"; do
                       --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf" --outfile "x64$half" --sizefact 64 \
                       --repfact 0.05 --time-limit 290 --kernels $groups
                   grep "geomean" "$OUT/rajaperf_x64$half.log" | sed 's/^/   /' >> "$OUT/summary.txt" ;;
+    ml-gelu) run bench_ml_gelu 130 python3 -m kaio.cli bench --ml --out "$OUT/ml_gelu" --time-limit 80 \
+                  --ops gelu_exact,gelu_tanh ;;
     ml-short) run bench_ml 160 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 110 \
                   --ops dequantize_int8,gelu_tanh,rmsnorm,softmax,gelu_exact,layernorm,silu_gate ;;
     roofline) run roofline 240 python3 -m kaio.cli bench --plot "$OUT/roofline.png" ;;
