@@ -51,6 +51,7 @@
 #   rajaperf-x64  only the 64x size (reps x0.05), every port, with a longer limit than `rajaperf`
 #   rajaperf-x64a / rajaperf-x64b  the same in two halves, for separate calls: Stream, Basic, Lcals
 #             (22 ports) / Polybench, Apps (16 ports); files x64a / x64b under rajaperf/
+#   rajaperf-fir  FIR and DEL_DOT_VEC_2D alone at 64x (kaio, kaio_graph, cuda)
 #   ml-gelu   kaio bench --ml for the two GELUs only (every dtype and shape), 80 s of cases
 #   ml-short  kaio bench --ml, dequantize and the 16-bit-heavy ops first, 110 s of cases
 #   roofline  kaio bench --plot: every library kernel against the measured copy and matrix rate
@@ -165,6 +166,9 @@ for step in "$@"; do
                       --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf" --outfile "x64$half" --sizefact 64 \
                       --repfact 0.05 --time-limit 290 --kernels $groups
                   grep "geomean" "$OUT/rajaperf_x64$half.log" | sed 's/^/   /' >> "$OUT/summary.txt" ;;
+    rajaperf-fir) run rajaperf_fir 120 env COLUMNS=200 python3 -m kaio.cli rajaperf --backend cuda \
+                      --variants kaio,kaio_graph,cuda --outdir "$OUT/rajaperf_fir" --outfile x64 --sizefact 64 \
+                      --repfact 0.05 -k FIR DEL_DOT_VEC_2D ;;
     ml-gelu) run bench_ml_gelu 130 python3 -m kaio.cli bench --ml --out "$OUT/ml_gelu" --time-limit 80 \
                   --ops gelu_exact,gelu_tanh ;;
     ml-short) run bench_ml 160 python3 -m kaio.cli bench --ml --out "$OUT" --time-limit 110 \
