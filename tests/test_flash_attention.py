@@ -207,7 +207,13 @@ def test_fused_on_gpu_at_the_benchmark_shape(causal):
         q, k, v = _qkv(1024, 128, 0)
         o = np.zeros((1024, 128), np.float32)
         launch = attention.fused_launcher(np.concatenate([q, k, v], axis=1), o, causal)
-        assert launch is not None
+        if launch is None:
+            # d = 128 needs ~98 KiB of shared memory: kaio's PTX path gives it dynamically, the
+            # LLVM nvptx path allows 48 KiB (static) and the library op takes its unfused path
+            from kaio.config import settings
+            be_now = kaio.get_backend()
+            assert (getattr(be_now, "codegen", None) or settings().cuda_codegen) == "llvm"
+            pytest.skip("the fused kernel at d = 128 needs kaio's PTX path (dynamic shared memory)")
         launch()
         np.testing.assert_allclose(o, _ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
     finally:

@@ -281,3 +281,17 @@ def test_misuse_is_refused_at_the_call(k, line, match):
     with pytest.raises(kaio.CompileError, match=match) as e:
         k.specialize_ir({})
     assert line in str(e.value)
+
+
+def test_fragment_types_are_one_object_however_asked_for():
+    """mma_apply's row broadcast is checked by identity (``arg is row_frag(acc)``): a 16-row
+    accumulator's row fragment (tiles (1, 1), given) must be the very type a fill or a parsed
+    IR text makes without ``tiles`` (the LLVM path's conformance cell failed on the H200 when
+    the two were distinct objects)."""
+    from kaio.ir.types import broadcasts_over, frag_type, row_frag
+    plain = frag_type("acc", "m16n8k16", f32)
+    assert frag_type("acc", "m16n8k16", f32, (1, 1)) is plain
+    assert frag_type("acc", "m16n8k16", f32, [1, 1]) is plain
+    wide = frag_type("acc", "m16n8k16", f32, (1, 4))
+    assert row_frag(wide) is plain and broadcasts_over(plain, wide)
+    assert frag_type("acc", "m16n8k16", f32, [2, 4]) is frag_type("acc", "m16n8k16", f32, (2, 4))

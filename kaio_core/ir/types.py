@@ -116,11 +116,16 @@ class FragType:
         return f"frag<{self.role}, {self.shape}, {self.dtype.name}{extra}>"
 
 
-@lru_cache(maxsize=None)
 def frag_type(role: str, shape: str, dtype: DType, tiles: tuple = (1, 1)) -> FragType:
     """The (interned) fragment type of ``role`` in ``shape`` with elements of ``dtype``,
-    spanning ``tiles`` instruction tiles (down, across)."""
-    return FragType(role, shape, dtype, tuple(tiles))
+    spanning ``tiles`` instruction tiles (down, across). One object per type however it is
+    asked for (``tiles`` left out, given as (1, 1), or as a list): types compare with ``is``."""
+    return _interned_frag(role, shape, dtype, (int(tiles[0]), int(tiles[1])))
+
+
+@lru_cache(maxsize=None)
+def _interned_frag(role: str, shape: str, dtype: DType, tiles: tuple) -> FragType:
+    return FragType(role, shape, dtype, tiles)
 
 
 def row_frag(t: FragType) -> FragType:
