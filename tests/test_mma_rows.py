@@ -285,9 +285,10 @@ def test_misuse_is_refused_at_the_call(k, line, match):
 
 def test_fragment_types_are_one_object_however_asked_for():
     """mma_apply's row broadcast is checked by identity (``arg is row_frag(acc)``): a 16-row
-    accumulator's row fragment (tiles (1, 1), given) must be the very type a fill or a parsed
-    IR text makes without ``tiles`` (the LLVM path's conformance cell failed on the H200 when
-    the two were distinct objects)."""
+    accumulator's row fragment (tiles (1, 1), given) must be the very type a fill makes without
+    ``tiles``, and a pickled or copied type the interned one (the conformance's cells for the
+    fused attention and fragment_rows failed in its build workers on the H200 when they were
+    distinct objects)."""
     from kaio.ir.types import broadcasts_over, frag_type, row_frag
     plain = frag_type("acc", "m16n8k16", f32)
     assert frag_type("acc", "m16n8k16", f32, (1, 1)) is plain
@@ -295,3 +296,17 @@ def test_fragment_types_are_one_object_however_asked_for():
     wide = frag_type("acc", "m16n8k16", f32, (1, 4))
     assert row_frag(wide) is plain and broadcasts_over(plain, wide)
     assert frag_type("acc", "m16n8k16", f32, [2, 4]) is frag_type("acc", "m16n8k16", f32, (2, 4))
+    import copy
+    import pickle
+    assert pickle.loads(pickle.dumps(wide)) is wide and copy.deepcopy(plain) is plain
+
+
+def test_an_ir_pickled_to_a_build_worker_still_verifies():
+    """The conformance builds in worker processes: the kernel's IR arrives pickled, and the
+    row broadcast of the fused attention and the fragment_rows feature must verify there."""
+    import pickle
+
+    from kaio.conformance.features import fragments
+    from kaio.passes import verify
+    ir = pickle.loads(pickle.dumps(fragments.fragment_rows.specialize_ir({})))
+    verify.run(ir)

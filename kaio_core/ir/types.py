@@ -115,6 +115,10 @@ class FragType:
         extra = "" if self.tiles == (1, 1) else ", {}x{}".format(*self.dims)
         return f"frag<{self.role}, {self.shape}, {self.dtype.name}{extra}>"
 
+    def __reduce__(self):
+        # a pickled or copied IR (the conformance's build workers) keeps the interned object
+        return frag_type, (self.role, self.shape, self.dtype, self.tiles)
+
 
 def frag_type(role: str, shape: str, dtype: DType, tiles: tuple = (1, 1)) -> FragType:
     """The (interned) fragment type of ``role`` in ``shape`` with elements of ``dtype``,
