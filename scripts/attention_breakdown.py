@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     d = wq.shape[1]
     xq, sx = empty((s, dm), np.int8), empty((s, 1), np.float32)
     qkv, o = empty((s, 3 * d), np.float32), empty((s, d), np.float32)
-    quantize = Q.quantize_rows_launch("f32", (s, dm))
+    quantize = Q.quantize_rows_kernel("f32")[(s,), (256,)]
     project = A.w8a8_launch(s, 3 * d)
     wqkv, sqkv = A._stacked(wq, wk, wv, axis=1), A._stacked(sq, sk, sv, axis=0)
     w = kaio.get_backend().warp_size
@@ -54,9 +54,7 @@ def main(argv=None) -> int:
     fargs = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(args.causal))
     combine = F.combine_kernel()[(-(-(s * d) // 256),), (256,)]
     whole = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal)
-    general = Q.quantize_rows_kernel("f32")[(s,), (256,)]
-    rows = [("quantize rows (x -> int8, quantize_rows_launch)", lambda: quantize(x, xq, sx)),
-            ("quantize rows (the general kernel, 256 threads per row)", lambda: general(x, xq, sx)),
+    rows = [("quantize rows (x -> int8)", lambda: quantize(x, xq, sx)),
             (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block})",
              lambda: project(xq, wqkv, sx, sqkv, qkv)),
             (f"attention partial ({chunks} chunks x {nsteps} steps)",

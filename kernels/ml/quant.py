@@ -31,9 +31,7 @@ from kaio.config import settings
 from .._launch import kdtype, np_dtype
 from . import quant_mma
 from .elementwise import _name
-from .norms import _load_row
 from .quant_mma import int4_at
-from .row_tuning import resident_plan
 
 
 @functools.lru_cache(maxsize=None)
@@ -192,7 +190,12 @@ def _rows():
 
 @functools.lru_cache(maxsize=None)
 def quantize_rows_kernel(dt: str):
-    """Per-row symmetric int8 quantization: scale = max|x| / 127, q = round(x / scale)."""
+    """Per-row symmetric int8 quantization: scale = max|x| / 127, q = round(x / scale). One
+    block of 256 threads per row, x read twice (the max, then the quotients). A register-
+    resident form (x read once in 16-byte chunks, as the resident norms hold a row) was
+    slower on the H200 at the quantized attention's 1024 x 512 f32 (2026-12-02,
+    scripts/attention_breakdown.py): 12.3 us at 128 threads x 4 columns, 17.4 at one warp x
+    16, against this kernel's 5.8 (fewer threads per row, each with serial divisions)."""
     T = kdtype(dt)
 
     @kaio.kernel
@@ -210,58 +213,6 @@ def quantize_rows_kernel(dt: str):
             scale[r, c] = s
 
     return quantize_rows_int8
-
-
-@functools.lru_cache(maxsize=None)
-def quantize_rows_resident_kernel(dt: str, vec: int = 1):
-    """:func:`quantize_rows_kernel` with the row read once into registers (as the resident norms
-    hold it, kernels/ml/norms.py): ``PER`` columns per thread in chunks of ``vec`` (16 / itemsize:
-    one 16-byte load of x per chunk). max|x| is exact in any order, so q and the scale are
-    bitwise the general kernel's."""
-    T, V = kdtype(dt), vec
-
-    @kaio.kernel
-    def quantize_rows_int8_resident(x: kaio.In[T, 2], q: kaio.Out[kaio.i8, regions.rows_per_block(vec=V)],
-                                    scale: kaio.Out[f32, _rows()], PER: kaio.Const[int]):
-        row = kaio.block_idx.x
-        t = kaio.thread_idx.x
-        nt = kaio.block_dim.x
-        n = x.shape[1]
-        v = kaio.local_array(f32, PER)
-        _load_row(x, row, v, PER, V, f32(0.0))
-        m = f32(0.0)
-        for k in kaio.static_range(PER):
-            m = kaio.math.max(m, kaio.math.abs(v[k]))
-        amax = kaio.block_max(m)
-        s = amax / 127.0 if amax > 0.0 else f32(1.0)
-        for k in kaio.static_range(PER // V):
-            c = V * t + V * nt * k
-            if c + V <= n:
-                for j in kaio.static_range(V):
-                    q[row, c + j] = kaio.i8(kaio.math.rint(v[V * k + j] / s))
-        for r, c in scale.owned():
-            scale[r, c] = s
-
-    return quantize_rows_int8_resident
-
-
-def quantize_rows_launch(dt: str, shape: tuple):
-    """The launch of the row quantization of an [rows, cols] ``dt`` input: a function of
-    (x, q, scale). The register-resident kernel (x read once in 16-byte chunks where cols is a
-    multiple of 16 / itemsize) where the row fits :func:`resident_plan`, else the general kernel
-    with 256 threads per row (scripts/attention_breakdown.py times both in the quantized
-    attention). Chunks are sized by x, not by the 1-byte q: 16-column chunks gave a 512-column
-    row one warp of 16 serial divisions each, 17.4 us against the general kernel's 7.7 on the
-    H200 (2026-12-02, 1024 x 512 f32)."""
-    rows, cols = (int(d) for d in shape)
-    vec = 16 // kdtype(dt).itemsize
-    vec = vec if cols % vec == 0 else 1
-    plan = resident_plan(cols, vec)
-    if plan is None:
-        return quantize_rows_kernel(dt)[(rows,), (256,)]
-    threads, per = plan
-    k = quantize_rows_resident_kernel(dt, vec)[(rows,), (threads,)]
-    return lambda x, q, scale: k(x, q, scale, PER=per)
 
 
 # --- host entry points -------------------------------------------------------------------------
@@ -370,7 +321,7 @@ def quantize_rows(x: np.ndarray):
     """Per-row symmetric INT8 quantization on the device: (q int8 [M,K], scale f32 [M])."""
     q = np.empty(x.shape, dtype=np.int8)
     scale = np.empty((x.shape[0], 1), dtype=np.float32)
-    quantize_rows_launch(_name(x), x.shape)(x, q, scale)
+    quantize_rows_kernel(_name(x))[(x.shape[0],), (256,)](x, q, scale)
     return q, scale[:, 0]
 
 
