@@ -147,24 +147,29 @@ def test_clone_kernel_is_deep_and_fresh():
     verify.run(c)
 
 
-def test_cse_merges_pure_duplicates_but_not_loads_or_allocs():
+def test_cse_merges_pure_duplicates_and_read_only_loads_but_not_other_loads_or_allocs():
     b = builder("c", [("x", buf(dt.f32)), ("y", buf(dt.f32, 1, "raw"))])
     x, y = b.block.args
     i1, i2 = b.special("thread_idx", 0), b.special("thread_idx", 0)
     j = b.special("thread_idx", 1)
     a1, a2 = b.binary("add", i1, j), b.binary("add", i2, j)
-    l1, l2 = b.load(x, [a1]), b.load(x, [a2])
+    l1, l2 = b.load(x, [a1]), b.load(x, [a2])          # x is In: one load (nothing writes it)
+    r1 = b.load(y, [a1])
+    b.store(y, [a1], l1)
+    r2 = b.load(y, [a2])                                  # y is written between: two loads
     s1, s2 = b.shared_array(dt.f32, (4,)), b.shared_array(dt.f32, (4,))
     with b.if_(b.cmp("lt", a2, j)) as (then, other, _):
         with b.at(then):
             b.store(y, [b.binary("add", i1, j)], b.binary("add", l1, l2))  # dominated: merged
-    b.store(s1, [i1], l1)
-    b.store(s2, [i2], l2)
+    b.store(s1, [i1], b.binary("add", l1, r1))
+    b.store(s2, [i2], b.binary("add", l2, r2))
+    b.store(s1, [i2], b.load(s2, [i1]))
+    b.store(s2, [i1], b.load(s2, [i1]))                   # shared: never merged
     k = cse.run(b.finish())
     verify.run(k)
     ops = _ops(k)
-    assert ops.count("thread_idx") == 2 and ops.count("add") == 2
-    assert ops.count("load") == 2 and ops.count("shared_array") == 2
+    assert ops.count("thread_idx") == 2 and ops.count("shared_array") == 2
+    assert ops.count("load") == 1 + 2 + 2
 
 
 def test_cse_does_not_reuse_values_from_sibling_regions():
