@@ -31,6 +31,8 @@
 #   gemm-stalls  Nsight Compute stall reasons, tensor-pipe and shared-memory use of the 128x256x64 GEMM tiling
 #   gpu-llvm  the gpu/cuda-marked tests with KAIO_CUDA_CODEGEN=llvm (the LLVM nvptx path)
 #   attn-breakdown  scripts/attention_breakdown.py: each launch of the quantized attention alone
+#   wgmma-probe  scripts/wgmma_probe.py: a hand-built sm_90a wgmma GEMM per shared-memory descriptor
+#             convention (right or not, TFLOP/s vs cuBLAS): the convention kaio's codegen takes
 #   mma-peak  benchmarks/mma_peak.py: register-resident mma.sync m16n8k16 rate, kaio and an nvcc twin
 #             (the ceiling of an mma.sync GEMM on this GPU; cuBLAS uses wgmma)
 #   gelu-sweep  benchmarks/gelu_sweep.py: both GELUs per elements-per-thread, exp form, vs Triton
@@ -102,6 +104,7 @@ for step in "$@"; do
     gpu) run gpu_tests 300 python3 -m pytest -q -n 12 -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
     gpu-llvm) run gpu_tests_llvm 300 env KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
     attn-breakdown) run attention_breakdown 150 python3 scripts/attention_breakdown.py ;;
+    wgmma-probe) run wgmma_probe 150 python3 scripts/wgmma_probe.py ;;
     mma-peak) run mma_peak 120 python3 benchmarks/mma_peak.py ;;
     gelu-sweep) run gelu_sweep 150 python3 benchmarks/gelu_sweep.py ;;
     gemm-quick) run bench_gemm_quick 200 python3 -m kaio.cli bench --gemm --sizes 4096 --dtypes f16 --no-quant --out "$OUT/gemm_quick" ;;
