@@ -24,15 +24,14 @@ have no use at or before it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import dtypes as dt
+from ..records import record
 
 #: 16-bit float ops with a packed form: opcode -> operand count
 ARITH = {"add": 2, "sub": 2, "mul": 2, "min": 2, "max": 2, "fma": 3, "neg": 1, "abs": 1}
 
 
-@dataclass
+@record
 class Pair:
     """Two ops computed by one packed instruction: ``lo`` in the low half, ``hi`` in the high
     half; emitted at ``at`` (the later of the two)."""

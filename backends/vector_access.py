@@ -54,11 +54,10 @@ group.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import dtypes as dt
 from ..ir.indexmath import base_and_offset as _split
 from ..ir.indexmath import const_value as _const
+from ..records import record
 
 #: bytes moved by one vectorised access
 VEC_BYTES = 16
@@ -87,7 +86,7 @@ def group_lengths(dtype) -> tuple:
     return tuple(n >> k for k in range(3) if (n >> k) * dtype.itemsize >= WORD_BYTES)
 
 
-@dataclass
+@record
 class Group:
     """One vectorised access: the ops (by offset 0..n-1), the base index value (a multiple of
     n), and the op at which the vector instruction is emitted."""

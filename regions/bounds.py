@@ -244,23 +244,29 @@ def _symbols(terms) -> set:
     return out
 
 
-def evaluate(terms, env: dict) -> Fraction:
-    """The value of a :class:`LaunchExpr`'s terms for the launch values ``env`` (name -> int);
-    ZeroDivisionError for a div/rem atom by zero."""
-    total = Fraction(0)
+def evaluate(terms, env: dict):
+    """The value of a :class:`LaunchExpr`'s terms for the launch values ``env`` (name -> int):
+    an int, or a Fraction where a coefficient is one (ints otherwise: a launch's checks do
+    this once per signature, and Fractions cost 10x); ZeroDivisionError for a div/rem atom
+    by zero."""
+    total = 0
     for num, den, *factors in terms:
-        v = Fraction(num, den)
+        v = num if den == 1 else Fraction(num, den)
         for f in factors:
             v *= env[f] if isinstance(f, str) else _atom(f, env)
         total += v
     return total
 
 
-def _atom(f, env) -> Fraction:
+def _atom(f, env):
     op, a, b = f
     x, y = evaluate(a, env), evaluate(b, env)
     if op in ("div", "rem"):
-        q = Fraction(int(x / y))  # truncation, as the kernel divides
+        if type(x) is int and type(y) is int:
+            q = abs(x) // abs(y)   # truncation, as the kernel divides (exact for any size)
+            q = -q if (x < 0) != (y < 0) else q
+        else:
+            q = int(x / y)  # Fractions divide exactly; int() truncates
         return q if op == "div" else x - y * q
     return min(x, y) if op == "min" else max(x, y)
 

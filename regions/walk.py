@@ -16,11 +16,10 @@ only where :mod:`.widths` proves it cannot wrap, and is an opaque symbol elsewhe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import CompileError
 from ..ir.core import Op
 from ..ir.types import BufType
+from ..records import record
 from .affine import Poly, SymbolTable, SymMath, bounds, trivially_nonneg
 from .base import block_pins
 from .partitions import Elementwise
@@ -30,7 +29,7 @@ BARRIER_OPS = ("barrier", "block_reduce")
 MEMORY_OPS = ("load", "store", "atomic")
 
 
-@dataclass
+@record
 class Cond:
     """A boolean value: ('cmp', pred, a, b) | ('and'|'or', c1, c2) | ('not', c) | ('opaque',)."""
 
@@ -74,7 +73,7 @@ class _InBounds(Poly):
     __slots__ = ()
 
 
-@dataclass
+@record
 class Access:
     op: object
     buf: object            # the buffer Value
@@ -87,13 +86,13 @@ class Access:
     block: object          # the IR block containing the op
 
 
-@dataclass
+@record
 class Barrier:
     op: object
     ctrl: list             # [(kind, op, uniform)] enclosing control flow, outermost first
 
 
-@dataclass
+@record
 class _Loop:
     op: object
     direct_barrier: bool

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import ast
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..ir.core import Block, Value
 from ..ir.indexmath import IndexMath
 from ..ir.rewrite import discard
 from ..lang import static_range
+from ..records import record
 from .analysis import assigned_names, body_exits, exits, is_cheap
 from .values import Lit, OwnedMethod, PyObj, TupleV, Undef, describe, is_scalar
 
 MAX_UNROLL = 4096
 
 
-@dataclass
+@record
 class LoopCtx:
     brk: str | None
     cont: str | None

@@ -9,13 +9,13 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from dataclasses import dataclass
 
 from ..errors import CompileError
 from ..ir.core import Loc
+from ..records import record
 
 
-@dataclass
+@record
 class Source:
     """A parsed function: its ``ast.FunctionDef`` and where its text sits in its file."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from ..errors import CompileError
 from ..ir.builder import Builder
 from ..ir.core import Param, Value
 from ..ir.types import BufType, FragType
+from ..records import record
 from ..regions import Coarsened, Elementwise
 from .analysis import always_returns, contains_return
 from .control import ControlMixin
@@ -28,7 +29,7 @@ from .typing import TypingMixin
 from .values import Lit, OwnedMethod, PyObj, ShapeOf, TupleV, Undef, describe, is_scalar
 
 
-@dataclass
+@record
 class Frame:
     """The state of one function being lowered (the kernel, or an inlined @kaio.func)."""
 

@@ -10,13 +10,12 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.core import Value
 from ..ir.types import BufType
+from ..records import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Lit:
     """A weakly typed compile-time number (bool, int or float)."""
 
@@ -32,33 +31,33 @@ class Lit:
             self.value == other.value or self.value != self.value and other.value != other.value)
 
 
-@dataclass(frozen=True)
+@frozen
 class TupleV:
     items: tuple
 
 
-@dataclass(frozen=True)
+@frozen
 class PyObj:
     """A compile-time Python object."""
 
     obj: object
 
 
-@dataclass(frozen=True)
+@frozen
 class ShapeOf:
     """``x.shape``: indexable with a constant axis."""
 
     buf: Value
 
 
-@dataclass(frozen=True)
+@frozen
 class OwnedMethod:
     """``y.owned`` before it is called."""
 
     buf: Value
 
 
-@dataclass(frozen=True)
+@frozen
 class Undef:
     """A name not defined on every path (``why`` explains it in the error)."""
 

@@ -33,7 +33,6 @@ construction).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..errors import CompileError
@@ -41,6 +40,7 @@ from ..ir.builder import Builder
 from ..ir.core import Kernel, Loc, Op, Param, Value
 from ..ir.rewrite import clone_kernel, expand_in_place
 from ..ir.types import BufType
+from ..records import frozen
 
 RECORD_PARAM = "_kaio_fault"
 RECORD_TYPE = BufType(dt.i64, 1, "global", "raw")
@@ -52,7 +52,7 @@ RECORD_LEN = INDEX + MAX_NDIM
 _ALLOCS = ("shared_array", "local_array")
 
 
-@dataclass(frozen=True)
+@frozen
 class Site:
     """One checked access: ``opcode`` (load/store/atomic), the buffer's name, its kernel
     parameter index (None for a shared/local array), its static shape (None for a parameter,

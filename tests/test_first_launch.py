@@ -1,0 +1,120 @@
+"""A kernel's first launch in a fresh process (issue 15, section 4): what the warm path and the
+first launch's checks compute, and that each piece of it is done once and stays exact."""
+from __future__ import annotations
+
+import builtins
+import os
+import textwrap
+from fractions import Fraction
+
+import pytest
+
+from kaio import warm
+from kaio.regions import bounds
+
+
+# --- launch-time index bounds: ints, exactly ---------------------------------------------------
+def _truncated(x, y):
+    """The kernel's division: truncation toward zero, computed exactly with Fractions."""
+    q = Fraction(x) / Fraction(y)
+    return int(q)   # int() of a Fraction truncates toward zero
+
+
+@pytest.mark.parametrize("x", [7, -7, 2**62 + 1, -(2**62 + 1), 0])
+@pytest.mark.parametrize("y", [2, -2, 3, -3, 2**31 - 1])
+def test_bounds_div_rem_truncate_exactly_in_ints(x, y):
+    env = {"n": x, "m": y}
+    div = ((1, 1, ("div", ((1, 1, "n"),), ((1, 1, "m"),))),)
+    rem = ((1, 1, ("rem", ((1, 1, "n"),), ((1, 1, "m"),))),)
+    q = bounds.evaluate(div, env)
+    r = bounds.evaluate(rem, env)
+    # ints throughout (a launch checks its bounds with int arithmetic, not Fractions)
+    assert type(q) is int and type(r) is int
+    assert q == _truncated(x, y)
+    assert r == x - y * _truncated(x, y)
+
+
+def test_bounds_keep_fractions_where_a_coefficient_is_one():
+    env = {"n": 7, "grid_dim.x": 3}
+    half = ((1, 2, "n"), (-1, 1))            # n / 2 - 1
+    assert bounds.evaluate(half, env) == Fraction(5, 2)
+    nested = ((1, 1, ("div", ((1, 2, "n"),), ((1, 1, "grid_dim.x"),))),)   # (n/2) div 3
+    assert bounds.evaluate(nested, env) == 1
+    with pytest.raises(ZeroDivisionError):
+        bounds.evaluate(((1, 1, ("div", ((1, 1, "n"),), ((0, 1),))),), env)
+
+
+def test_launch_refuses_a_short_buffer_through_int_bounds():
+    rec = bounds.IndexBound("x", 0, "load", "i", 3,
+                            upper=(bounds.LaunchExpr("n - 1", ((-1, 1), (1, 1, "n"))),))
+    env = {"n": 10, "x.shape[0]": 9}
+    with pytest.raises(Exception, match="needs a length of at least 10, but it has 9"):
+        bounds.check("k", (rec,), env)
+    bounds.check("k", (rec,), dict(env, **{"x.shape[0]": 10}))
+
+
+# --- the warm key: a function's source lines ---------------------------------------------------
+def _module(tmp_path, name: str, text: str):
+    import importlib.util
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(text))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, path
+
+
+SRC = '''
+import kaio
+from kaio import f32
+
+
+@kaio.kernel
+def k1(x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = x[i] + 1.0
+
+
+@kaio.kernel
+def k2(x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = x[i] * 2.0
+'''
+
+
+def test_kernels_of_one_file_read_it_once(tmp_path, monkeypatch):
+    mod, path = _module(tmp_path, "two_kernels", SRC)
+    opened = []
+    real_open = builtins.open
+
+    def counting(file, *a, **k):
+        opened.append(os.fspath(file))
+        return real_open(file, *a, **k)
+    monkeypatch.setattr(warm, "open", counting, raising=False)
+    a = warm.function_print(mod.k1.fn)
+    b = warm.function_print(mod.k2.fn)
+    assert a != b
+    assert opened.count(str(path)) == 1
+    # the same print again, read from memory while the file is unchanged
+    assert warm.function_print(mod.k1.fn) == a and opened.count(str(path)) == 1
+
+
+def test_source_edit_below_a_kernel_keeps_its_print_and_an_edit_in_it_changes_it(tmp_path):
+    mod, path = _module(tmp_path, "edited", SRC)
+    a1, a2 = warm.function_print(mod.k1.fn), warm.function_print(mod.k2.fn)
+    st = os.stat(path)
+    text = path.read_text()
+    # k2's body edited (same length: only the mtime tells): k1's lines are the same, k2's not
+    path.write_text(text.replace("x[i] * 2.0", "x[i] * 3.0"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert warm.function_print(mod.k1.fn) == a1
+    assert warm.function_print(mod.k2.fn) != a2
+
+
+def test_source_lines_split_where_python_counts_lines(tmp_path):
+    # CRLF line ends: the function's lines are the same lines Python numbered
+    mod, path = _module(tmp_path, "crlf", SRC)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    code = mod.k2.fn.__code__
+    got = warm._source(code, list(warm._codes(code)))
+    assert got.startswith(b"@kaio.kernel\r\ndef k2(") and got.endswith(b"y[i] = x[i] * 2.0\r\n")
