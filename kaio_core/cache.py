@@ -9,9 +9,11 @@ written to a temporary file in the same directory and renamed into place (``os.r
 reader sees either no file or a whole one, and concurrent writers of one key simply race to
 install identical content. On read the header, the key, the length and the checksum are all
 verified; an entry that fails any check is deleted and reported as a miss, so the caller
-rebuilds it. Only text and bytes are stored -- never pickles -- so a cache file can never run
-code. ``KAIO_CACHE_DISABLE=1`` turns the disk layer off; an unwritable directory does the same
-silently (the cache is an optimisation, never a reason to fail).
+rebuilds it. Entries are not fsynced: what a power loss can leave (a short or torn file) fails
+those checks like any other damage. Only text and bytes are stored -- never pickles -- so a
+cache file can never run code. ``KAIO_CACHE_DISABLE=1`` turns the disk layer off; an
+unwritable directory does the same silently (the cache is an optimisation, never a reason to
+fail).
 """
 from __future__ import annotations
 
@@ -33,29 +35,54 @@ _MAX_MEMORY_ENTRIES = 4096
 
 _FINGERPRINT: str | None = None
 
+#: a cheap stamp of kaio's files (path, size and mtime of each; an installed wheel's RECORD),
+#: a superset of the compiler's sources: :mod:`kaio.warm` sets it (``package_stamp``). Under it
+#: the fingerprint is kept in the disk cache, so a process hashes the compiler's source only
+#: when a file changed since one last did (3 ms of a cold first compile otherwise)
+stamp_source: Callable[[], str] | None = None
+
 
 def compiler_fingerprint() -> str:
-    """sha256 of the compiler's own source (passes and backends), computed once per process.
+    """sha256 of the compiler's own source (passes and backends), computed once per process, or
+    read from the disk cache where a process with the same :data:`stamp_source` computed it.
 
     Part of every cache key, so an edited or upgraded compiler never reuses code that an older
     one generated, even when the version number did not change."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        h = hashlib.sha256()
-        here = Path(__file__).resolve().parent
-        roots = [here / "passes", here / "mathlib", here.parent / "backends"]
-        # the installed mapping may put backends elsewhere: locate it without importing it
-        roots.append(Path(importlib.util.find_spec("kaio.backends").origin).resolve().parent)
-        seen = set()
-        for root in roots:
-            for f in sorted(root.rglob("*.py")) if root.is_dir() else []:
-                if f in seen:
-                    continue
-                seen.add(f)
-                h.update(f.name.encode())
-                h.update(f.read_bytes())
-        _FINGERPRINT = h.hexdigest()
+        cache = default_cache() if stamp_source is not None else None
+        memo = None
+        if cache is not None and cache.disk:
+            memo = "p" + hashlib.sha256(f"kaio compiler fingerprint {stamp_source()}".encode()
+                                        ).hexdigest()[1:]
+            got = cache.get(memo)
+            if isinstance(got, str) and len(got) == 64 and all(c in _HEX for c in got):
+                _FINGERPRINT = got
+                return got
+        _FINGERPRINT = _hash_compiler_sources()
+        if memo is not None:
+            cache.put(memo, _FINGERPRINT)
     return _FINGERPRINT
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _hash_compiler_sources() -> str:
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    roots = [here / "passes", here / "mathlib", here.parent / "backends"]
+    # the installed mapping may put backends elsewhere: locate it without importing it
+    roots.append(Path(importlib.util.find_spec("kaio.backends").origin).resolve().parent)
+    seen = set()
+    for root in roots:
+        for f in sorted(root.rglob("*.py")) if root.is_dir() else []:
+            if f in seen:
+                continue
+            seen.add(f)
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def cache_key(ir_text: str, target: str, options: dict | None = None, version: str | None = None) -> str:
@@ -105,16 +132,19 @@ class CompileCache:
         return v
 
     def _read(self, key: str) -> str | bytes | None:
-        p = self.path(key)
+        # a str path and open(): a warm first launch reads three entries, and pathlib's
+        # objects cost more than the read
+        p = os.path.join(os.fspath(self.directory), key[:2], key + ".kc")
         try:
-            data = p.read_bytes()
+            with open(p, "rb") as f:
+                data = f.read()
         except OSError:
             return None
         payload = _decode(data, key)
         if payload is None:
             self.stats["corrupt"] += 1
             try:
-                p.unlink()
+                os.unlink(p)
             except OSError:  # already replaced or removed by another process: fine
                 pass
         return payload
@@ -137,10 +167,11 @@ class CompileCache:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=p.parent)
         try:
+            # no fsync: the rename makes the entry appear whole to every other process, and a
+            # file a power loss left short or torn fails the read's length and sha256 checks
+            # (deleted, rebuilt); an fsync per entry cost a cold first launch up to 3 of them
             with os.fdopen(fd, "wb") as f:
                 f.write(_encode(key, payload))
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, p)
         except BaseException:
             try:

@@ -46,6 +46,7 @@ import types
 
 import numpy as np
 
+from . import cache as _cache_module
 from .backends import Backend, Compiled
 from .cache import cache_key, default_cache
 from .dtypes import DType
@@ -97,6 +98,11 @@ def package_stamp() -> str:
                                  for path, size, mtime in _files(root)).encode())
         _STAMP = h.hexdigest()
     return _STAMP
+
+
+# the compile cache keeps the compiler's fingerprint under this stamp (kaio.cache sits below
+# this module: it is handed the function)
+_cache_module.stamp_source = package_stamp
 
 
 def installed_record(package: str, roots) -> str | None:

@@ -118,3 +118,41 @@ def test_source_lines_split_where_python_counts_lines(tmp_path):
     code = mod.k2.fn.__code__
     got = warm._source(code, list(warm._codes(code)))
     assert got.startswith(b"@kaio.kernel\r\ndef k2(") and got.endswith(b"y[i] = x[i] * 2.0\r\n")
+
+
+# --- the compiler's fingerprint: hashed once per stamp of kaio's files -------------------------
+def test_compiler_fingerprint_is_kept_under_the_package_stamp(tmp_path, monkeypatch):
+    from kaio import cache as kc
+    disk = kc.CompileCache(tmp_path / "c", disk=True)
+    monkeypatch.setattr(kc, "_default", disk)
+    hashed = []
+    real = kc._hash_compiler_sources
+
+    def counting():
+        hashed.append(1)
+        return real()
+    monkeypatch.setattr(kc, "_hash_compiler_sources", counting)
+    stamp = ["one"]
+    monkeypatch.setattr(kc, "stamp_source", lambda: stamp[0])
+
+    def fresh():   # what a new process computes
+        monkeypatch.setattr(kc, "_FINGERPRINT", None)
+        disk.clear_memory()
+        return kc.compiler_fingerprint()
+    first = fresh()
+    assert len(hashed) == 1 and len(first) == 64
+    assert fresh() == first and len(hashed) == 1     # read back: the sources not hashed again
+    stamp[0] = "two"                                 # a file of kaio changed
+    assert fresh() == first and len(hashed) == 2
+    # a damaged entry is refused by the cache's checks (and deleted), then hashed again
+    stamp[0] = "one"
+    key = "p" + __import__("hashlib").sha256(b"kaio compiler fingerprint one").hexdigest()[1:]
+    path = disk.path(key)
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + (b"1" if data.endswith(b"0") else b"0"))
+    assert fresh() == first and len(hashed) == 3 and disk.stats["corrupt"] == 1
+
+
+def test_warm_sets_the_fingerprints_stamp():
+    from kaio import cache as kc
+    assert kc.stamp_source is warm.package_stamp
