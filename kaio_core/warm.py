@@ -42,6 +42,7 @@ import json
 import linecache
 import os
 import sys
+import threading
 import types
 
 import numpy as np
@@ -49,6 +50,7 @@ import numpy as np
 from . import cache as _cache_module
 from .backends import Backend, Compiled
 from .cache import cache_key, default_cache
+from .config import settings
 from .dtypes import DType
 from .ir import print_kernel
 from .ir.parser import ParseError, parse_kernel
@@ -70,6 +72,8 @@ class Unstable(Exception):
 
 # --- the package stamp -------------------------------------------------------------------------
 _STAMP: str | None = None
+#: (pid, thread, [stamp]) of the thread computing the stamp since ``import kaio`` (prefetch_stamp)
+_PREFETCH: tuple | None = None
 
 
 def package_stamp() -> str:
@@ -79,25 +83,64 @@ def package_stamp() -> str:
     hashing their contents (a stat per file) and as safe here: an edited file changes its
     stamp, and a stamp that changed for nothing costs one frontend compile; in an installed
     wheel, its dist-info RECORD, rewritten by every install (:func:`installed_record`): one
-    stat instead of one per file."""
+    stat instead of one per file. In a checkout the stat calls start in a thread at ``import
+    kaio`` (:func:`prefetch_stamp`); this waits for it."""
     global _STAMP
     if _STAMP is None:
-        h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
-        package = os.path.dirname(os.path.abspath(__file__))
-        roots = {package}
-        for name in ("kaio.backends", "kaio.regions", "kaio.kernels"):
-            mod = sys.modules.get(name)
-            paths = getattr(mod, "__path__", None) if mod is not None else _spec_paths(name)
-            roots.update(os.path.abspath(p) for p in paths or ())
-        record = installed_record(package, roots)
-        if record is not None:
-            h.update(record.encode())
-        else:
-            for root in sorted(roots):
-                h.update("".join(f"{path}\0{size}\0{mtime}\n"
-                                 for path, size, mtime in _files(root)).encode())
-        _STAMP = h.hexdigest()
+        got = None
+        pre = _PREFETCH
+        if pre is not None and pre[0] == os.getpid():   # a forked child computes its own
+            pre[1].join()
+            got = pre[2][0] if pre[2] else None
+        _STAMP = got if got is not None else _stamp(_stamp_roots())
     return _STAMP
+
+
+def _stamp_roots() -> tuple:
+    """(kaio's package folder, every folder of kaio's own modules)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    roots = {package}
+    for name in ("kaio.backends", "kaio.regions", "kaio.kernels"):
+        mod = sys.modules.get(name)
+        paths = getattr(mod, "__path__", None) if mod is not None else _spec_paths(name)
+        roots.update(os.path.abspath(p) for p in paths or ())
+    return package, roots
+
+
+def _stamp(where: tuple) -> str:
+    package, roots = where
+    h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
+    record = installed_record(package, roots)
+    if record is not None:
+        h.update(record.encode())
+    else:
+        for root in sorted(roots):
+            h.update("".join(f"{path}\0{size}\0{mtime}\n"
+                             for path, size, mtime in _files(root)).encode())
+    return h.hexdigest()
+
+
+def prefetch_stamp() -> None:
+    """Start the package stamp of a source checkout in a thread (at ``import kaio``): its
+    ~170 ``stat`` calls (about 1 ms) then overlap what a process does before its first launch
+    -- the rest of its imports, its arrays, the driver's start (``cuInit`` and the context,
+    100+ ms on an H200, run with the GIL released) -- instead of adding to that launch. An
+    installed wheel's stamp is one stat: computed at once. Nothing starts where the disk cache
+    is off (no warm key is computed). The folders are found here, in the importing thread
+    (the thread imports nothing); the thread leaves its result for :func:`package_stamp`,
+    which is the one to set it."""
+    global _PREFETCH, _STAMP
+    if _STAMP is not None or _PREFETCH is not None or settings().cache_disable:
+        return
+    where = _stamp_roots()
+    if installed_record(*where) is not None:
+        _STAMP = _stamp(where)
+        return
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(_stamp(where)), name="kaio-package-stamp",
+                         daemon=True)
+    _PREFETCH = (os.getpid(), t, out)
+    t.start()
 
 
 # the compile cache keeps the compiler's fingerprint under this stamp (kaio.cache sits below
@@ -445,3 +488,6 @@ def compile_kernel(kfn, backend, consts: dict, coarsen: bool):
     if key is not None:
         store(cache, key, compiled, ir, elems, target)
     return compiled
+
+
+prefetch_stamp()   # at import kaio: see prefetch_stamp

@@ -156,3 +156,57 @@ def test_compiler_fingerprint_is_kept_under_the_package_stamp(tmp_path, monkeypa
 def test_warm_sets_the_fingerprints_stamp():
     from kaio import cache as kc
     assert kc.stamp_source is warm.package_stamp
+
+
+# --- the package stamp: started at import kaio, in a thread ------------------------------------
+_PREFETCHED = r'''
+import json, os, sys, threading
+import kaio
+from kaio import warm
+pre = warm._PREFETCH
+started = pre is not None and pre[1].name == "kaio-package-stamp"
+stamp = warm.package_stamp()
+print(json.dumps({"started": started, "pid_ok": pre is None or pre[0] == os.getpid(),
+                  "same": stamp == warm._stamp(warm._stamp_roots()),
+                  "alive": [t.name for t in threading.enumerate() if t.name == "kaio-package-stamp"]}))
+'''
+
+
+def _child(code: str, **env) -> dict:
+    import json
+    import subprocess
+    import sys
+    e = dict(os.environ)
+    e.pop("KAIO_CACHE_DISABLE", None)
+    e.update(env)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_checkout_stamps_kaio_in_a_thread_from_import(tmp_path):
+    got = _child(_PREFETCHED, KAIO_CACHE_DIR=str(tmp_path))
+    # this checkout (an editable install) is stamped file by file: in the thread, and the
+    # stamp it leaves is the one computed in the process's own thread
+    assert got["started"] and got["pid_ok"] and got["same"]
+    assert got["alive"] == []          # joined: done by the time the stamp was needed
+
+
+def test_no_stamp_thread_without_a_disk_cache(tmp_path):
+    got = _child(_PREFETCHED, KAIO_CACHE_DISABLE="1")
+    assert not got["started"] and got["same"]
+
+
+def test_a_forked_child_computes_its_own_stamp(monkeypatch):
+    import threading
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    done.join()
+    # a stamp a thread of another process (the parent, before a fork) would have left
+    monkeypatch.setattr(warm, "_PREFETCH", (os.getpid() + 1, done, ["the parent's"]))
+    monkeypatch.setattr(warm, "_STAMP", None)
+    assert warm.package_stamp() == warm._stamp(warm._stamp_roots())
+    monkeypatch.setattr(warm, "_PREFETCH", (os.getpid(), done, ["this process's"]))
+    monkeypatch.setattr(warm, "_STAMP", None)
+    assert warm.package_stamp() == "this process's"
