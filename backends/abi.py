@@ -79,7 +79,12 @@ def kernel_abi(kernel) -> KernelABI:
         else:
             raise TypeError(f"kernel '{kernel.name}': parameter '{meta.name}' has type {t!r}; "
                             "expected a scalar dtype or a buffer")
-    return KernelABI(_ident(kernel.name), params)
+    return KernelABI(entry_name(kernel.name), params)
+
+
+def entry_name(kernel_name: str) -> str:
+    """The entry symbol of the kernel named ``kernel_name`` (``KernelABI.entry``)."""
+    return _ident(kernel_name)
 
 
 # --- PTX ISA versions -----------------------------------------------------------------------

@@ -455,8 +455,8 @@ def lookup(cache, key: str, backend, options, target):
 def _names(artifact, kernel) -> bool:
     """Whether the PTX text or code object names the kernel's entry point (a cheap check that
     the entry and the artifact it points to belong together)."""
-    from .backends.abi import kernel_abi  # lazy: import time, ~4 ms
-    entry = kernel_abi(kernel).entry
+    from .backends.abi import entry_name  # lazy: import time, ~4 ms
+    entry = entry_name(kernel.name)
     return (entry in artifact) if isinstance(artifact, str) else (entry.encode() in artifact)
 
 

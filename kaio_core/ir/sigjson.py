@@ -58,15 +58,18 @@ def _encode(v):
     raise TypeError(f"cannot encode attribute {v!r}")
 
 
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+
+
 def _decode(v):
     t = type(v)
-    if t is list:
-        return [_decode(x) for x in v]
+    if t is list:   # leaves as they are, without a call each (most of an entry's values)
+        return [x if type(x) in _LEAVES else _decode(x) for x in v]
     if t is dict:
         fields = v.get("=")
         if fields is None:
             return dt.from_name(v["dt"])
-        fields = {k: _decode(x) for k, x in fields.items()}
+        fields = {k: x if type(x) in _LEAVES else _decode(x) for k, x in fields.items()}
         name = v.get("#")
         return fields if name is None else build_struct(name, fields)
     return v
