@@ -470,8 +470,8 @@ class MmaEmitter(CopyEmitter):
 
     def op_mma(self, op):
         scheme = self._scheme(op)
-        a, b, c = op.operands
-        ta, tb, tc = (x.type for x in op.operands)
+        a, b, c = op.operands[:3]     # a group mma's origins (3:) only steer wgmma
+        ta, tb, tc = (x.type for x in (a, b, c))
         na, nb, nc = (len(_elems(scheme, t)) for t in (ta, tb, tc))
         cty = self.vty(tc)
         cv = self.v(c)

@@ -23,7 +23,8 @@ from ..passes.limits import (
     shared_layout,
 )
 from ..version import __version__
-from . import half_pairs, ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_packed, ptx_workarounds, vector_access
+from . import (half_pairs, ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_packed, ptx_wgmma,
+               ptx_workarounds, vector_access)
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 
@@ -60,8 +61,11 @@ def emit_ptx(kernel, arch: str = "sm_90", *, fast_math: bool = False,
     r = _Renderer(kernel, abi, arch, fast_math, version_aligned)
     body = ptx_workarounds.apply("\n".join(r.run()), arch).split("\n")
     version = ptx_version or ptx_version_for(arch)
+    if r.wgmma.active:      # wgmma and .target sm_90a need PTX ISA 8.0
+        version = max(version, ptx_version_for("sm_90a"), key=lambda v: tuple(map(int, v.split("."))))
     head = [f"// kaio {__version__}: kernel '{kernel.name}' for {arch}",
-            f".version {version}", f".target {arch}", ".address_size 64", ""]
+            f".version {version}", f".target {'sm_90a' if r.wgmma.active else arch}",
+            ".address_size 64", ""]
     head += [f'.file {i} "{_quote(f)}"' for f, i in r.em.files.items()]
     if r.shared_in_dyn:   # read by the CUDA loader: added to every launch's shared bytes
         head.append(f"// {DYN_SHARED_MARK} {r.shared_in_dyn}")
@@ -120,6 +124,9 @@ class _Renderer:
         # shared arrays beyond the 48 KiB of static .shared live in dynamic shared memory
         self.shared_offsets, total = shared_layout(kernel)
         self.shared_in_dyn = total if total > MAX_STATIC_SHARED else 0
+        self.wgmma = ptx_wgmma.Plan(kernel, arch)    # group mmas issued as Hopper's wgmma
+        self.swizzled_in_dyn = any(o.opcode == "shared_array" and o.attrs.get("swizzle")
+                                   for o in kernel.walk())
         if total > SHARED_LIMIT[arch]:
             check_static_shared(kernel, SHARED_LIMIT[arch], arch)
 
@@ -131,6 +138,7 @@ class _Renderer:
             self._versioned()
         else:
             self.block(self.k.body)
+        self.wgmma.wait(self.em)
         return self.em.lines
 
     def _versions(self) -> bool:
@@ -279,6 +287,7 @@ class _Renderer:
         pair = self.pairs.get(id(op))
         if pair is not None:
             return self._pair(pair) if op is pair.at else None
+        self.wgmma.before(self.em, op)
         handler = _HANDLERS.get(op.opcode)
         if handler is None:
             raise NotImplementedError(
@@ -542,7 +551,9 @@ class _Renderer:
         self.array_names[id(op)] = name
         space = t.space
         offset = 0
-        if op.opcode == "dyn_shared" or (space == "shared" and self.shared_in_dyn):
+        swizzle = bool(op.attrs.get("swizzle"))
+        in_dyn = op.opcode == "dyn_shared" or (space == "shared" and self.shared_in_dyn)
+        if in_dyn:
             decl = ".extern .shared .align 16 .b8 dyn_smem[];"
             if decl not in em.module_decls:
                 em.module_decls.append(decl)
@@ -554,18 +565,23 @@ class _Renderer:
             nbytes = max(1, t.dtype.itemsize)
             for s in t.static_shape:
                 nbytes *= s
-            em.decls.append(f".{space} .align 16 .b8 {name}[{max(nbytes, 1)}];")
+            em.decls.append(f".{space} .align {1024 if swizzle else 16} .b8 {name}[{max(nbytes, 1)}];")
         base = em.tmp("r")
         em.ins(f"mov.u32 {base}, {name}")
+        if in_dyn and self.swizzled_in_dyn and op.opcode == "shared_array":
+            em.ins(f"add.u32 {base}, {base}, 1023")        # the layout's 1024-byte grid
+            em.ins(f"and.b32 {base}, {base}, -1024")
         if offset:
             em.ins(f"add.u32 {base}, {base}, {offset}")
         extents = list(t.static_shape) if t.static_shape is not None else [None]
-        self.bufs[op.result.id] = ptx_mem.BufInfo(space, base, extents, [], dyn=t.static_shape is None)
+        self.bufs[op.result.id] = ptx_mem.BufInfo(space, base, extents, [], dyn=t.static_shape is None,
+                                                  swizzle=swizzle)
         self.set(op, base)
 
     def op_barrier(self, op):
         if self.async_copies:     # kaio.mma.copy_tile is visible after the next barrier
             self.em.ins("cp.async.wait_all")
+        self.wgmma.before_barrier(self.em)
         self.em.ins("bar.sync 0")
 
     # --- warp ----------------------------------------------------------------------------
@@ -623,11 +639,15 @@ class _Renderer:
         self.set(op, ptx_mma.fill(self.em, op.result.type, self.v(op.operands[0])))
 
     def op_mma_load(self, op):
+        if id(op) in self.wgmma.skip:        # a wgmma reads the tile through a descriptor
+            return
         buf, *idx = op.operands
         self.set(op, ptx_mma.load(self.em, self._buf(buf), op, [self.v(i) for i in idx]))
 
     def op_mma(self, op):
-        a, b, c = op.operands
+        if id(op) in self.wgmma.lowered:
+            return ptx_wgmma.emit(self, op)
+        a, b, c = op.operands[:3]
         d = self.em.define(op.result)
         ptx_mma.mma(self.em, (a.type, b.type, c.type), self.v(a), self.v(b), self.v(c), d)
 
@@ -729,6 +749,10 @@ class _Renderer:
 
     def _yield_into(self, block, dsts, types):
         term = block.terminator
+        wg = self.wgmma
+        if term is not None and wg.pending and any(
+                x.id in wg.inflight and self.v(x) != d for x, d in zip(term.operands, dsts)):
+            wg.wait(self.em)             # a move would read registers a wgmma still writes
         if term is not None and dsts:
             self._moves(dsts, [self.v(x) for x in term.operands], types)
 
@@ -741,13 +765,20 @@ class _Renderer:
         has_else = bool(other.ops) or bool(res)
         self._hoist_rows(then)                       # shared by the branches and what follows
         self._hoist_rows(other)
+        wg = self.wgmma.holds(then) or self.wgmma.holds(other)
+        if wg:                  # branches start and end with no wgmma in flight
+            self.wgmma.wait(em)
         em.bra(l_else if has_else else l_end, self.v(op.operands[0]), negate=True)
         self.block(then)
+        if wg:
+            self.wgmma.wait(em)
         self._yield_into(then, res, types)
         if has_else:
             em.bra(l_end)
             em.place(l_else)
             self.block(other)
+            if wg:
+                self.wgmma.wait(em)
             self._yield_into(other, res, types)
         em.place(l_end)
 
@@ -768,6 +799,9 @@ class _Renderer:
         em.place(head)
         stop = self._loop_exit(t, iv, self.v(ub), up)
         em.bra(end, stop)
+        wg = self.wgmma.holds(body)
+        if wg:
+            self.wgmma.enter_loop(carried)
         self.block(body)
         self._yield_into(body, regs, types)
         em.ins(f"add.{bits_type(t).replace('b', 's')} {iv}, {iv}, {self.v(step)}")
@@ -776,6 +810,8 @@ class _Renderer:
         em.place(end)
         for r, reg in zip(op.results, regs):
             em.define(r, reg)
+        if wg:
+            self.wgmma.leave_loop(op.results)
 
     def _step_up(self, op):
         """The loop's direction: True (step > 0: a constant, or attr ``step_sign = 1``), False
@@ -814,11 +850,18 @@ class _Renderer:
         self._moves(cregs, [self.v(x) for x in op.operands], types)
         head, end = em.label("while"), em.label("endwhile")
         em.place(head)
+        wg = self.wgmma.holds(before) or self.wgmma.holds(after)
+        if wg:                  # no wgmma in flight across the back edge or the exit
+            self.wgmma.wait(em)
         self.block(before)
+        if wg:
+            self.wgmma.wait(em)
         cond = before.terminator
         self._moves(aregs, [self.v(x) for x in cond.operands[1:]], types)
         em.bra(end, self.v(cond.operands[0]), negate=True)
         self.block(after)
+        if wg:
+            self.wgmma.wait(em)
         self._yield_into(after, cregs, types)
         em.bra(head)
         em.place(end)

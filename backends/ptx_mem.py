@@ -27,6 +27,7 @@ class BufInfo:
     extents64: list       # i64 registers for axes >= 1 (global, ndim > 1)
     nc: bool = False      # read-only for the whole kernel: ld.global.nc
     dyn: bool = False     # dynamic shared memory (extent read from %dynamic_smem_size)
+    swizzle: bool = False  # a kaio.mma.shared_tile: 128-byte rows swizzled (:func:`swizzled`)
 
 
 def row_base(em: Emitter, buf: BufInfo, t: dt.DType, lead: list[str]) -> str:
@@ -59,6 +60,8 @@ def address(em: Emitter, buf: BufInfo, t: dt.DType, idx: list[str], row: str | N
         em.ins(f"mul.wide.s32 {off}, {idx[-1]}, {size}")
         em.ins(f"add.s64 {addr}, {row}, {off}")
         return addr
+    if buf.swizzle:
+        return swizzled(em, buf, idx[0], idx[1])
     if buf.space != "global":
         if len(idx) == 1:
             lin = idx[0]
@@ -84,6 +87,29 @@ def address(em: Emitter, buf: BufInfo, t: dt.DType, idx: list[str], row: str | N
         em.ins(f"mad.lo.s64 {lin}, {lin}, {buf.extents64[a - 1]}, {j}")
     em.ins(f"mad.lo.s64 {addr}, {lin}, {size}, {buf.base}")
     return addr
+
+
+def swizzled(em: Emitter, buf: BufInfo, r: str, c: str) -> str:
+    """The address of element (r, c) of a kaio.mma.shared_tile (2-byte elements, R rows): its
+    columns in slabs of 64 (one 128-byte row each, ``R * 128`` bytes a slab), and in each row
+    the eight 16-byte chunks permuted by ``chunk ^ (r % 8)``: Hopper's 128-byte swizzle, which
+    wgmma reads through a descriptor, and under which ``ldmatrix`` and the tile copies touch
+    eight different chunks of a 128-byte line per eight rows or chunks (no bank conflicts)."""
+    R = buf.extents[0]
+    slab, row, ch, x, lo, a = (em.tmp("r") for _ in range(6))
+    em.ins(f"shr.u32 {slab}, {c}, 6")
+    em.ins(f"mul.lo.u32 {slab}, {slab}, {R * 128}")
+    em.ins(f"mad.lo.u32 {row}, {r}, 128, {slab}")
+    em.ins(f"shr.u32 {ch}, {c}, 3")
+    em.ins(f"xor.b32 {x}, {ch}, {r}")
+    em.ins(f"and.b32 {x}, {x}, 7")
+    em.ins(f"shl.b32 {x}, {x}, 4")
+    em.ins(f"and.b32 {lo}, {c}, 7")
+    em.ins(f"shl.b32 {lo}, {lo}, 1")
+    em.ins(f"add.u32 {a}, {row}, {x}")
+    em.ins(f"add.u32 {a}, {a}, {lo}")
+    em.ins(f"add.u32 {a}, {a}, {buf.base}")
+    return a
 
 
 def _lin2(em: Emitter, buf: BufInfo, idx: list[str], lin: str) -> None:

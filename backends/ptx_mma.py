@@ -271,7 +271,7 @@ def _load_ldmatrix(em, info, op, regs, t, trans) -> str:
     row, col = em.tmp("r"), em.tmp("r")
     em.ins(f"add.s32 {row}, {regs[0]}, {lr}")
     em.ins(f"add.s32 {col}, {regs[1]}, {lc}")
-    addr = ptx_mem.address(em, info, t.dtype, [row, col])
+    addr = None if info.swizzle else ptx_mem.address(em, info, t.dtype, [row, col])
     suffix = ".trans" if hw_trans else ""
     tiles = _tiles(t)
     out: list[list[str]] = [[] for _ in tiles]
@@ -280,9 +280,14 @@ def _load_ldmatrix(em, info, op, regs, t, trans) -> str:
         dst = [em.tmp("r") for _ in range(nmat)]
         if trans:
             roff, coff = coff, roff
-        imm = roff * pitch + coff * t.dtype.itemsize
-        em.ins(f"ldmatrix.sync.aligned.m8n8.x{nmat}{suffix}.shared.b16 {{{', '.join(dst)}}}, "
-               f"[{addr}+{imm}]")
+        if info.swizzle:    # each lane's 16-byte row where the swizzle put it
+            r2, c2 = em.tmp("r"), em.tmp("r")
+            em.ins(f"add.s32 {r2}, {row}, {roff}")
+            em.ins(f"add.s32 {c2}, {col}, {coff}")
+            at = ptx_mem.swizzled(em, info, r2, c2)
+        else:
+            at = f"{addr}+{roff * pitch + coff * t.dtype.itemsize}"
+        em.ins(f"ldmatrix.sync.aligned.m8n8.x{nmat}{suffix}.shared.b16 {{{', '.join(dst)}}}, [{at}]")
         return dst
 
     if t.role == "a":                       # one x4 per 16 x 16 tile
@@ -339,7 +344,7 @@ def _shared_lane_base(em, info, op, regs, t, trans, syms) -> str | None:
     fragment (every element of a role shares the lane symbols, so the others lie at constant
     offsets from it, :func:`_shared_offsets`); None for other buffers."""
     bt = op.operands[0].type
-    if bt.space != "shared" or bt.ndim != 2 or bt.static_shape is None:
+    if bt.space != "shared" or bt.ndim != 2 or bt.static_shape is None or info.swizzle:
         return None
     (rs, _), (cs, _) = _LAYOUT[t.shape][t.role][0]
     if trans:
@@ -490,7 +495,9 @@ def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str,
         em.ins(f"setp.ne.u32 {p}, {q}, 0")
         em.bra(l_scalar, p)
         per_row = cols // n
-        if block_threads and per_row & (per_row - 1) == 0 and block_threads % per_row == 0:
+        rounds_ok = not dst.swizzle or (block_threads // per_row) % 8 == 0   # rows keep r % 8
+        if block_threads and per_row & (per_row - 1) == 0 and block_threads % per_row == 0 \
+                and rounds_ok:
             _copy_rounds(em, dst, src, t, pitch, rows, per_row, n, tid, block_threads,
                          row0, col0, M, K)
         else:
@@ -580,8 +587,12 @@ def _copy_rounds(em, dst, src, t, pitch: int, rows: int, per_row: int, n: int, t
     em.ins(f"shl.b32 {c}, {c}, {n.bit_length() - 1}")
     em.ins(f"add.s32 {gr}, {row0}, {rb}")
     em.ins(f"add.s32 {gc}, {col0}, {c}")
-    em.ins(f"mad.lo.u32 {dthr}, {rb}, {pitch}, {c}")
-    em.ins(f"mad.lo.u32 {dthr}, {dthr}, {size}, {dst.base}")
+    if dst.swizzle:       # rounds move 8k rows down: the chunk permutation stays, +128 B a row
+        dthr = ptx_mem.swizzled(em, dst, rb, c)
+        pitch = 128 // size
+    else:
+        em.ins(f"mad.lo.u32 {dthr}, {rb}, {pitch}, {c}")
+        em.ins(f"mad.lo.u32 {dthr}, {dthr}, {size}, {dst.base}")
     lin, j, sthr, stride = (em.tmp("rd") for _ in range(4))
     em.ins(f"cvt.s64.s32 {lin}, {gr}")
     em.ins(f"cvt.s64.s32 {j}, {gc}")
@@ -637,6 +648,8 @@ def _copy_rounds(em, dst, src, t, pitch: int, rows: int, per_row: int, n: int, t
 
 
 def _dst_addr(em, dst, pitch, size, r, c) -> str:
+    if dst.swizzle:
+        return ptx_mem.swizzled(em, dst, r, c)
     lin, a = em.tmp("r"), em.tmp("r")
     em.ins(f"mad.lo.u32 {lin}, {r}, {pitch}, {c}")
     em.ins(f"mad.lo.u32 {a}, {lin}, {size}, {dst.base}")

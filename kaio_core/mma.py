@@ -77,6 +77,20 @@ row_sum = Intrinsic("mma.row_sum", "row_sum(acc): an m x 8 accumulator whose row
                                    "sum of row i of the f32 accumulator acc (f32; the order is "
                                    "the target's, see docs/language.md).")
 
+shared_tile = Intrinsic("mma.shared_tile", "shared_tile(dtype, (rows, cols)): a block's shared "
+                                           "array for group_mma's tiles (f16/bf16, rows a "
+                                           "multiple of 8, cols of 64), indexed like any shared "
+                                           "array; its physical layout is the target's (Hopper: "
+                                           "128-byte swizzled rows for wgmma).")
+group_mma = Intrinsic("mma.group_mma", "group_mma(a_buf, b_buf, acc, row0, col0, k0=0, k=16, "
+                                       "trans_a=False, trans_b=False): block-collective; warp w "
+                                       "of the block returns acc + A[row0+16w : row0+16w+16, "
+                                       "k0:k0+k] @ B[k0:k0+k, col0:col0+n] (A, B the shared "
+                                       "tiles, transposed when asked; acc 16 x n, f32). row0, "
+                                       "col0, k0 are the same in every thread; on sm_90 four "
+                                       "warps issue one wgmma from kaio.mma.shared_tile arrays.")
+
 FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
-                                     copy_wait, apply, to_a, row_max, row_sum)}
+                                     copy_wait, apply, to_a, row_max, row_sum, shared_tile,
+                                     group_mma)}
 __all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32", "m16n8k8"]

@@ -59,3 +59,18 @@ def check(kernel, walk) -> None:
                  "(conditions uniform per warp but not per block are not yet proved)")
         err.kind = "divergent-collective"
         raise err
+    for c in walk.collectives:      # group_mma: one A tile, one B tile for the whole block
+        op = c.op
+        if op.opcode != "mma" or not op.attrs.get("group"):
+            continue
+        for v, what in zip(op.operands[3:], ("row0", "col0", "k0")):
+            if not walk.uniform(v):
+                err = CompileError.at(
+                    op.loc, f"kaio.mma.group_mma's {what} depends on the thread: the block's "
+                            "warps multiply one A tile and one B tile together (warp w takes A's "
+                            "rows row0 + 16 w)", kernel=kernel.name,
+                    hint=f"pass the block's tile origin as {what} (block ids, params, shapes, "
+                         "constants and loop counters over them); each warp's rows follow "
+                         "from its index")
+                err.kind = "divergent-collective"
+                raise err

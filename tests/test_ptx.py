@@ -55,6 +55,8 @@ def tid(b):
 def ptxas(ptx: str, arch: str) -> None:
     if PTXAS is None:
         pytest.skip("ptxas not found (install the CUDA toolkit to validate PTX)")
+    if arch == "sm_90" and ".target sm_90a" in ptx:     # wgmma kernels target sm_90a
+        arch = "sm_90a"
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "k.ptx")
         with open(src, "w") as f:

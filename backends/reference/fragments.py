@@ -229,7 +229,7 @@ def fill(interp, op, mask):
 def mma(interp, op, mask):
     check_warps(interp, op, mask)
     b = interp.batch
-    a, bm, c = (to_matrices(b, v.type, interp.env[v.id]) for v in op.operands)
+    a, bm, c = (to_matrices(b, v.type, interp.env[v.id]) for v in op.operands[:3])
     return from_matrices(b, semantics.mma(a, bm, c))
 
 

@@ -183,6 +183,73 @@ class MmaMixin:
                                 "and k= of the loads and the fill)")
         return self.b._one("mma", [a, b, c], tc)
 
+    def intr_mma_shared_tile(self, name, args, kwargs, node):
+        """A shared array whose physical layout the target picks for its matrix units."""
+        kw = self._mma_kw("shared_tile", args, kwargs, node, ["dtype", "shape"], [])
+        t = self.const_dtype(kw["dtype"], node)
+        shape = self.shape_arg(kw["shape"], node, "the shape of kaio.mma.shared_tile")
+        if t.itemsize != 2 or len(shape) != 2 or shape[0] % 8 or shape[1] % 64:
+            raise self.err(node, f"kaio.mma.shared_tile({t.name}, {shape}): a matrix-unit tile "
+                                 "is 2-d, of f16 or bf16, with rows a multiple of 8 and columns "
+                                 "a multiple of 64",
+                           hint="pad the tile (the K step 64, the block tile's rows 64 or 128), "
+                                "or use kaio.shared_array")
+        return self.b.shared_array(t, shape, swizzle=True)
+
+    def intr_mma_group_mma(self, name, args, kwargs, node):
+        """acc + A @ B from two shared tiles, the block's warps splitting A's rows by 16."""
+        if len(args) == 6 and "k0" not in kwargs:        # k0 may come positionally
+            args, kwargs = args[:5], {**kwargs, "k0": (args[5], node)}
+        kw = self._mma_kw("group_mma", args, kwargs, node, ["a_buf", "b_buf", "acc", "row0", "col0"],
+                          ["k0", "k", "trans_a", "trans_b"])
+        label = "kaio.mma.group_mma"
+        acc = kw["acc"]
+        at = getattr(acc, "type", None)
+        if getattr(at, "role", None) != "acc" or at.dtype is not dt.f32 or at.shape != "m16n8k16" \
+                or at.dims[0] != 16:
+            raise self.err(node, f"the third argument of {label} must be a 16-row f32 "
+                                 f"accumulator, got {describe(acc)}",
+                           hint="kaio.mma.fill(kaio.f32, 0.0, m=16, n=N): each warp holds its "
+                                "16 rows of the product")
+        bufs = []
+        for key in ("a_buf", "b_buf"):
+            b = kw[key]
+            if not (is_buffer(b) and b.type.space == "shared" and b.type.ndim == 2
+                    and b.type.dtype.name in ("f16", "bf16")):
+                raise self.err(node, f"{label}: {key} must be a 2-d f16 or bf16 shared array, got "
+                                     f"{describe(b)}",
+                               hint="stage the tiles with kaio.mma.copy_tile into "
+                                    "kaio.mma.shared_tile arrays")
+            bufs.append(b)
+        if bufs[0].type.dtype is not bufs[1].type.dtype:
+            raise self.err(node, f"{label}: A holds {bufs[0].type.dtype.name}, B "
+                                 f"{bufs[1].type.dtype.name}", hint="stage both in one dtype")
+        k = 16 if kw.get("k") is None else self.const_int(kw["k"], node, f"{label}'s k=")
+        if k <= 0 or k % 16:
+            raise self.err(node, f"{label}: k={k} is not a positive multiple of 16")
+        ta = self._mma_flag(kw.get("trans_a"), node, "trans_a")
+        tb = self._mma_flag(kw.get("trans_b"), node, "trans_b")
+        n = at.dims[1]
+        row0, col0 = (self.index_value(kw[x], node) for x in ("row0", "col0"))
+        k0 = self.index_value(Lit(0) if kw.get("k0") is None else kw["k0"], node)
+        b_ = self.b
+        i32 = dt.i32
+        # warp w of the block (linear thread index // warp size) takes A's rows row0 + 16 w
+        lin = b_.special("thread_idx", 2)
+        for axis in (1, 0):
+            lin = b_.binary("add", b_.binary("mul", lin, b_.special("block_dim", axis)),
+                            b_.special("thread_idx", axis))
+        warp = b_.binary("div", lin, b_.special("warp_size"))
+        r = b_.binary("add", row0, b_.binary("mul", warp, b_.const(16, i32)))
+        t = bufs[0].type.dtype
+        fa = frag_of_dims("a", "m16n8k16", t, 16, k)
+        fb = frag_of_dims("b", "m16n8k16", t, k, n)
+        tr = {"trans": True}
+        a = b_._one("mma_load", [bufs[0], k0, r] if ta else [bufs[0], r, k0], fa, tr if ta else None)
+        bv = b_._one("mma_load", [bufs[1], col0, k0] if tb else [bufs[1], k0, col0], fb,
+                     tr if tb else None)
+        return b_._one("mma", [a, bv, acc, row0, col0, k0], at, attrs={"group": True})
+
     def intr_mma_store(self, name, args, kwargs, node):
         kw = self._mma_kw("store", args, kwargs, node, ["buf", "row0", "col0", "acc"],
                           ["ld", "alpha", "beta", "row_scale", "col_scale"])

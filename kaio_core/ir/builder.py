@@ -121,9 +121,13 @@ class Builder:
         """Atomic read-modify-write returning the old value; ``cas`` takes (compare, new)."""
         return self._one("atomic", [buf, *index, *values], buf.type.dtype, {"op": kind})
 
-    def shared_array(self, dtype: dt.DType, shape: tuple[int, ...], name=None) -> Value:
+    def shared_array(self, dtype: dt.DType, shape: tuple[int, ...], name=None,
+                     swizzle: bool = False) -> Value:
         t = BufType(dtype, len(shape), "shared", "scratch", tuple(shape))
-        return self._one("shared_array", [], t, {"dtype": dtype, "shape": tuple(shape)}, name)
+        attrs = {"dtype": dtype, "shape": tuple(shape)}
+        if swizzle:
+            attrs["swizzle"] = True
+        return self._one("shared_array", [], t, attrs, name)
 
     def dyn_shared(self, dtype: dt.DType, name=None) -> Value:
         t = BufType(dtype, 1, "shared", "scratch", None)

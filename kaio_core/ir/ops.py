@@ -88,8 +88,12 @@ SPECS.update(_specs("special", ["shape"], True, attrs={"axis": Int(0)}))
 SPECS.update(_specs("memory", ["load"], True))
 SPECS.update(_specs("memory", ["store"], False))
 SPECS.update(_specs("memory", ["atomic"], False, attrs={"op": OneOf(ATOMIC_OPS)}))
-SPECS.update(_specs("alloc", ["shared_array", "local_array"], True,
-                    attrs={"dtype": TypeAttr(), "shape": Shape()}))
+SPECS.update(_specs("alloc", ["local_array"], True, attrs={"dtype": TypeAttr(), "shape": Shape()}))
+#: shared_array ``swizzle``: a matrix-unit tile (kaio.mma.shared_tile) whose physical layout the
+#: target picks for its matrix units; indexing is unchanged (docs/language.md)
+SPECS.update(_specs("alloc", ["shared_array"], True,
+                    attrs={"dtype": TypeAttr(), "shape": Shape(), "swizzle": Flag()},
+                    required=("dtype", "shape")))
 SPECS.update(_specs("alloc", ["dyn_shared"], True, attrs={"dtype": TypeAttr()}))
 SPECS.update(_specs("sync", ["barrier"], False))
 SPECS.update(_specs("warp", ["shuffle"], False, attrs={"mode": OneOf(SHUFFLE_MODES)}))
@@ -98,7 +102,11 @@ SPECS.update(_specs("warp", ["ballot"], False))
 SPECS.update(_specs("reduce", ["warp_reduce", "block_reduce"], False, attrs={"op": OneOf(REDUCE_OPS)}))
 #: warp matrix fragments (kaio.mma): warp-collective, every lane of the warp takes part.
 #: mma_load is not pure so loop-invariant motion never lifts it over a store
-SPECS.update(_specs("mma", ["mma_fill", "mma"], True))
+SPECS.update(_specs("mma", ["mma_fill"], True))
+#: mma ``group`` (kaio.mma.group_mma): operands [a, b, acc, row0, col0, k0], a and b loaded from
+#: shared arrays; the block's warps multiply rows row0 + 16 w of one A tile by one B tile, so a
+#: target may issue one warp-group instruction (wgmma) per four warps from the shared arrays
+SPECS.update(_specs("mma", ["mma"], True, attrs={"group": Flag()}, required=()))
 SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag()}, required=()))
 #: mma_store: ``scaled``: operands [buf, idx..., alpha, beta, acc], storing alpha*acc + beta*buf;
 #: ``int_scaled``: [buf, idx..., row_scale, col_scale, acc], an i32 acc stored as

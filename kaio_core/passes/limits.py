@@ -22,14 +22,19 @@ MAX_SHARED = max(SHARED_LIMIT.values())
 
 def shared_layout(kernel) -> tuple[dict, int]:
     """({shared_array op's result id: byte offset}, total bytes): the kernel's shared arrays in
-    program order, each 16-byte aligned (how kaio's PTX path lays them out in dynamic shared
+    program order, each 16-byte aligned (kaio.mma.shared_tile 1024; then the total has 1024
+    bytes of slack for aligning the window's base) (how kaio's PTX path lays them out in dynamic shared
     memory when the total passes :data:`MAX_STATIC_SHARED`)."""
-    offsets, total = {}, 0
+    offsets, total, swizzled = {}, 0, False
     for op in kernel.walk():
         if op.opcode == "shared_array":
+            if op.attrs.get("swizzle"):         # kaio.mma.shared_tile: 1024-byte aligned
+                total = -(-total // 1024) * 1024
+                swizzled = True
             offsets[op.results[0].id] = total
             total += -(-_nbytes(op) // 16) * 16
-    return offsets, total
+    # the dynamic window's base is aligned at run time for swizzled tiles: room for the shift
+    return offsets, total + (1024 if swizzled else 0)
 
 
 def _nbytes(op) -> int:

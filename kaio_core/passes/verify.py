@@ -332,7 +332,10 @@ class _Verifier:
                               f"{_tn(op.operands[0].type)} -> {_tn(t)}")
             return
         if op.opcode == "mma":
-            self.counts(op, 3)
+            group = op.attrs.get("group", False)
+            self.counts(op, 6 if group else 3)
+            for i, v in enumerate(op.operands[3:], 3):      # a group's row0, col0, k0
+                self.scalar(op, v, f"operand {i}", ("int",))
             a, b, c = (self.frag(op, v, f"operand {i}", r)
                        for i, (v, r) in enumerate(zip(op.operands, ("a", "b", "acc"))))
             if not (a.shape == b.shape == c.shape and a.dtype is b.dtype

@@ -1,0 +1,201 @@
+"""Hopper's warp-group matrix multiply (``wgmma``) for ``kaio.mma.group_mma`` on kaio's PTX path.
+
+A group mma (an ``mma`` op with ``group``: operands a, b, acc, row0, col0, k0) lowers to one
+``wgmma.mma_async`` per four warps and k16 step when the target is sm_90, its A and B come
+straight from ``kaio.mma.shared_tile`` arrays (loads used by nothing else) and the accumulator
+is one wgmma can hold (n a multiple of 8 up to 256; of 64 where B is held k x n). The loads
+then emit nothing: wgmma reads the tiles through shared-memory descriptors (128-byte swizzle,
+:func:`kaio.backends.ptx_mem.swizzled`). Anything else keeps the warp's own path (``ldmatrix``
++ ``mma.sync``), which computes the same product.
+
+wgmma is asynchronous: it writes the accumulator's registers and reads shared memory after it
+issues. :class:`Plan` keeps the language's synchronous meaning by waiting
+(``wgmma.wait_group 0``) before anything else touches a value a wgmma may still be writing
+(its result, aliased in place through a chain of group mmas and a loop's carried values),
+before every barrier (so the shared tiles may be overwritten after it, as the race checker
+already demands of any read) and at the kernel's end. A chain of group mmas in a K loop thus
+runs back to back on the tensor cores while the loop's copies issue. ``wgmma.fence`` goes
+before the first wgmma after the accumulator's registers were touched otherwise; shared
+writes of the generic proxy (``cp.async``, ``st.shared``) are fenced for the async proxy
+before each barrier.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from kaio.ir.types import FragType
+
+#: the archs whose kaio PTX issues wgmma (the module's target becomes sm_90a)
+WGMMA_ARCHS = ("sm_90", "sm_90a")
+_SWIZZLE_128B = 1 << 62
+_SBO = 1024                # bytes between 8-row groups of a swizzled operand (8 x 128 B)
+
+
+class Plan:
+    """Which group mmas of a kernel lower to wgmma, and the in-flight state while emitting."""
+
+    def __init__(self, kernel, arch: str):
+        self.lowered: dict[int, tuple] = {}    # id(mma op) -> (A load op, B load op)
+        self.skip: set[int] = set()            # id(mma_load op) that emits nothing
+        self.pending = False                   # a wgmma may still run
+        self.inflight: set[int] = set()        # value ids whose registers it may write
+        self.fenced = False
+        if arch not in WGMMA_ARCHS:
+            return
+        ops = list(kernel.walk())
+        uses = Counter(v.id for op in ops for v in op.operands)
+        for op in ops:
+            if op.opcode == "mma" and op.attrs.get("group") and self._fits(op, uses):
+                la, lb = op.operands[0].owner, op.operands[1].owner
+                self.lowered[id(op)] = (la, lb)
+                self.skip |= {id(la), id(lb)}
+        self.uses = uses
+
+    @staticmethod
+    def _fits(op, uses) -> bool:
+        a, b, acc = op.operands[:3]
+        loads = (a.owner, b.owner)
+        if any(getattr(ld, "opcode", None) != "mma_load" or uses[v.id] != 1
+               for ld, v in zip(loads, (a, b))):
+            return False
+        for ld in loads:
+            arr = ld.operands[0].owner
+            if getattr(arr, "opcode", None) != "shared_array" or not arr.attrs.get("swizzle"):
+                return False
+        n = acc.type.dims[1]
+        return n % 8 == 0 and n <= 256 and (bool(loads[1].attrs.get("trans")) or n % 64 == 0)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.lowered)
+
+    # --- the in-flight state ---------------------------------------------------------------
+    def wait(self, em) -> None:
+        if self.pending:
+            em.ins("wgmma.wait_group.sync.aligned 0")
+            self.pending = False
+            self.fenced = False
+
+    def before(self, em, op) -> None:
+        """Called before every op: wait where ``op`` reads a value a wgmma may still write;
+        note fragment registers touched outside wgmma (the next wgmma fences first)."""
+        if not self.active:
+            return
+        own = id(op) in self.lowered
+        if self.pending and any(v.id in self.inflight for i, v in enumerate(op.operands)
+                                if not (own and i == 2)):     # a chain's accumulator may run on
+            self.wait(em)
+        if not own and id(op) not in self.skip and any(
+                isinstance(v.type, FragType) for v in (*op.operands, *op.results)):
+            self.fenced = False
+
+    def before_barrier(self, em) -> None:
+        if self.active:
+            self.wait(em)
+            em.ins("fence.proxy.async.shared::cta")   # generic-proxy shared writes -> wgmma
+
+    def enter_loop(self, carried) -> None:
+        """A loop body holding wgmmas: from its second trip on, the last trip's may run."""
+        self.pending = True
+        self.inflight |= {v.id for v in carried}
+        self.fenced = False
+
+    def leave_loop(self, results) -> None:
+        self.pending = True
+        self.inflight |= {v.id for v in results}
+
+    def holds(self, block) -> bool:
+        """Whether ``block`` (or a region inside it) holds a lowered group mma."""
+        return self.active and any(id(o) in self.lowered for op in block.ops
+                                   for o in _walk(op))
+
+
+def _walk(op):
+    yield op
+    for r in op.regions:
+        for o in r.ops:
+            yield from _walk(o)
+
+
+def _desc(em, start: str, lbo: int) -> str:
+    """The 64-bit shared-memory matrix descriptor of a swizzled operand at ``start``."""
+    s, d = em.tmp("r"), em.tmp("rd")
+    em.ins(f"and.b32 {s}, {start}, 262143")
+    em.ins(f"shr.u32 {s}, {s}, 4")
+    em.ins(f"cvt.u64.u32 {d}, {s}")
+    em.ins(f"or.b64 {d}, {d}, {_SWIZZLE_128B | ((lbo >> 4) << 16) | ((_SBO >> 4) << 32)}")
+    return d
+
+
+def _k_major(em, base: str, rows: int, row: str, k: str) -> str:
+    """Start of a K-major operand (rows x K tile, K along the 128-byte rows): row ``row``'s
+    first 16-byte unit at column ``k`` (a multiple of 16): slab k / 64, then (k % 64) * 2 bytes
+    into the 1024-byte-aligned group of rows, the offset wgmma's swizzle expects."""
+    a, t = em.tmp("r"), em.tmp("r")
+    em.ins(f"shr.u32 {a}, {k}, 6")
+    em.ins(f"mul.lo.u32 {a}, {a}, {rows * 128}")
+    em.ins(f"mad.lo.u32 {a}, {row}, 128, {a}")
+    em.ins(f"and.b32 {t}, {k}, 63")
+    em.ins(f"mad.lo.u32 {a}, {t}, 2, {a}")
+    em.ins(f"add.u32 {a}, {a}, {base}")
+    return a
+
+
+def _mn_major(em, base: str, rows: int, k: str, mn: str) -> str:
+    """Start of an MN-major operand (K x MN tile): row ``k``, the 64-wide slab holding ``mn``."""
+    a = em.tmp("r")
+    em.ins(f"shr.u32 {a}, {mn}, 6")
+    em.ins(f"mul.lo.u32 {a}, {a}, {rows * 128}")
+    em.ins(f"mad.lo.u32 {a}, {k}, 128, {a}")
+    em.ins(f"add.u32 {a}, {a}, {base}")
+    return a
+
+
+def emit(r, op) -> None:
+    """One wgmma per k16 step of the group mma ``op`` (a ``_Renderer`` in ``r``), in place on
+    the accumulator's registers."""
+    em, plan = r.em, r.wgmma
+    la, lb = plan.lowered[id(op)]
+    a, b, acc, row0, col0, k0 = op.operands
+    t = acc.type
+    if plan.uses[acc.id] == 1:
+        regs = r.v(acc)          # its last use: wgmma accumulates into its registers
+    else:
+        if acc.id in plan.inflight:
+            plan.wait(em)
+        regs = em.reg(t)
+        for d, s in zip(regs.split(","), r.v(acc).split(",")):
+            em.ins(f"mov.b32 {d}, {s}")
+        plan.fenced = False
+    em.define(op.result, regs)
+    ta, tb = bool(la.attrs.get("trans")), bool(lb.attrs.get("trans"))
+    abuf, bbuf = r._buf(la.operands[0]), r._buf(lb.operands[0])
+    ra, rb = abuf.extents[0], bbuf.extents[0]
+    lin, _ = r._linear_thread()
+    grow = em.tmp("r")                         # the warp group's first row: row0 + 64 (w / 4)
+    em.ins(f"shr.u32 {grow}, {lin}, 7")
+    em.ins(f"mad.lo.u32 {grow}, {grow}, 64, {r.v(row0)}")
+    n, dtype = t.dims[1], a.type.dtype.name
+    p = em.tmp("p")
+    em.ins(f"setp.eq.u32 {p}, {lin}, {lin}")   # scale-d: accumulate
+    for kk in range(a.type.dims[1] // 16):
+        k = r.v(k0)
+        if kk:
+            k = em.tmp("r")
+            em.ins(f"add.u32 {k}, {r.v(k0)}, {16 * kk}")
+        if ta:
+            da = _desc(em, _mn_major(em, abuf.base, ra, k, grow), ra * 128)
+        else:
+            da = _desc(em, _k_major(em, abuf.base, ra, grow, k), 16)
+        if tb:
+            db = _desc(em, _k_major(em, bbuf.base, rb, r.v(col0), k), 16)
+        else:
+            db = _desc(em, _mn_major(em, bbuf.base, rb, k, r.v(col0)), rb * 128)
+        if not plan.fenced:
+            em.ins("wgmma.fence.sync.aligned")
+            plan.fenced = True
+        em.ins(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{regs}}}, {da}, "
+               f"{db}, {p}, 1, 1, {int(ta)}, {int(not tb)}")
+        em.ins("wgmma.commit_group.sync.aligned")
+    plan.pending = True
+    plan.inflight.add(op.result.id)
