@@ -23,8 +23,17 @@ from ..passes.limits import (
     shared_layout,
 )
 from ..version import __version__
-from . import (half_pairs, ptx_math, ptx_mem, ptx_mma, ptx_ops, ptx_packed, ptx_wgmma,
-               ptx_workarounds, vector_access)
+from . import (
+    half_pairs,
+    ptx_math,
+    ptx_mem,
+    ptx_mma,
+    ptx_ops,
+    ptx_packed,
+    ptx_wgmma,
+    ptx_workarounds,
+    vector_access,
+)
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
 from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
 

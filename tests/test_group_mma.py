@@ -3,14 +3,13 @@ together (one wgmma per four warps on sm_90, ldmatrix + mma.sync elsewhere), che
 numpy on every backend, in the PTX simulator (the swizzled layout, sm_80's path) and as PTX."""
 import numpy as np
 import pytest
+from test_ptx import ptxas
 
 import kaio
 from kaio import f16, f32
 from kaio.backends.ptx import emit_ptx
 from kaio.kernels.ml import gemm as G
 from kaio.passes import target_pipeline
-
-from test_ptx import ptxas
 
 OUT = kaio.regions.warp_tiles((64, 64), (16, 64))
 
