@@ -15,8 +15,11 @@ empty compile-cache directory (``KAIO_CACHE_DIR``):
 - where the warm processes' time goes (median, each part exclusive of the others): importing
   numpy, ml_dtypes, kaio, kaio's CUDA backend and cuda.bindings; ``cuInit``; the context (the
   driver's calls apart from kaio's work); per first launch the warm key, the cache reads with
-  the signature and kaio's part of loading, the driver's module load, other driver calls, and
-  the rest (launch checks, plan, launch) beyond what a repeated launch costs.
+  the signature and kaio's part of loading (rows starting "-" are parts of these two: the
+  package stamp, the function's fingerprint, the signature, the verified cache reads), the
+  driver's module load, other driver calls, the first signature's launch checks and plan, the
+  ``compile()`` of the planned launch's guarded function, and the rest (the launch) beyond
+  what a repeated launch costs.
 
 Before measuring, kaio's modules are byte-compiled (``compileall``, what ``pip install`` does for
 a package it installs): an editable install under ``PYTHONDONTWRITEBYTECODE=1`` otherwise compiles
@@ -69,6 +72,7 @@ inner = [0.0]   # time of the timed calls inside the one running: each part is e
 def timed(owner, name, label):
     # wrap owner.name so that its calls add their own time to parts[label]
     f = getattr(owner, name)
+    static = isinstance(owner, type) and isinstance(owner.__dict__.get(name), staticmethod)
 
     def w(*a, **k):
         t = time.perf_counter()
@@ -79,7 +83,7 @@ def timed(owner, name, label):
             took = time.perf_counter() - t
             parts[label] = parts.get(label, 0.0) + took - inner.pop()
             inner[-1] += took
-    setattr(owner, name, w)
+    setattr(owner, name, staticmethod(w) if static else w)
 
 
 @kaio.kernel
@@ -100,6 +104,17 @@ def make():
 from kaio import warm
 timed(warm, "warm_key", "first launch: warm key")
 timed(warm, "lookup", "first launch: cache read, signature, kaio's load")
+# the parts of those, and the first signature's checks (each part exclusive of the others; a
+# function an older checkout lacks is skipped)
+from kaio import cache as kcache, launch as klaunch
+for owner, name, label in [
+        (warm, "package_stamp", "first launch: - warm key: package stamp (its import-time thread)"),
+        (warm, "function_key", "first launch: - warm key: function fingerprint"),
+        (warm, "kernel_from_json", "first launch: - signature from JSON"),
+        (kcache.CompileCache, "get", "first launch: - cache reads (verified)"),
+        (klaunch, "plan_launch", "first launch: launch checks + plan (once per signature)")]:
+    if hasattr(owner, name):
+        timed(owner, name, label)
 cuda = backend in ("cuda", "stub-driver")
 if cuda:   # the driver's own calls, apart from kaio's work around them
     t = time.perf_counter()
@@ -115,6 +130,12 @@ if cuda:   # the driver's own calls, apart from kaio's work around them
     drv.probe()
     parts["start: cuInit + device count"] = time.perf_counter() - t
     timed(drv, "call", "driver calls")
+    try:   # the guarded launch function a plan compiles from source (absent in older checkouts)
+        from kaio.backends import cuda_planned
+        timed(cuda_planned.PlannedLaunch, "_compile",
+              "first launch: planned launch: compile() of its guarded function")
+    except ImportError:
+        pass
     load = "first launch: module load (driver: cubin, or PTX)"
     timed(kcuda, "load_module", load)
     try:   # the cached cubin's load (kaio.backends.cuda_cubin; absent in older checkouts)
@@ -165,7 +186,7 @@ else:
         parts["first launch: other driver calls"] = parts.pop("driver calls", 0.0)
 launch_parts = [v for n, v in parts.items() if n.startswith("first launch:")]
 # what else the first call did beyond what the second (a repeated launch) does
-parts["first launch: the rest (checks, plan, ...)"] = first - second - sum(launch_parts)
+parts["first launch: the rest (launch, ...)"] = first - second - sum(launch_parts)
 print(json.dumps({"import_ms": t_import * 1e3, "init_ms": init * 1e3, "first_ms": (first - second) * 1e3,
                   "launch_ms": second * 1e3, "process_to_launch_ms": (time.perf_counter() - t0) * 1e3,
                   "import_cpu_ms": c_import * 1e3, "first_cpu_ms": first_cpu * 1e3,
@@ -228,16 +249,29 @@ def stub_driver(tmp: str, env: dict) -> None:
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (tmp, env.get("LD_LIBRARY_PATH")) if p)
 
 
+_ORDER = ["first launch: warm key", "first launch: - warm key: package stamp (its import-time thread)",
+          "first launch: - warm key: function fingerprint",
+          "first launch: cache read, signature, kaio's load", "first launch: - cache reads (verified)",
+          "first launch: - signature from JSON", "first launch: module load (driver: cubin, or PTX)",
+          "first launch: other driver calls",
+          "first launch: launch checks + plan (once per signature)",
+          "first launch: planned launch: compile() of its guarded function",
+          "first launch: the rest (launch, ...)"]
+
+
 def breakdown(kernels: dict) -> str:
     """The warm processes' parts (median ms): the one-time start, then each kernel's first
     launch; the driver's rows apart from kaio's."""
     first = next(iter(kernels.values()))["warm_median"]["parts_ms"]
     start = [(n, v) for n, v in first.items() if not n.startswith("first launch:")]
     out = ("\nWhere the time goes, warm cache (median ms of the warm processes; cuda.bindings, "
-           "cuInit, module load and driver calls are NVIDIA's, the rest kaio's):\n\n"
+           "cuInit, module load and driver calls are NVIDIA's, the rest kaio's; a row starting "
+           "'-' is a part of the nearest row above it without one, which shows its rest):\n\n"
            "| part | " + " | ".join(kernels) + " |\n|---|" + "---|" * len(kernels) + "\n")
     out += "".join(f"| {n} | {v:.2f} |" + " |" * (len(kernels) - 1) + "\n" for n, v in start)
-    names = [n for n in first if n.startswith("first launch:")]
+    # each part after the row it is part of (that row shows the rest of it)
+    names = sorted((n for n in first if n.startswith("first launch:")),
+                   key=lambda n: _ORDER.index(n) if n in _ORDER else len(_ORDER))
     for n in names:
         out += (f"| {n} | " + " | ".join(f"{k['warm_median']['parts_ms'].get(n, 0.0):.3f}"
                                          for k in kernels.values()) + " |\n")

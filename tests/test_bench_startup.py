@@ -17,7 +17,12 @@ PARTS = ["import numpy", "import kaio (its own)", "start: import cuda.bindings",
          "start: cuInit + device count", "start: context (driver calls)", "start: kaio's own",
          "first launch: warm key", "first launch: cache read, signature, kaio's load",
          "first launch: module load (driver: cubin, or PTX)",
-         "first launch: the rest (checks, plan, ...)"]
+         "first launch: the rest (launch, ...)",
+         "first launch: - warm key: package stamp (its import-time thread)",
+         "first launch: - warm key: function fingerprint", "first launch: - signature from JSON",
+         "first launch: - cache reads (verified)",
+         "first launch: launch checks + plan (once per signature)",
+         "first launch: planned launch: compile() of its guarded function"]
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the libcuda stub")
