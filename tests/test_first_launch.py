@@ -210,3 +210,66 @@ def test_a_forked_child_computes_its_own_stamp(monkeypatch):
     monkeypatch.setattr(warm, "_PREFETCH", (os.getpid(), done, ["this process's"]))
     monkeypatch.setattr(warm, "_STAMP", None)
     assert warm.package_stamp() == "this process's"
+
+
+# --- the frontend reads a kernel's source without tokenize --------------------------------------
+FUNCS = '''
+import kaio
+from kaio import f32
+
+
+def outer(scale):
+    @kaio.kernel
+    def nested(x: kaio.In[f32], y: kaio.Region[f32]):
+        for i in y.owned():
+            y[i] = max(x[i] * scale,
+                       0.0
+                       )   # the call's closing line has no code of its own
+        # a trailing comment
+    return nested
+
+
+@kaio.func
+def helper(v):
+    f = lambda t: t + 1.0  # noqa: E731
+    return f(v)
+
+
+def plain(a,
+          b):
+    return (a +
+            b)
+'''
+
+
+def test_frontend_source_lines_match_inspect_without_tokenize(tmp_path, monkeypatch):
+    import inspect
+    import tokenize
+
+    from kaio.frontend import diagnostics
+    mod, _ = _module(tmp_path, "funcs", FUNCS)
+    fns = [mod.outer(2.0).fn, mod.helper.fn, mod.plain]
+    want = {fn: inspect.getsourcelines(fn) for fn in fns}
+
+    def no_tokenize(*a, **k):
+        raise AssertionError("tokenize used")
+    monkeypatch.setattr(tokenize, "_tokenize", no_tokenize, raising=False)
+    monkeypatch.setattr(tokenize, "generate_tokens", no_tokenize)
+    for fn in fns:
+        lines, first, _, module = diagnostics._source_lines(fn, fn.__code__)
+        wlines, wfirst = want[fn]
+        assert first == wfirst
+        # the same lines, up to the lines after the last code inspect's block also holds
+        assert lines == wlines[:len(lines)] and "".join(wlines[len(lines):]).strip(" \n#") in (
+            "", "a trailing comment")
+        assert module.body[0].name == fn.__name__
+
+
+def test_frontend_source_falls_back_to_inspect(tmp_path):
+    from kaio.frontend import diagnostics
+    ns = {}
+    exec(compile("def made(x):\n    return x\n", "<made>", "exec"), ns)   # no file
+    assert diagnostics._source_lines(ns["made"], ns["made"].__code__) is None
+    mod, path = _module(tmp_path, "moved", FUNCS)
+    path.write_text("\n\n\n" + path.read_text())   # edited after import: lines moved
+    assert diagnostics._source_lines(mod.plain, mod.plain.__code__) is None

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
+import types
 
 from ..errors import CompileError
 from ..ir.core import Loc
@@ -45,21 +47,25 @@ def parse_function(fn, kernel_name: str) -> Source:
     if cached is not None and cached.fn is fn:
         return cached
     file = code.co_filename if code else "<unknown>"
-    try:
-        lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as e:
-        raise CompileError(f"cannot read the source of '{fn.__name__}': {e}", kernel=kernel_name,
-                           file=file, line=code.co_firstlineno if code else None,
-                           hint="kernels must be defined in a .py file (not typed into a REPL "
-                                "or built with exec)") from None
-    text = "".join(lines)
-    dedented = textwrap.dedent(text)
+    fast = _source_lines(fn, code)
+    if fast is not None:
+        lines, first, dedented, module = fast
+    else:
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise CompileError(f"cannot read the source of '{fn.__name__}': {e}",
+                               kernel=kernel_name, file=file,
+                               line=code.co_firstlineno if code else None,
+                               hint="kernels must be defined in a .py file (not typed into a "
+                                    "REPL or built with exec)") from None
+        dedented = textwrap.dedent("".join(lines))
+        try:
+            module = ast.parse(dedented)
+        except SyntaxError as e:  # pragma: no cover - Python already compiled it
+            raise CompileError(f"cannot parse '{fn.__name__}': {e.msg}", kernel=kernel_name,
+                               file=file, line=first + (e.lineno or 1) - 1) from None
     indent = _leading(lines[0]) - _leading(dedented.splitlines(True)[0])
-    try:
-        module = ast.parse(dedented)
-    except SyntaxError as e:  # pragma: no cover - Python already compiled it
-        raise CompileError(f"cannot parse '{fn.__name__}': {e.msg}", kernel=kernel_name,
-                           file=file, line=first + (e.lineno or 1) - 1) from None
     tree = module.body[0] if module.body else None
     if not isinstance(tree, ast.FunctionDef):
         raise CompileError(f"'{fn.__name__}' is not a plain `def` function", kernel=kernel_name,
@@ -75,6 +81,38 @@ def parse_function(fn, kernel_name: str) -> Source:
     if code is not None:
         _SOURCES[code] = src
     return src
+
+
+def _source_lines(fn, code):
+    """``(lines, first line, dedented text, ast.Module)`` as from ``inspect.getsourcelines(fn)``
+    and a parse, without ``tokenize``: the file's lines from the function's first line (its
+    first decorator, or ``def``) to the last line its code (nested code included) spans.
+    inspect finds the block's end by tokenizing it, whose first use in a process compiles
+    tokenize's regular expressions (~10 ms of a cold first compile). None where these lines
+    are not one whole ``def`` of that name (the caller then asks inspect)."""
+    if code is None or not hasattr(code, "co_positions"):   # Python 3.10: no end lines
+        return None
+    linecache.checkcache(code.co_filename)   # as inspect does: a rewritten file is read again
+    all_lines = linecache.getlines(code.co_filename, getattr(fn, "__globals__", None))
+    first = code.co_firstlineno
+    if not 0 < first <= len(all_lines) or not all_lines[first - 1].lstrip().startswith(
+            ("@", "def ", "def\t")):
+        return None
+    last, stack = first, [code]
+    while stack:
+        c = stack.pop()
+        last = max([last, *(p[1] for p in c.co_positions() if p[1] is not None)])
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    lines = all_lines[first - 1:last]
+    dedented = textwrap.dedent("".join(lines))
+    try:
+        module = ast.parse(dedented)
+    except SyntaxError:
+        return None
+    body = module.body
+    if len(body) != 1 or not isinstance(body[0], ast.FunctionDef) or body[0].name != code.co_name:
+        return None
+    return lines, first, dedented, module
 
 
 def _leading(line: str) -> int:
