@@ -273,3 +273,48 @@ def test_frontend_source_falls_back_to_inspect(tmp_path):
     mod, path = _module(tmp_path, "moved", FUNCS)
     path.write_text("\n\n\n" + path.read_text())   # edited after import: lines moved
     assert diagnostics._source_lines(mod.plain, mod.plain.__code__) is None
+
+
+# --- a process's first compile imports and prepares only what the kernel needs ----------------
+_COLD = r'''
+import json, sys, tokenize
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import kaio
+import coldk
+kaio.set_backend("reference")
+x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
+coldk.saxpy(2.0, x, y)
+assert (y == 2.0).all()
+after_saxpy = sorted(m for m in sys.modules if m.startswith("kaio.mathlib."))
+coldk.sines(x, y)
+assert np.allclose(y, np.sin(1.0))
+print(json.dumps({"saxpy": after_saxpy,
+                  "sines": sorted(m for m in sys.modules if m.startswith("kaio.mathlib.")),
+                  "tokenize_regexes": tokenize._compile.cache_info().currsize}))
+'''
+
+COLDK = '''
+import kaio
+from kaio import f32
+
+
+@kaio.kernel
+def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = a * x[i] + y[i]
+
+
+@kaio.kernel
+def sines(x: kaio.In[f32], y: kaio.Region[f32]):
+    for i in y.owned():
+        y[i] = kaio.math.sin(x[i])
+'''
+
+
+def test_a_first_compile_imports_only_the_math_it_uses(tmp_path):
+    (tmp_path / "coldk.py").write_text(COLDK)
+    got = _child(_COLD.replace("sys.argv[1]", repr(str(tmp_path))), KAIO_CACHE_DISABLE="1")
+    assert got["saxpy"] == ["kaio.mathlib.ctx"]          # no math: no family of the library
+    assert "kaio.mathlib.trig" in got["sines"] and "kaio.mathlib.hyper" not in got["sines"]
+    assert got["tokenize_regexes"] == 0                   # the frontend never tokenized a file
