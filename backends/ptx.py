@@ -590,7 +590,7 @@ class _Renderer:
     def op_barrier(self, op):
         if self.async_copies:     # kaio.mma.copy_tile is visible after the next barrier
             self.em.ins("cp.async.wait_all")
-        self.wgmma.before_barrier(self.em)
+        self.wgmma.before_barrier(self.em, op)
         self.em.ins("bar.sync 0")
 
     # --- warp ----------------------------------------------------------------------------
@@ -805,13 +805,17 @@ class _Renderer:
         self._moves(regs, [self.v(x) for x in inits], types)
         head, end = em.label("for"), em.label("endfor")
         up = self._step_up(op)
+        wg = self.wgmma.holds(body)
+        if wg:                  # nothing from before the loop runs into its first trip
+            self.wgmma.wait(em)
         em.place(head)
         stop = self._loop_exit(t, iv, self.v(ub), up)
         em.bra(end, stop)
-        wg = self.wgmma.holds(body)
         if wg:
-            self.wgmma.enter_loop(carried)
+            self.wgmma.enter_loop(op, carried)
         self.block(body)
+        if wg:                  # the trip's last wgmmas form a group before the back edge
+            self.wgmma.end_trip(em)
         self._yield_into(body, regs, types)
         em.ins(f"add.{bits_type(t).replace('b', 's')} {iv}, {iv}, {self.v(step)}")
         em.normalize(iv, t)
@@ -819,8 +823,8 @@ class _Renderer:
         em.place(end)
         for r, reg in zip(op.results, regs):
             em.define(r, reg)
-        if wg:
-            self.wgmma.leave_loop(op.results)
+        if wg:                  # after the last trip: every wgmma complete
+            self.wgmma.wait(em)
 
     def _step_up(self, op):
         """The loop's direction: True (step > 0: a constant, or attr ``step_sign = 1``), False

@@ -9,15 +9,17 @@ then emit nothing: wgmma reads the tiles through shared-memory descriptors (128-
 + ``mma.sync``), which computes the same product.
 
 wgmma is asynchronous: it writes the accumulator's registers and reads shared memory after it
-issues. :class:`Plan` keeps the language's synchronous meaning by waiting
-(``wgmma.wait_group 0``) before anything else touches a value a wgmma may still be writing
-(its result, aliased in place through a chain of group mmas and a loop's carried values),
-before every barrier (so the shared tiles may be overwritten after it, as the race checker
-already demands of any read) and at the kernel's end. A chain of group mmas in a K loop thus
-runs back to back on the tensor cores while the loop's copies issue. ``wgmma.fence`` goes
-before the first wgmma after the accumulator's registers were touched otherwise; shared
+issues. :class:`Plan` keeps the language's synchronous meaning. The accumulator chains in place
+(a group mma's result takes its accumulator's registers, through a K loop's carried values),
+and ``wgmma.wait_group 0`` precedes anything else that touches it. At a barrier, the wgmmas
+issued since the one before form a group (``commit_group``); groups may keep running through
+the barrier only if none reads a shared array written before the next barrier (the race
+checker already demands a barrier between any read and a later write by other threads), so
+``wait_group N`` keeps the newest such groups in flight: a K loop that refills the stage read
+two steps before keeps one step's products running while it waits and copies. ``wgmma.fence``
+goes before the first wgmma after the accumulator's registers were touched otherwise; shared
 writes of the generic proxy (``cp.async``, ``st.shared``) are fenced for the async proxy
-before each barrier.
+before each barrier. Branches and loop exits complete every wgmma.
 """
 from __future__ import annotations
 
@@ -31,15 +33,26 @@ _SWIZZLE_128B = 1 << 62
 _SBO = 1024                # bytes between 8-row groups of a swizzled operand (8 x 128 B)
 
 
+ALL = "all"     # in a group's reads or a barrier's writes: any shared array
+
+
 class Plan:
-    """Which group mmas of a kernel lower to wgmma, and the in-flight state while emitting."""
+    """Which group mmas of a kernel lower to wgmma, and the in-flight state while emitting.
+
+    wgmmas are committed as one group per barrier interval. At a barrier, the groups still
+    running may keep running only if none reads a shared array written before the next barrier
+    (:func:`_written_after`, wrapping around a loop body): ``wgmma.wait_group N`` keeps the
+    ``N`` most recent such groups in flight, so a K loop that refills the stage read two steps
+    before keeps one step's products running through the barrier."""
 
     def __init__(self, kernel, arch: str):
         self.lowered: dict[int, tuple] = {}    # id(mma op) -> (A load op, B load op)
         self.skip: set[int] = set()            # id(mma_load op) that emits nothing
-        self.pending = False                   # a wgmma may still run
-        self.inflight: set[int] = set()        # value ids whose registers it may write
+        self.groups: list[set] = []            # committed groups that may run: arrays read
+        self.batch: set | None = None          # wgmmas issued but not yet committed
+        self.inflight: set[int] = set()        # value ids whose registers a wgmma may write
         self.fenced = False
+        self.entry: dict[int, list] = {}       # id(for op) -> groups running as a trip starts
         if arch not in WGMMA_ARCHS:
             return
         ops = list(kernel.walk())
@@ -69,11 +82,46 @@ class Plan:
     def active(self) -> bool:
         return bool(self.lowered)
 
+    @property
+    def pending(self) -> bool:
+        return bool(self.groups) or self.batch is not None
+
+    def reads(self, op) -> set:
+        la, lb = self.lowered[id(op)]
+        return {_array(la.operands[0]), _array(lb.operands[0])}
+
     # --- the in-flight state ---------------------------------------------------------------
+    def issued(self, op) -> None:
+        self.batch = (self.batch or set()) | self.reads(op)
+        self.inflight.add(op.result.id)
+
+    def _commit(self, em) -> None:
+        if self.batch is not None:
+            if em is not None:
+                em.ins("wgmma.commit_group.sync.aligned")
+            self.groups.append(self.batch)
+            self.batch = None
+
     def wait(self, em) -> None:
+        """Complete every wgmma (before a use of what they write, a branch, a loop's exit)."""
         if self.pending:
+            self._commit(em)
             em.ins("wgmma.wait_group.sync.aligned 0")
-            self.pending = False
+            self.groups = []
+            self.fenced = False
+
+    def _settle(self, em, written: set) -> None:
+        """Wait for the groups that read any of ``written`` (and every older one)."""
+        self._commit(em)
+        keep = 0
+        for g in reversed(self.groups):
+            if ALL in g or ALL in written or g & written:
+                break
+            keep += 1
+        if keep < len(self.groups):
+            if em is not None:
+                em.ins(f"wgmma.wait_group.sync.aligned {keep}")
+            self.groups = self.groups[len(self.groups) - keep:]
             self.fenced = False
 
     def before(self, em, op) -> None:
@@ -83,31 +131,97 @@ class Plan:
             return
         own = id(op) in self.lowered
         if self.pending and any(v.id in self.inflight for i, v in enumerate(op.operands)
-                                if not (own and i == 2)):     # a chain's accumulator may run on
+                                if not (own and i == 2)):     # a chain's accumulator runs on
             self.wait(em)
         if not own and id(op) not in self.skip and any(
                 isinstance(v.type, FragType) for v in (*op.operands, *op.results)):
             self.fenced = False
 
-    def before_barrier(self, em) -> None:
+    def before_barrier(self, em, op) -> None:
         if self.active:
-            self.wait(em)
+            self._settle(em, _written_after(op))
             em.ins("fence.proxy.async.shared::cta")   # generic-proxy shared writes -> wgmma
 
-    def enter_loop(self, carried) -> None:
-        """A loop body holding wgmmas: from its second trip on, the last trip's may run."""
-        self.pending = True
+    def enter_loop(self, op, carried) -> None:
+        """A for loop's body holding wgmmas starts: from its second trip on, the groups the
+        body leaves running at its end (found by :meth:`_trip`) may still run."""
+        if id(op) not in self.entry:
+            self.entry[id(op)] = self._loop_entry(op)
+        self.groups = [set(g) for g in self.entry[id(op)]]
+        self.batch = None
         self.inflight |= {v.id for v in carried}
         self.fenced = False
 
-    def leave_loop(self, results) -> None:
-        self.pending = True
-        self.inflight |= {v.id for v in results}
+    def end_trip(self, em) -> None:
+        self._commit(em)
+
+    def _loop_entry(self, op) -> list:
+        end = []
+        for _ in range(3):      # the state a trip ends with, from the one it starts with
+            nxt = self._trip(op.regions[0], end)
+            if nxt is None:
+                return [{ALL}]
+            if nxt == end:
+                return end
+            end = nxt
+        return [{ALL}]
+
+    def _trip(self, body, groups) -> list | None:
+        """The groups running after one trip of ``body`` started with ``groups`` (None: the
+        body holds control flow with wgmmas or barriers, not followed here)."""
+        saved = (self.groups, self.batch, self.fenced)
+        self.groups, self.batch = [set(g) for g in groups], None
+        try:
+            for o in body.ops:
+                if o.opcode == "barrier":
+                    self._settle(None, _written_after(o))
+                elif id(o) in self.lowered:
+                    self.batch = (self.batch or set()) | self.reads(o)
+                elif o.regions and any(x.opcode == "barrier" or id(x) in self.lowered
+                                       for x in _walk(o)):
+                    return None
+            self._commit(None)
+            return self.groups
+        finally:
+            self.groups, self.batch, self.fenced = saved
 
     def holds(self, block) -> bool:
         """Whether ``block`` (or a region inside it) holds a lowered group mma."""
         return self.active and any(id(o) in self.lowered for op in block.ops
                                    for o in _walk(op))
+
+
+def _array(buf):
+    """The shared array op behind a buffer value (its id), or :data:`ALL`."""
+    o = buf.owner
+    return id(o) if getattr(o, "opcode", None) == "shared_array" else ALL
+
+
+def _writes(op) -> set:
+    """The shared arrays ``op`` (and its regions) may write."""
+    out = set()
+    for o in _walk(op):
+        if o.opcode == "mma_copy" or (o.opcode in ("store", "atomic")
+                                      and o.operands[0].type.space == "shared"):
+            out.add(_array(o.operands[0]))
+    return out
+
+
+def _written_after(barrier) -> set:
+    """The shared arrays written after ``barrier`` until the next one: on in its block, then
+    around to the top of a loop body (a loop's exit and a branch's end wait for every wgmma)."""
+    blk = barrier.parent
+    ops = blk.ops
+    i = next(k for k, o in enumerate(ops) if o is barrier)
+    loop = blk.parent is not None and blk.parent.opcode in ("for", "while")
+    out = set()
+    for o in ops[i + 1:] + (ops[:i] if loop else []):
+        if o.opcode == "barrier":
+            return out
+        out |= _writes(o)
+        if any(x.opcode == "barrier" for x in _walk(o)):
+            return out
+    return out
 
 
 def _walk(op):
@@ -196,6 +310,4 @@ def emit(r, op) -> None:
             plan.fenced = True
         em.ins(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{regs}}}, {da}, "
                f"{db}, {p}, 1, 1, {int(ta)}, {int(not tb)}")
-        em.ins("wgmma.commit_group.sync.aligned")
-    plan.pending = True
-    plan.inflight.add(op.result.id)
+    plan.issued(op)

@@ -88,16 +88,54 @@ def test_sm90_issues_wgmma_from_descriptors_and_assembles(ta, tb):
     ptxas(k.emit("ptx", "sm_80"), "sm_80")
 
 
-def test_group_gemm_pipeline_waits_only_at_barriers():
+def test_group_gemm_keeps_one_step_in_flight_through_each_barrier():
     """The library's warp-group GEMM: one wgmma per k16 step of every stage, the accumulator
-    chained in place through the K loop (no copies of its 128 registers), and a wait before
-    each barrier (the shared tiles are rewritten after it) and before the epilogue."""
+    chained in place through the K loop (no copies of its 128 registers), one commit per step,
+    and at each barrier a wait for all but the newest step (the stage refilled after it was
+    read two steps before), then one full wait before the epilogue."""
     ptx = G.gemm_kernel("f16", "f32", False, False, "wg128x256x64_s4").emit("ptx", "sm_90")
+    loop = ptx[ptx.index("$L_for_"):ptx.rindex("$L_endfor_")]
     assert ptx.count("wgmma.mma_async") == 16
-    assert ptx.count("bar.sync") == 4
-    assert ptx.count("wgmma.wait_group.sync.aligned 0") == 5
-    assert "mov.b32 %f" not in ptx.split("wgmma.fence")[1].split("wgmma.wait_group")[0]
+    assert ptx.count("bar.sync") == 4 and ptx.count("wgmma.commit_group") == 4
+    assert ptx.count("wgmma.wait_group.sync.aligned 1") == 4
+    assert ptx.count("wgmma.wait_group.sync.aligned 0") == 1
+    assert ptx.index("wgmma.wait_group.sync.aligned 0") > ptx.rindex("bra.uni")
+    assert "mov.b32 %f" not in loop
     ptxas(ptx, "sm_90")
+
+
+@kaio.kernel(block=(128,))
+def refill_after_read(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Region[f32, 2, OUT]):
+    """One stage: the tile is refilled right after the barrier that follows its products."""
+    As = kaio.mma.shared_tile(f16, (64, 64))
+    Bs = kaio.mma.shared_tile(f16, (64, 64))
+    acc = kaio.mma.fill(f32, 0.0, m=16, n=64)
+    kaio.mma.copy_tile(Bs, B, 0, 0)
+    for k0 in range(0, A.shape[1], 64):
+        kaio.mma.copy_tile(As, A, 0, k0)
+        kaio.sync()
+        acc = kaio.mma.group_mma(As, Bs, acc, 0, 0, 0, k=64)
+        kaio.sync()
+    w = kaio.thread_idx.x // kaio.warp_size
+    kaio.mma.store(C, kaio.block_idx.y * 64 + 16 * w, kaio.block_idx.x * 64, acc)
+
+
+def test_a_tile_refilled_after_the_next_barrier_waits_for_every_wgmma(backend):
+    """The copy after the second barrier (at the next trip's top) overwrites what the wgmmas
+    read: that barrier waits for all of them (wait_group 0); the first then has none running."""
+    ptx = refill_after_read.emit("ptx", "sm_90")
+    loop = ptx[ptx.index("$L_for_"):ptx.rindex("$L_endfor_")]
+    assert loop.count("wgmma.wait_group") == 1
+    second = loop.split("bar.sync")[1]
+    assert "wgmma.wait_group.sync.aligned 0" in second and "wgmma.mma_async" in second
+    ptxas(ptx, "sm_90")
+    g = np.random.default_rng(2)
+    a = g.integers(-3, 4, (64, 192)).astype(np.float16)
+    b = g.integers(-3, 4, (64, 64)).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    refill_after_read[(1,), (4 * kaio.backends.get_backend().warp_size,)](a, b, c)
+    exact = sum(a[:, k:k + 64].astype(np.float64) @ b.astype(np.float64) for k in range(0, 192, 64))
+    np.testing.assert_array_equal(c, exact)
 
 
 def test_group_mma_origin_must_be_block_uniform():

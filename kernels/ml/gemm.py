@@ -48,7 +48,7 @@ TILES = {
     # warp-group tilings (kaio.mma.group_mma; wgmma on sm_90): warp w owns 16 rows x all BN
     "wg128x256x64_s4": (128, 256, 64, 16, 256, 4),
     "wg128x128x64_s5": (128, 128, 64, 16, 128, 5),
-    "wg128x256x64_s3": (128, 256, 64, 16, 256, 3),
+    "wg128x128x64_s6": (128, 128, 64, 16, 128, 6),
 }
 DEFAULT_TILE = "128x128x32_w64x32"
 BM, BN, BK, WM, WN, _ = TILES[DEFAULT_TILE]
@@ -177,8 +177,10 @@ def gemm_kernel(dtype: str, out: str, trans_a: bool, trans_b: bool, tile: str = 
 def _group_kernel(dt, ot, trans_a, trans_b, tile, threads, out_tiles, stage):
     """The warp-group form: the block's warps split the block tile's rows 16 each and share its
     columns, multiplying whole staged tiles with ``kaio.mma.group_mma`` (one wgmma per four
-    warps on sm_90, from 128-byte-swizzled ``kaio.mma.shared_tile`` arrays). S stages: S - 1
-    K-steps in flight; each step's copies issue while the tensor cores multiply it."""
+    warps on sm_90, from 128-byte-swizzled ``kaio.mma.shared_tile`` arrays). S >= 4 stages:
+    S - 2 K-steps of copies in flight; each step refills the stage read two steps before, so
+    on sm_90 one step's products keep running through the next barrier (kaio's PTX waits only
+    for wgmmas reading what is written after a barrier: backends/ptx_wgmma.py)."""
     BM, BN, BK, _, _, S = TILES[tile]
     a_tile = (BK, BM) if trans_a else (BM, BK)
     b_tile = (BN, BK) if trans_b else (BK, BN)
@@ -186,41 +188,43 @@ def _group_kernel(dt, ot, trans_a, trans_b, tile, threads, out_tiles, stage):
     @kaio.kernel(block=(threads,))
     def gemm_group(A: kaio.In[dt, 2], B: kaio.In[dt, 2], C: kaio.Region[ot, 2, out_tiles],
                    alpha: f32, beta: f32):
-        if S == 3:     # compile-time: only the taken branch is compiled
-            As = (kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile),
-                  kaio.mma.shared_tile(dt, a_tile))
-            Bs = (kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile),
-                  kaio.mma.shared_tile(dt, b_tile))
-        elif S == 4:
+        if S == 4:     # compile-time: only the taken branch is compiled
             As = (kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile),
                   kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile))
             Bs = (kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile),
                   kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile))
-        else:
+        elif S == 5:
             As = (kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile),
                   kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile),
                   kaio.mma.shared_tile(dt, a_tile))
             Bs = (kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile),
                   kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile),
                   kaio.mma.shared_tile(dt, b_tile))
+        else:
+            As = (kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile),
+                  kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile),
+                  kaio.mma.shared_tile(dt, a_tile), kaio.mma.shared_tile(dt, a_tile))
+            Bs = (kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile),
+                  kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile),
+                  kaio.mma.shared_tile(dt, b_tile), kaio.mma.shared_tile(dt, b_tile))
         row0 = kaio.block_idx.y * BM
         col0 = kaio.block_idx.x * BN
         K = A.shape[0] if trans_a else A.shape[1]
         acc = kaio.mma.fill(f32, 0.0, m=16, n=BN)
-        for s in kaio.static_range(S - 1):
+        for s in kaio.static_range(S - 2):
             stage(As[s], Bs[s], A, B, row0, col0, s * BK)
         for k0 in range(0, K, S * BK):
             for s in kaio.static_range(S):
-                # step s complete (two copies a step, S - 2 younger steps in flight) and
-                # visible; every warp's products of the step before are done (a barrier
-                # completes them), so its buffers take the step S - 1 ahead
-                kaio.mma.copy_wait(pending=2 * (S - 2))
+                # step s complete (two copies a step, S - 3 younger steps in flight) and
+                # visible; the products of two steps before are done in every warp (the
+                # barrier), so their buffers take the step S - 2 ahead
+                kaio.mma.copy_wait(pending=2 * (S - 3))
                 kaio.sync()
                 for kk in kaio.static_range(BK // 16):
                     acc = kaio.mma.group_mma(As[s], Bs[s], acc, 0, 0, kk * 16,
                                              trans_a=trans_a, trans_b=trans_b)
-                nxt = (s + S - 1) % S
-                stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 1) * BK)
+                nxt = (s + S - 2) % S
+                stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
         warp = kaio.thread_idx.x // kaio.warp_size
         kaio.mma.store(C, row0 + 16 * warp, col0, acc, alpha=alpha, beta=beta)
 
