@@ -139,8 +139,11 @@ def prefetch_stamp() -> None:
     out: list = []
     t = threading.Thread(target=lambda: out.append(_stamp(where)), name="kaio-package-stamp",
                          daemon=True)
+    try:
+        t.start()
+    except RuntimeError:   # no thread to be had (a limit on threads): package_stamp computes it
+        return
     _PREFETCH = (os.getpid(), t, out)
-    t.start()
 
 
 # the compile cache keeps the compiler's fingerprint under this stamp (kaio.cache sits below
