@@ -6,7 +6,8 @@ to find its code on disk. This module adds a first-level key computed from the P
 itself (:func:`warm_key`):
 
 - the function's code object (bytecode, constants, names, line table, file and first line)
-  and its source lines as the file holds them now;
+  and its source lines as the file holds them now (a file of kaio's own, the kernel library's,
+  is covered by the package stamp below, which any edit to it changes: not read again);
 - the value of every global and closure name it reads, and, for each ``@kaio.func`` among
   them, the same for that function, transitively (:func:`value_print`);
 - its parameters (names, kinds, annotations, defaults), the Const values of this
@@ -85,15 +86,21 @@ def package_stamp() -> str:
     wheel, its dist-info RECORD, rewritten by every install (:func:`installed_record`): one
     stat instead of one per file. In a checkout the stat calls start in a thread at ``import
     kaio`` (:func:`prefetch_stamp`); this waits for it."""
-    global _STAMP
+    global _STAMP, _COVERED
     if _STAMP is None:
         got = None
         pre = _PREFETCH
         if pre is not None and pre[0] == os.getpid():   # a forked child computes its own
             pre[1].join()
             got = pre[2][0] if pre[2] else None
-        _STAMP = got if got is not None else _stamp(_stamp_roots())
+        stamp, covered = got if got is not None else _stamp(_stamp_roots())
+        _STAMP, _COVERED = stamp, covered
     return _STAMP
+
+
+#: the files the package stamp covers: a set of paths (a checkout, stamped file by file) or a
+#: tuple of folders (an installed wheel, stamped by its RECORD); None until it is computed
+_COVERED = None
 
 
 def _stamp_roots() -> tuple:
@@ -107,17 +114,33 @@ def _stamp_roots() -> tuple:
     return package, roots
 
 
-def _stamp(where: tuple) -> str:
+def _stamp(where: tuple) -> tuple:
+    """(the stamp, the files it covers: see :data:`_COVERED`)."""
     package, roots = where
     h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
     record = installed_record(package, roots)
     if record is not None:
         h.update(record.encode())
-    else:
-        for root in sorted(roots):
-            h.update("".join(f"{path}\0{size}\0{mtime}\n"
-                             for path, size, mtime in _files(root)).encode())
-    return h.hexdigest()
+        return h.hexdigest(), tuple(sorted(r + os.sep for r in roots))
+    covered = set()
+    for root in sorted(roots):
+        files = _files(root)
+        covered.update(path for path, _, _ in files)
+        h.update("".join(f"{path}\0{size}\0{mtime}\n" for path, size, mtime in files).encode())
+    return h.hexdigest(), frozenset(covered)
+
+
+def _stamped(path: str) -> bool:
+    """Whether file ``path`` is one the package stamp covers (a module of kaio's own: the kernel
+    library's kernels), so that any edit to it changes the stamp."""
+    if _COVERED is None:
+        package_stamp()
+    covered = _COVERED
+    if covered is None:   # a stamp set by hand (tests): nothing known to be covered
+        return False
+    if isinstance(covered, tuple):
+        return path.endswith(".py") and os.path.abspath(path).startswith(covered)
+    return path in covered
 
 
 def prefetch_stamp() -> None:
@@ -129,12 +152,12 @@ def prefetch_stamp() -> None:
     is off (no warm key is computed). The folders are found here, in the importing thread
     (the thread imports nothing); the thread leaves its result for :func:`package_stamp`,
     which is the one to set it."""
-    global _PREFETCH, _STAMP
+    global _PREFETCH
     if _STAMP is not None or _PREFETCH is not None or settings().cache_disable:
         return
     where = _stamp_roots()
     if installed_record(*where) is not None:
-        _STAMP = _stamp(where)
+        package_stamp()
         return
     out: list = []
     t = threading.Thread(target=lambda: out.append(_stamp(where)), name="kaio-package-stamp",
@@ -213,7 +236,9 @@ def function_print(fn, _active: dict | None = None) -> str:
     codes = list(_codes(code))
     for c in codes:
         _code_bytes(h, c)
-    h.update(_source(code, codes))
+    # the lines as the file holds them now; a file of kaio's own (a library kernel) is in the
+    # package stamp already, which changes with any edit to it: not read again here
+    h.update(b"stamped" if _stamped(code.co_filename) else _source(code, codes))
     names = sorted({n for c in codes for n in c.co_names})
     glb = fn.__globals__
     for n in names:

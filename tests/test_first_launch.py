@@ -167,7 +167,7 @@ pre = warm._PREFETCH
 started = pre is not None and pre[1].name == "kaio-package-stamp"
 stamp = warm.package_stamp()
 print(json.dumps({"started": started, "pid_ok": pre is None or pre[0] == os.getpid(),
-                  "same": stamp == warm._stamp(warm._stamp_roots()),
+                  "same": stamp == warm._stamp(warm._stamp_roots())[0],
                   "alive": [t.name for t in threading.enumerate() if t.name == "kaio-package-stamp"]}))
 '''
 
@@ -204,10 +204,11 @@ def test_a_forked_child_computes_its_own_stamp(monkeypatch):
     done.start()
     done.join()
     # a stamp a thread of another process (the parent, before a fork) would have left
-    monkeypatch.setattr(warm, "_PREFETCH", (os.getpid() + 1, done, ["the parent's"]))
+    monkeypatch.setattr(warm, "_PREFETCH", (os.getpid() + 1, done, [("the parent's", None)]))
     monkeypatch.setattr(warm, "_STAMP", None)
-    assert warm.package_stamp() == warm._stamp(warm._stamp_roots())
-    monkeypatch.setattr(warm, "_PREFETCH", (os.getpid(), done, ["this process's"]))
+    monkeypatch.setattr(warm, "_COVERED", None)
+    assert warm.package_stamp() == warm._stamp(warm._stamp_roots())[0]
+    monkeypatch.setattr(warm, "_PREFETCH", (os.getpid(), done, [("this process's", None)]))
     monkeypatch.setattr(warm, "_STAMP", None)
     assert warm.package_stamp() == "this process's"
 
@@ -318,3 +319,23 @@ def test_a_first_compile_imports_only_the_math_it_uses(tmp_path):
     assert got["saxpy"] == ["kaio.mathlib.ctx"]          # no math: no family of the library
     assert "kaio.mathlib.trig" in got["sines"] and "kaio.mathlib.hyper" not in got["sines"]
     assert got["tokenize_regexes"] == 0                   # the frontend never tokenized a file
+
+
+def test_a_library_kernels_source_is_covered_by_the_package_stamp(tmp_path, monkeypatch):
+    from kaio.kernels.ml.norms import softmax_kernel
+    opened = []
+    real_open = builtins.open
+
+    def counting(file, *a, **k):
+        opened.append(os.fspath(file))
+        return real_open(file, *a, **k)
+    monkeypatch.setattr(warm, "open", counting, raising=False)
+    monkeypatch.setattr(warm, "_LINES", {})
+    lib = softmax_kernel("f32", "f32")
+    assert warm._stamped(lib.fn.__code__.co_filename)
+    warm.function_print(lib.fn)
+    assert opened == []         # kaio's own file: the stamp (path, size, mtime) stands for it
+    mod, path = _module(tmp_path, "user_kernels", SRC)
+    assert not warm._stamped(str(path))
+    warm.function_print(mod.k1.fn)
+    assert opened == [str(path)]   # a user's file: its lines are read and hashed
