@@ -51,7 +51,10 @@ class Stage:
 
 
 class Artifacts(dict):
-    """Stage name -> artifact, in the order computed (``ir`` first)."""
+    """Stage name -> artifact, in the order computed (``ir`` first). ``cache_key``: the compile
+    cache's key of the loaded artifact, where :func:`build` went through the cache."""
+
+    cache_key: str | None = None
 
     def text(self, name: str) -> str:
         """A stage's artifact as text (IR is printed)."""
@@ -333,9 +336,11 @@ def build(kernel, options: CompileOptions, cache=None) -> Artifacts:
     key = cache_key(print_kernel(kernel), options.target, options.key())
     hit = cache.get(key)
     if hit is not None:
-        return Artifacts(ir=launched(kernel, options), **{t.loads: hit})
-    arts = _checked(t.run(kernel, options, until))
-    cache.put(key, arts[t.loads])
+        arts = Artifacts(ir=launched(kernel, options), **{t.loads: hit})
+    else:
+        arts = _checked(t.run(kernel, options, until))
+        cache.put(key, arts[t.loads])
+    arts.cache_key = key   # the warm entry points to it (kaio.warm.store): not printed again
     return arts
 
 

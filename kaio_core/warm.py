@@ -435,8 +435,9 @@ def store(cache, key: str, compiled, frontend_ir, elems, target) -> None:
     if target.family == "reference":
         entry["lowered"] = print_kernel(compiled.artifacts["lowered"])
     else:
-        # the artifact's own key, as kaio.backends.targets.build computed it
-        entry["key"] = cache_key(print_kernel(frontend_ir), options.target, options.key())
+        # the artifact's own key, as kaio.backends.targets.build computed it (and kept)
+        entry["key"] = (getattr(compiled.artifacts, "cache_key", None)
+                        or cache_key(print_kernel(frontend_ir), options.target, options.key()))
         entry["loads"] = target.loads
         if cache.get(entry["key"]) is None:
             return   # not in the cache (a disk error, a cache that keeps nothing)

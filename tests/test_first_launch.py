@@ -339,3 +339,38 @@ def test_a_library_kernels_source_is_covered_by_the_package_stamp(tmp_path, monk
     assert not warm._stamped(str(path))
     warm.function_print(mod.k1.fn)
     assert opened == [str(path)]   # a user's file: its lines are read and hashed
+
+
+# --- a cold compile prints the kernel once -------------------------------------------------------
+def _quadruple(x, y):
+    for i in y.owned():
+        y[i] = x[i] * 4.0
+
+
+def test_the_warm_entry_points_to_the_key_build_computed(tmp_path, monkeypatch):
+    import json
+
+    import kaio
+    from kaio import f32
+    from kaio.backends.targets import get_target
+    from kaio.cache import CompileCache, set_default_cache
+
+    class Stub(kaio.backends.Backend):
+        name = "stub"
+
+        def compile_options(self, kernel_options=None):
+            return get_target("sm_90").options(kernel_options, ptx_version="8.0")
+    _quadruple.__annotations__ = {"x": kaio.In[f32], "y": kaio.Region[f32]}
+    disk = CompileCache(tmp_path / "c", disk=True)
+    set_default_cache(disk)
+    try:
+        printed = []
+        real = warm.print_kernel
+        monkeypatch.setattr(warm, "print_kernel", lambda k: printed.append(k) or real(k))
+        compiled = kaio.kernel(_quadruple).compile(Stub())
+        entries = [json.loads(disk.get(k)) for k in disk.stored_keys() if k.startswith("w")]
+        assert len(entries) == 1 and entries[0]["key"] == compiled.artifacts.cache_key
+        assert disk.get(entries[0]["key"]) == compiled.artifacts["ptx"]
+        assert printed == []     # the key build computed, not the kernel printed again
+    finally:
+        set_default_cache(None)
