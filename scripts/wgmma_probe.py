@@ -206,5 +206,48 @@ def main():
                         sys.exit(1)
 
 
+def versus_library():
+    """cuBLAS, this probe (N-major B, S=4) and the library's warp-group GEMM, interleaved three
+    times per size (clocks drift under a sustained tensor load: the same kernel measured apart
+    differs by up to 14% on this machine)."""
+    from kaio.kernels.ml import gemm as G
+    torch.zeros(1, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    src, smem, T, BM = ptx(BN=256, S=4, lbo_b=64 * 128, sbo_b=1024)
+    fn = build(src)
+    chk(cu.cuFuncSetAttribute(
+        fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
+    for n in (4096, 8192):
+        A = torch.randn(n, n, device="cuda", dtype=torch.float16)
+        B = torch.randn(n, n, device="cuda", dtype=torch.float16)
+        C = torch.empty(n, n, device="cuda", dtype=torch.float32)
+        lib = {}
+        for tile in ("wg128x256x64_s4", "wg128x256x64_s4_cf"):
+            kern = G.gemm_kernel("f16", "f32", False, False, tile)
+            grid, block = G.launch_config(n, n, tile)
+            lib[tile] = kern[grid, block, 0, torch.cuda.current_stream()]
+        cases = {"cuBLAS": lambda: torch.matmul(A, B),
+                 "probe": lambda: launch(fn, smem, T, BM, 256, A, B, C, n, n, n, stream),
+                 "kaio": lambda: lib["wg128x256x64_s4"](A, B, C, 1.0, 0.0),
+                 "kaio_cf": lambda: lib["wg128x256x64_s4_cf"](A, B, C, 1.0, 0.0)}
+        for f in cases.values():
+            f()
+        torch.cuda.synchronize()
+        for rnd in range(3):
+            for name, f in cases.items():
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                for _ in range(20):
+                    f()
+                e1.record()
+                torch.cuda.synchronize()
+                t = e0.elapsed_time(e1) / 20
+                print(f"n={n} round {rnd} {name:7s} {t * 1e3:8.1f} us {2.0 * n ** 3 / t / 1e9:6.1f} "
+                      "TFLOP/s", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    if "--vs-library" in sys.argv:
+        versus_library()
+    else:
+        main()

@@ -47,6 +47,7 @@ TILES = {
     "256x128x64_w64x64_s3": (256, 128, 64, 64, 64, 3),
     # warp-group tilings (kaio.mma.group_mma; wgmma on sm_90): warp w owns 16 rows x all BN
     "wg128x256x64_s4": (128, 256, 64, 16, 256, 4),
+    "wg128x256x64_s4_cf": (128, 256, 64, 16, 256, 4),      # copies before the products
     "wg128x128x64_s5": (128, 128, 64, 16, 128, 5),
     "wg128x128x64_s6": (128, 128, 64, 16, 128, 6),
 }
@@ -182,6 +183,7 @@ def _group_kernel(dt, ot, trans_a, trans_b, tile, threads, out_tiles, stage):
     on sm_90 one step's products keep running through the next barrier (kaio's PTX waits only
     for wgmmas reading what is written after a barrier: backends/ptx_wgmma.py)."""
     BM, BN, BK, _, _, S = TILES[tile]
+    copies_first = tile.endswith("_cf")
     a_tile = (BK, BM) if trans_a else (BM, BK)
     b_tile = (BN, BK) if trans_b else (BK, BN)
 
@@ -220,11 +222,14 @@ def _group_kernel(dt, ot, trans_a, trans_b, tile, threads, out_tiles, stage):
                 # barrier), so their buffers take the step S - 2 ahead
                 kaio.mma.copy_wait(pending=2 * (S - 3))
                 kaio.sync()
+                nxt = (s + S - 2) % S
+                if copies_first:
+                    stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
                 for kk in kaio.static_range(BK // 16):
                     acc = kaio.mma.group_mma(As[s], Bs[s], acc, 0, 0, kk * 16,
                                              trans_a=trans_a, trans_b=trans_b)
-                nxt = (s + S - 2) % S
-                stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
+                if not copies_first:
+                    stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
         warp = kaio.thread_idx.x // kaio.warp_size
         kaio.mma.store(C, row0 + 16 * warp, col0, acc, alpha=alpha, beta=beta)
 
