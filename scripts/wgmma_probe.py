@@ -222,14 +222,14 @@ def versus_library():
         B = torch.randn(n, n, device="cuda", dtype=torch.float16)
         C = torch.empty(n, n, device="cuda", dtype=torch.float32)
         lib = {}
-        for tile in ("wg128x256x64_s4", "wg128x256x64_s4_cf"):
+        for tile in ("wg128x256x64_s4", "wg128x128x64_s5"):
             kern = G.gemm_kernel("f16", "f32", False, False, tile)
             grid, block = G.launch_config(n, n, tile)
             lib[tile] = kern[grid, block, 0, torch.cuda.current_stream()]
         cases = {"cuBLAS": lambda: torch.matmul(A, B),
                  "probe": lambda: launch(fn, smem, T, BM, 256, A, B, C, n, n, n, stream),
                  "kaio": lambda: lib["wg128x256x64_s4"](A, B, C, 1.0, 0.0),
-                 "kaio_cf": lambda: lib["wg128x256x64_s4_cf"](A, B, C, 1.0, 0.0)}
+                 "kaio_s5": lambda: lib["wg128x128x64_s5"](A, B, C, 1.0, 0.0)}
         for f in cases.values():
             f()
         torch.cuda.synchronize()

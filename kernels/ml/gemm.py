@@ -47,7 +47,6 @@ TILES = {
     "256x128x64_w64x64_s3": (256, 128, 64, 64, 64, 3),
     # warp-group tilings (kaio.mma.group_mma; wgmma on sm_90): warp w owns 16 rows x all BN
     "wg128x256x64_s4": (128, 256, 64, 16, 256, 4),
-    "wg128x256x64_s4_cf": (128, 256, 64, 16, 256, 4),      # copies before the products
     "wg128x128x64_s5": (128, 128, 64, 16, 128, 5),
     "wg128x128x64_s6": (128, 128, 64, 16, 128, 6),
 }
@@ -179,11 +178,10 @@ def _group_kernel(dt, ot, trans_a, trans_b, tile, threads, out_tiles, stage):
     """The warp-group form: the block's warps split the block tile's rows 16 each and share its
     columns, multiplying whole staged tiles with ``kaio.mma.group_mma`` (one wgmma per four
     warps on sm_90, from 128-byte-swizzled ``kaio.mma.shared_tile`` arrays). S >= 4 stages:
-    S - 2 K-steps of copies in flight; each step refills the stage read two steps before, so
+    S - 2 K-steps of copies in flight; each step first refills the stage read two steps before, so
     on sm_90 one step's products keep running through the next barrier (kaio's PTX waits only
     for wgmmas reading what is written after a barrier: backends/ptx_wgmma.py)."""
     BM, BN, BK, _, _, S = TILES[tile]
-    copies_first = tile.endswith("_cf")
     a_tile = (BK, BM) if trans_a else (BM, BK)
     b_tile = (BN, BK) if trans_b else (BK, BN)
 
@@ -222,14 +220,13 @@ def _group_kernel(dt, ot, trans_a, trans_b, tile, threads, out_tiles, stage):
                 # barrier), so their buffers take the step S - 2 ahead
                 kaio.mma.copy_wait(pending=2 * (S - 3))
                 kaio.sync()
+                # the copies first: measured 2-7% faster than after the products (H200,
+                # scripts/wgmma_probe.py --vs-library)
                 nxt = (s + S - 2) % S
-                if copies_first:
-                    stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
+                stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
                 for kk in kaio.static_range(BK // 16):
                     acc = kaio.mma.group_mma(As[s], Bs[s], acc, 0, 0, kk * 16,
                                              trans_a=trans_a, trans_b=trans_b)
-                if not copies_first:
-                    stage(As[nxt], Bs[nxt], A, B, row0, col0, k0 + (s + S - 2) * BK)
         warp = kaio.thread_idx.x // kaio.warp_size
         kaio.mma.store(C, row0 + 16 * warp, col0, acc, alpha=alpha, beta=beta)
 
