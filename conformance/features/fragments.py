@@ -283,9 +283,45 @@ def _exact_case():
                                "exact in f32, so bitwise on every target")
 
 
+@kaio.kernel(block=THREADS)
+def fragment_group(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[f32, 2]):
+    """kaio.mma.group_mma from kaio.mma.shared_tile arrays (wgmma on sm_90, the warp's own
+    fragments elsewhere): warp w takes A's rows 16 w, all of B's 64 columns, B held n x k."""
+    As = kaio.mma.shared_tile(f16, (64, 64))
+    Bs = kaio.mma.shared_tile(f16, (64, 64))
+    kaio.mma.copy_tile(As, A, 0, 0)
+    kaio.mma.copy_tile(Bs, B, 0, 0)
+    kaio.sync()
+    acc = kaio.mma.fill(f32, 0.0, m=16, n=64)
+    for kk in kaio.static_range(2):
+        acc = kaio.mma.group_mma(As, Bs, acc, 0, 0, kk * 32, k=32, trans_b=True)
+    kaio.mma.store(C, (kaio.thread_idx.x // kaio.warp_size) * 16, 0, acc)
+
+
+def _group_case():
+    g = np.random.default_rng(17)
+    inp = {"a": g.integers(-4, 5, (64, 60)).astype(np.float16),      # ragged K: zero-filled
+           "b": g.integers(-4, 5, (64, 60)).astype(np.float16)}
+
+    def run(i):
+        c = np.full((64, 64), -1.0, np.float32)
+        fragment_group[1, THREADS](i["a"], i["b"], c)
+        return {"c": c}
+
+    def expected(i, warp):
+        c = (i["a"].astype(np.float64) @ i["b"].astype(np.float64).T).astype(np.float32)
+        c[16 * (THREADS // warp):] = -1.0              # rows past the block's warps
+        return {"c": c}
+    return feature("fragment_group", lambda: inp, run, expected, vs_numpy=BITWISE, rule=BITWISE,
+                   width_dependent=True,
+                   description="kaio.mma.group_mma: the block's warps multiply 128-byte-swizzled "
+                               "shared tiles together (one wgmma per four warps on sm_90), B "
+                               "held transposed, ragged K zero-filled; small integers, bitwise")
+
+
 def cases():
     out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case(),
-           _apply_case(), _rows_case()]
+           _apply_case(), _rows_case(), _group_case()]
     for c in out[:4]:
         c.order_dependent = ORDER
     return out
