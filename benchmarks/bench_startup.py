@@ -48,6 +48,30 @@ import sys
 import tempfile
 import time
 
+#: ``timed(owner, name, label)``, for a child script that keeps its parts in a dict ``parts``:
+#: wraps ``owner.name`` so that its calls add their own time, exclusive of the other timed
+#: calls inside them, to ``parts[label]`` (scripts/profile_first_launch.py uses it too)
+TIMED = r'''
+import time as _time
+inner = [0.0]   # time of the timed calls inside the one running: each part is exclusive
+
+
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    static = isinstance(owner, type) and isinstance(owner.__dict__.get(name), staticmethod)
+
+    def w(*a, **k):
+        t = _time.perf_counter()
+        inner.append(0.0)
+        try:
+            return f(*a, **k)
+        finally:
+            took = _time.perf_counter() - t
+            parts[label] = parts.get(label, 0.0) + took - inner.pop()
+            inner[-1] += took
+    setattr(owner, name, staticmethod(w) if static else w)
+'''
+
 _CHILD = r'''
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
@@ -66,24 +90,7 @@ parts = {"import numpy": t_numpy, "import ml_dtypes": t_ml,
          "import kaio (its own)": t_import - t_numpy - t_ml}
 
 
-inner = [0.0]   # time of the timed calls inside the one running: each part is exclusive
-
-
-def timed(owner, name, label):
-    # wrap owner.name so that its calls add their own time to parts[label]
-    f = getattr(owner, name)
-    static = isinstance(owner, type) and isinstance(owner.__dict__.get(name), staticmethod)
-
-    def w(*a, **k):
-        t = time.perf_counter()
-        inner.append(0.0)
-        try:
-            return f(*a, **k)
-        finally:
-            took = time.perf_counter() - t
-            parts[label] = parts.get(label, 0.0) + took - inner.pop()
-            inner[-1] += took
-    setattr(owner, name, staticmethod(w) if static else w)
+%TIMED%
 
 
 @kaio.kernel
@@ -302,7 +309,7 @@ def main(argv=None) -> int:
                KAIO_PROGRESS="0")
     script = os.path.join(tmp, "startup_child.py")   # kernels need a file: kaio reads their source
     with open(script, "w") as f:
-        f.write(_CHILD)
+        f.write(_CHILD.replace("%TIMED%", TIMED))
     env.pop("KAIO_CACHE_DISABLE", None)
     if a.backend == "stub-driver":
         stub_driver(tmp, env)

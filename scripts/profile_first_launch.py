@@ -45,26 +45,8 @@ def saxpy(a: f32, x: kaio.In[f32], y: kaio.Region[f32]):
         y[i] = a * x[i] + y[i]
 
 
-parts, inner = {}, [0.0]
-
-
-def timed(owner, name, label):
-    """Wrap owner.name: its calls add their own time (exclusive of other timed calls) to
-    parts[label]."""
-    f = getattr(owner, name)
-    static = isinstance(owner.__dict__.get(name), staticmethod) if isinstance(owner, type) else False
-
-    def w(*a, **k):
-        t = time.perf_counter()
-        inner.append(0.0)
-        try:
-            return f(*a, **k)
-        finally:
-            took = time.perf_counter() - t
-            parts[label] = parts.get(label, 0.0) + took - inner.pop()
-            inner[-1] += took
-    setattr(owner, name, staticmethod(w) if static else w)
-
+parts = {}
+%TIMED%
 
 from kaio import cache, launch, warm
 from kaio.backends import cuda, cuda_cubin, cuda_planned
@@ -210,8 +192,10 @@ def main(argv=None) -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *(os.path.join(ROOT, d) for d in (
         "kaio_core", "backends", "regions", "kernels"))], check=False, capture_output=True)
     script = os.path.join(tmp, "first_launch_child.py")   # kernels need a file to read
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_startup import TIMED  # the same exclusive timers as the start-up benchmark
     with open(script, "w") as f:
-        f.write(_CHILD)
+        f.write(_CHILD.replace("%TIMED%", TIMED))
     colds, colds_imported = [], []
     for r in range(a.cold_runs):   # each in a new, empty cache
         colds.append(run_child(script, a.kernel, "cold", dict(

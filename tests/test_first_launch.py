@@ -3,13 +3,19 @@ first launch's checks compute, and that each piece of it is done once and stays 
 from __future__ import annotations
 
 import builtins
+import json
 import os
+import subprocess
+import sys
 import textwrap
 from fractions import Fraction
 
 import pytest
+from test_warm_cache import _Stub, _triple
 
+import kaio
 from kaio import warm
+from kaio.cache import CompileCache, set_default_cache
 from kaio.regions import bounds
 
 
@@ -82,15 +88,22 @@ def k2(x: kaio.In[f32], y: kaio.Region[f32]):
 '''
 
 
-def test_kernels_of_one_file_read_it_once(tmp_path, monkeypatch):
-    mod, path = _module(tmp_path, "two_kernels", SRC)
-    opened = []
+@pytest.fixture
+def opened(monkeypatch) -> list:
+    """The files kaio.warm opens (its source reads), in order."""
+    got = []
     real_open = builtins.open
 
     def counting(file, *a, **k):
-        opened.append(os.fspath(file))
+        got.append(os.fspath(file))
         return real_open(file, *a, **k)
     monkeypatch.setattr(warm, "open", counting, raising=False)
+    monkeypatch.setattr(warm, "_LINES", {})
+    return got
+
+
+def test_kernels_of_one_file_read_it_once(tmp_path, opened):
+    mod, path = _module(tmp_path, "two_kernels", SRC)
     a = warm.function_print(mod.k1.fn)
     b = warm.function_print(mod.k2.fn)
     assert a != b
@@ -173,9 +186,8 @@ print(json.dumps({"started": started, "pid_ok": pre is None or pre[0] == os.getp
 
 
 def _child(code: str, **env) -> dict:
-    import json
-    import subprocess
-    import sys
+    """The JSON a fresh Python process running ``code`` prints last (``env``: more variables;
+    the disk cache on unless given)."""
     e = dict(os.environ)
     e.pop("KAIO_CACHE_DISABLE", None)
     e.update(env)
@@ -321,16 +333,8 @@ def test_a_first_compile_imports_only_the_math_it_uses(tmp_path):
     assert got["tokenize_regexes"] == 0                   # the frontend never tokenized a file
 
 
-def test_a_library_kernels_source_is_covered_by_the_package_stamp(tmp_path, monkeypatch):
+def test_a_library_kernels_source_is_covered_by_the_package_stamp(tmp_path, opened):
     from kaio.kernels.ml.norms import softmax_kernel
-    opened = []
-    real_open = builtins.open
-
-    def counting(file, *a, **k):
-        opened.append(os.fspath(file))
-        return real_open(file, *a, **k)
-    monkeypatch.setattr(warm, "open", counting, raising=False)
-    monkeypatch.setattr(warm, "_LINES", {})
     lib = softmax_kernel("f32", "f32")
     assert warm._stamped(lib.fn.__code__.co_filename)
     warm.function_print(lib.fn)
@@ -342,32 +346,14 @@ def test_a_library_kernels_source_is_covered_by_the_package_stamp(tmp_path, monk
 
 
 # --- a cold compile prints the kernel once -------------------------------------------------------
-def _quadruple(x, y):
-    for i in y.owned():
-        y[i] = x[i] * 4.0
-
-
 def test_the_warm_entry_points_to_the_key_build_computed(tmp_path, monkeypatch):
-    import json
-
-    import kaio
-    from kaio import f32
-    from kaio.backends.targets import get_target
-    from kaio.cache import CompileCache, set_default_cache
-
-    class Stub(kaio.backends.Backend):
-        name = "stub"
-
-        def compile_options(self, kernel_options=None):
-            return get_target("sm_90").options(kernel_options, ptx_version="8.0")
-    _quadruple.__annotations__ = {"x": kaio.In[f32], "y": kaio.Region[f32]}
     disk = CompileCache(tmp_path / "c", disk=True)
     set_default_cache(disk)
     try:
         printed = []
         real = warm.print_kernel
         monkeypatch.setattr(warm, "print_kernel", lambda k: printed.append(k) or real(k))
-        compiled = kaio.kernel(_quadruple).compile(Stub())
+        compiled = kaio.kernel(_triple).compile(_Stub())
         entries = [json.loads(disk.get(k)) for k in disk.stored_keys() if k.startswith("w")]
         assert len(entries) == 1 and entries[0]["key"] == compiled.artifacts.cache_key
         assert disk.get(entries[0]["key"]) == compiled.artifacts["ptx"]
