@@ -8,7 +8,10 @@ Where the backend compiles f16 fragments, the three projections are one W8A8 lau
 concatenated weights ([Dm, 3D]: each output column is computed exactly as alone) and the
 attention fused (:mod:`.flash_attention`: scores, softmax and P V per 64-row block and chunk of
 keys, on split-f16 fragments held in registers, the S x S scores never in memory, then a launch
-combining the chunks): four launches with the quantization (three where the keys make one chunk).
+combining the chunks). The projection quantizes x's rows itself where it compiles
+(:mod:`.quant_project`: kaio's PTX path; the same bits as the quantize launch), so three
+launches (two where the keys make one chunk), else four. :func:`device_pipeline` (the timing
+closure on device arrays) replays them from a captured graph: one host launch per call.
 Otherwise three projections, then Q K^T on fragments (:mod:`.attention_mma`) or in the softmax
 kernel (one block per query row), and P V on fragments or the tiled f32 kernel.
 
@@ -18,10 +21,11 @@ import numpy as np
 
 import kaio
 from kaio import f32, regions
+from kaio.backends.runtime import DeviceArray
 
 from .._bench import empty
 from ..rajaperf._tiled import tiled_launcher
-from . import attention_mma, flash_attention
+from . import attention_mma, flash_attention, quant_project
 from .quant import (
     _compiles,
     _warp_size,
@@ -121,13 +125,18 @@ def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
     args = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(causal))
     if chunks == 1:
         ml = flash_attention.partials(s, 0, 1, alloc)[1]
-        return lambda: bound(qkv, qkv, qkv, o, ml, *args)
+
+        def one():
+            bound(qkv, qkv, qkv, o, ml, *args)
+        one.launches = 1
+        return one
     part, ml = flash_attention.partials(s, dp, chunks, alloc)
     combine = flash_attention.combine_kernel()[(-(-(s * d) // 256),), (256,)]
 
     def launch():
         bound(qkv, qkv, qkv, part, ml, *args)
         combine(part, ml, o, chunks, dp)
+    launch.launches = 2
     return launch
 
 
@@ -138,21 +147,48 @@ def _stacked(*arrays, axis: int):
     return out if host else kaio.to_device(out)
 
 
+def projection(x, wq, wk, wv, sq, sk, sv, qkv, alloc=np.empty):
+    """A zero-argument launch of qkv [S, 3D] = the W8A8 projections of x on the concatenated
+    weights ([Dm, 3D]; each column as alone): one launch quantizing x's rows on the way in
+    (:mod:`.quant_project`) where the backend compiles it, else ``quantize_rows`` into int8 and
+    scales (``alloc(shape, dtype)``) and the W8A8 launch. ``launch.launches`` says how many."""
+    s, dm = x.shape
+    n = qkv.shape[1]
+    wqkv, sqkv = _stacked(wq, wk, wv, axis=1), _stacked(sq, sk, sv, axis=0)
+    fused = quant_project.launch(s, n, dm)
+    if fused is not None:
+        qkv_bits = quant_project.bits(qkv)
+
+        def launch():
+            fused(x, wqkv, sqkv, qkv_bits)
+        launch.launches = 1
+        return launch
+    xq, sx = alloc((s, dm), np.int8), alloc((s, 1), np.float32)
+    quantize = quantize_rows_kernel("f32")[(s,), (256,)]
+    project = w8a8_launch(s, n)
+
+    def launch2():
+        quantize(x, xq, sx)
+        project(xq, wqkv, sx, sqkv, qkv)
+    launch2.launches = 2
+    return launch2
+
+
 def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.ndarray:
     """Attention over x [S, Dm] (f32) with int8 weights w* [Dm, D] and per-column scales s* [D]."""
     global _SCORES
     if _SCORES is None:
         _SCORES = _scores_kernel()
-    xq, sx = quantize_rows(x)
     s, d = x.shape[0], wq.shape[1]
     qkv = np.empty((s, 3 * d), np.float32)
     o = np.zeros((s, d), np.float32)
     fused = fused_launcher(qkv, o, causal)
     if fused is not None:
-        w8a8_launch(s, 3 * d)(xq, _stacked(wq, wk, wv, axis=1), np.ascontiguousarray(sx).reshape(-1, 1),
-                              _stacked(sq, sk, sv, axis=0), qkv)
+        project = projection(x, wq, wk, wv, sq, sk, sv, qkv)
+        project()
         fused()
         return o
+    xq, sx = quantize_rows(x)
     q = int8_matmul(xq, wq, sx, sq)
     k = int8_matmul(xq, wk, sx, sk)
     v = int8_matmul(xq, wv, sx, sv)
@@ -166,32 +202,69 @@ def quantized_attention(x, wq, wk, wv, sq, sk, sv, causal: bool = False) -> np.n
     return o
 
 
-def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None):
+def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None, graph=None):
     """A launch-only closure of the whole pipeline on device arrays (intermediates allocated
     once with ``alloc(shape, dtype)``, default ``kaio.device_array``), for timing without
-    host<->device copies. The output array is ``launch.output``."""
+    host<->device copies. The output array is ``launch.output``; ``launch.launches`` counts
+    the kernel launches of one call.
+
+    ``graph`` (default: where every argument and intermediate is a device array): the launches
+    are run once, captured into a :func:`kaio.graph` and each call replays it on the default
+    stream, so one call costs one graph launch on the host instead of one launch per kernel.
+    The graph holds the same arrays as the closure does (a replay reads what they hold then,
+    as the launches would); ``launch.graph`` is it, or None."""
     global _SCORES
     if _SCORES is None:
         _SCORES = _scores_kernel()
     if alloc is None:
         alloc = empty
+    s = x.shape[0]
+    d = wq.shape[1]
+    qkv, o = alloc((s, 3 * d), np.float32), alloc((s, d), np.float32)
+    attend = fused_launcher(qkv, o, causal, alloc)
+    if attend is not None:          # one projection (quantizing, or after quantize), the
+        project = projection(x, wq, wk, wv, sq, sk, sv, qkv, alloc)    # fused attention
+
+        def launch():
+            project()
+            attend()
+        launch.launches = project.launches + attend.launches
+    else:
+        launch = _unfused_pipeline(x, wq, wk, wv, sq, sk, sv, causal, alloc)
+        o = launch.output
+    if graph is None:
+        graph = all(isinstance(a, DeviceArray) for a in (x, wq, wk, wv, sq, sk, sv, qkv, o))
+    return _replayed(launch, o) if graph else _with_output(launch, o)
+
+
+def _with_output(launch, o, g=None):
+    launch.output, launch.graph = o, g
+    return launch
+
+
+def _replayed(launch, o):
+    """``launch`` run once (kernels compiled and loaded, shared memory opted in), then captured
+    into a graph: a closure replaying it on the default stream (where uncaptured launches and
+    the callers' timing events go)."""
+    launch()
+    kaio.synchronize()
+    with kaio.graph() as g:
+        launch()
+
+    def replay():
+        g.replay(0)                 # stream handle 0: the default stream on every backend
+    replay.launches = launch.launches
+    return _with_output(replay, o, g)
+
+
+def _unfused_pipeline(x, wq, wk, wv, sq, sk, sv, causal, alloc):
+    """Quantize, three projections, Q K^T (fragments) or the row softmax's dot products, the
+    softmax, P V: where the fused attention does not compile."""
     s, dm = x.shape
     d = wq.shape[1]
     xq = alloc((s, dm), np.int8)
     sx = alloc((s, 1), np.float32)
     quantize = quantize_rows_kernel("f32")[(s,), (256,)]
-    qkv, o = alloc((s, 3 * d), np.float32), alloc((s, d), np.float32)
-    attend = fused_launcher(qkv, o, causal, alloc)
-    if attend is not None:          # quantize, one projection, the fused attention (+ combine)
-        project = w8a8_launch(s, 3 * d)
-        wqkv, sqkv = _stacked(wq, wk, wv, axis=1), _stacked(sq, sk, sv, axis=0)
-
-        def launch3():
-            quantize(x, xq, sx)
-            project(xq, wqkv, sx, sqkv, qkv)
-            attend()
-        launch3.output = o
-        return launch3
     q, k, v, o = (alloc((s, d), np.float32) for _ in range(4))
     p = alloc((s, s), np.float32)
     project = w8a8_launch(s, d)     # int8 tensor cores where the backend has them
@@ -208,6 +281,7 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None)
             qk()
         _SCORES(q, k, p, scale, bool(causal), qk is not None)
         pv()
+    launch.launches = 7 if qk is not None else 6
     launch.output = o
     return launch
 
