@@ -143,6 +143,32 @@ def test_the_launcher_combines_chunks(reference, monkeypatch):
     np.testing.assert_allclose(o, _ref(q, k, v, False), rtol=1e-4, atol=1e-5)
 
 
+def test_combine_unrolled_is_the_looped_one(reference):
+    """combine_launch unrolls the chunk loops for up to MAX_TRIP chunks (every load of a pass
+    at once): bit for bit the looped kernel (CU chunks a trip, here 6 = a trip and a half),
+    chunks with l = 0 skipped (their partials NaN), and the weighted mean of numpy."""
+    g = np.random.default_rng(4)
+    rows, chunks, dp, d = 64, 6, 32, 24
+    ml = np.zeros((rows, fa.ML_COLS * chunks), np.float32)
+    ml[:, 0::fa.ML_COLS] = g.normal(0, 3, (rows, chunks))
+    ml[:, 1::fa.ML_COLS] = g.uniform(0.5, 9, (rows, chunks))
+    hidden = g.random((rows, chunks)) < 0.3
+    hidden[:, 0] = False
+    ml[:, 0::fa.ML_COLS][hidden] = -np.inf
+    ml[:, 1::fa.ML_COLS][hidden] = 0.0
+    part = g.normal(0, 1, (rows, chunks * dp)).astype(np.float32)
+    part.reshape(rows, chunks, dp)[hidden] = np.nan
+    looped, unrolled = (np.full((40, d), np.nan, np.float32) for _ in range(2))
+    fa.combine_kernel()[(-(-(40 * d) // 256),), (256,)](part, ml, looped, chunks, dp)
+    fa.combine_launch(40, d, chunks)(part, ml, unrolled, chunks, dp)
+    np.testing.assert_array_equal(unrolled, looped)
+    m, l = ml[:40, 0::fa.ML_COLS].astype(np.float64), ml[:40, 1::fa.ML_COLS].astype(np.float64)
+    w = np.where(hidden[:40], 0.0, l * np.exp(m - m.max(axis=1, keepdims=True)))
+    p = np.nan_to_num(part[:40].reshape(40, chunks, dp)[:, :, :d].astype(np.float64))
+    want = (w[:, :, None] * p).sum(axis=1) / w.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(unrolled, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_assembles(arch):
     """A warp's Q K^T per 64-key step is 3 x 8 (k16 steps, d = 128) x 8 (n8 tiles of the 64
@@ -158,6 +184,7 @@ def test_ptx_assembles(arch):
     assert ptx.count("st.global") == 16 * 4 + 4                   # O (16 x 128), (m, l) 16 x 8
     ptxas(ptx, arch)
     ptxas(fa.combine_kernel().emit("ptx", arch), arch)
+    ptxas(fa.combine_kernel(16).emit("ptx", arch), arch)
 
 
 def _sim_case(sim):

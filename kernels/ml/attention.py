@@ -131,7 +131,7 @@ def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
         one.launches = 1
         return one
     part, ml = flash_attention.partials(s, dp, chunks, alloc)
-    combine = flash_attention.combine_kernel()[(-(-(s * d) // 256),), (256,)]
+    combine = flash_attention.combine_launch(s, d, chunks)
 
     def launch():
         bound(qkv, qkv, qkv, part, ml, *args)

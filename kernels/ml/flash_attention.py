@@ -32,7 +32,9 @@ at dp = 128: two blocks per SM). ``O`` is scaled by ``1 / l`` once per row at th
 
 The combine kernel (:func:`combine_kernel`) weights the chunks: ``O = sum_j w_j O_j / sum_j
 w_j`` with ``w_j = l_j exp(m_j - max_j m_j)``; chunks a causal mask hides entirely report
-``l_j = 0`` and are skipped. With one chunk the partial kernel writes ``O`` directly.
+``l_j = 0`` and are skipped. :func:`combine_launch` takes it unrolled for the plan's chunk
+count (up to :data:`MAX_TRIP`: one pass of loads for the maxima, one for the sums). With one
+chunk the partial kernel writes ``O`` directly.
 """
 import functools
 
@@ -49,7 +51,8 @@ UNROLL = 16                     # rows a thread splits per loop trip (divides KS
 PAD = 8                         # f16 row padding of the shared tiles (ldmatrix banks)
 TARGET_BLOCKS = 1024            # blocks plan() aims for at most
 ML_COLS = 8                     # ml's columns per chunk: one n8 tile, (m, l) in its first two
-CU = 4                          # chunks the combine reads per loop trip
+CU = 4                          # chunks the combine reads per loop trip (past MAX_TRIP chunks)
+MAX_TRIP = 32                   # chunk counts up to this are read in one trip
 
 
 def padded_dim(d: int) -> int:
@@ -226,38 +229,72 @@ def kernel(dp: int, warp_size: int = 32):
     return attention_partial
 
 
+@kaio.func
+def _weighted(acc, j, r, c, m, part, ml, dp, value):
+    """acc + w_j * part[r, j*dp + c] (``value``) or acc + w_j, w_j = l_j exp(m_j - m); acc
+    itself where l_j = 0 (a chunk no key of the row reached: its part is never written). A
+    select, not a branch, so an unrolled loop issues every chunk's loads at once."""
+    lj = ml[r, ML_COLS * j + 1]
+    wj = lj * kaio.math.exp(ml[r, ML_COLS * j] - m)
+    t = wj * part[r, j * dp + c] if value else wj
+    return acc + t if lj > 0.0 else acc
+
+
 @functools.lru_cache(maxsize=None)
-def combine_kernel():
+def combine_kernel(chunks: int = 0):
     """o[r, c] = sum_j w_j part[r, j*dp + c] / sum_j w_j, w_j = l_j exp(m_j - max m) over the
     chunks, (m_j, l_j) = ml[r, 8j], ml[r, 8j + 1] (arguments: part, ml, o, chunks, dp); one
-    thread per element of o, ``CU`` chunks' loads issued together per loop trip (the sums in
-    chunk order, as one at a time)."""
+    thread per element of o, the sums in chunk order. With ``chunks`` > 0 the kernel is for
+    exactly that many (the ``chunks`` argument must equal it: :func:`combine_launch`) and its
+    loops are unrolled, every load of a pass in flight at once; with 0 it reads ``CU`` chunks
+    per loop trip (with CU = 4 the 16 chunks of S = 1024 took eight dependent round trips)."""
+
+    @kaio.func
+    def unrolled(r, c, part, ml, dp, n):
+        """Both passes over exactly ``chunks`` chunks, no loop: all loads of a pass at once."""
+        m = f32(-kaio.math.inf)
+        for j in kaio.static_range(chunks):
+            m = kaio.math.max(m, ml[r, ML_COLS * j])
+        num = f32(0.0)
+        den = f32(0.0)
+        for j in kaio.static_range(chunks):
+            num = _weighted(num, j, r, c, m, part, ml, dp, True)
+            den = _weighted(den, j, r, c, m, part, ml, dp, False)
+        return num / den
+
+    @kaio.func
+    def looped(r, c, part, ml, dp, n):
+        """Both passes over ``n`` chunks, ``CU`` per loop trip."""
+        m = f32(-kaio.math.inf)
+        for j0 in range(0, n, CU):              # CU chunks' loads in flight per trip
+            for u in kaio.static_range(CU):
+                if j0 + u < n:
+                    m = kaio.math.max(m, ml[r, ML_COLS * (j0 + u)])
+        num = f32(0.0)
+        den = f32(0.0)
+        for j0 in range(0, n, CU):
+            for u in kaio.static_range(CU):
+                if j0 + u < n:
+                    num = _weighted(num, j0 + u, r, c, m, part, ml, dp, True)
+                    den = _weighted(den, j0 + u, r, c, m, part, ml, dp, False)
+        return num / den
+
+    combined = unrolled if chunks > 0 else looped
 
     @kaio.kernel
     def attention_combine(part: kaio.In[f32, 2], ml: kaio.In[f32, 2], o: kaio.Out[f32, 2],
-                          chunks: kaio.i32, dp: kaio.i32):
+                          nchunks: kaio.i32, dp: kaio.i32):
         for r, c in o.owned():
-            m = f32(-kaio.math.inf)
-            for j0 in range(0, chunks, CU):     # CU chunks' loads in flight per trip
-                for u in kaio.static_range(CU):
-                    if j0 + u < chunks:
-                        m = kaio.math.max(m, ml[r, ML_COLS * (j0 + u)])
-            num = f32(0.0)
-            den = f32(0.0)
-            for j0 in range(0, chunks, CU):
-                for u in kaio.static_range(CU):
-                    j = j0 + u
-                    if j < chunks:
-                        lj = ml[r, ML_COLS * j + 1]
-                        mj = ml[r, ML_COLS * j]
-                        pj = part[r, j * dp + c]
-                        if lj > 0.0:            # a chunk that saw keys of this row
-                            wj = lj * kaio.math.exp(mj - m)
-                            num += wj * pj
-                            den += wj
-            o[r, c] = num / den
+            o[r, c] = combined(r, c, part, ml, dp, nchunks)
 
     return attention_combine
+
+
+def combine_launch(s: int, d: int, chunks: int):
+    """The combine kernel for ``chunks`` chunks, bound to its launch over an [s, d] output (256
+    threads a block): unrolled for exactly that many where they are at most :data:`MAX_TRIP`."""
+    kern = combine_kernel(chunks if chunks <= MAX_TRIP else 0)
+    return kern[(-(-(s * d) // 256),), (256,)]
 
 
 def plan(s: int, n_keys: int, warp_size: int = 32):
