@@ -2,10 +2,14 @@
 
     python3 scripts/attention_breakdown.py [--causal]
 
-The library's pipeline at the registry's default size (S = 1024, Dm = 512, D = 128): quantize
-the rows of x, one W8A8 projection to [S, 3D], the fused attention's partial kernel (keys split
-over blocks) and the combining kernel. Each row is CUDA events around 20 back-to-back launches
-of that launch alone, median of 5 (benchmarks/bench_gpu.py's timer), then the whole pipeline.
+The library's pipeline at the registry's default size (S = 1024, Dm = 512, D = 128): one W8A8
+projection to [S, 3D] that quantizes x's rows itself (kernels/ml/quant_project.py; where it
+compiles), the fused attention's partial kernel (keys split over blocks) and the combining
+kernel (unrolled for the plan's chunk count). For comparison the two launches the quantizing
+projection replaces (quantize the rows, then the W8A8 matmul). Each row is CUDA events around
+20 back-to-back launches of that launch alone, median of 5 (benchmarks/bench_gpu.py's timer),
+then the whole pipeline launch by launch and replayed from its captured graph (what
+``device_pipeline`` returns on device arrays, and what ``kaio bench --gemm`` times).
 """
 import argparse
 import os
@@ -19,6 +23,7 @@ from kaio.kernels._bench import empty, up
 from kaio.kernels.ml import attention as A
 from kaio.kernels.ml import flash_attention as F
 from kaio.kernels.ml import quant as Q
+from kaio.kernels.ml import quant_project as QP
 
 
 def main(argv=None) -> int:
@@ -46,21 +51,30 @@ def main(argv=None) -> int:
     quantize = Q.quantize_rows_kernel("f32")[(s,), (256,)]
     project = A.w8a8_launch(s, 3 * d)
     wqkv, sqkv = A._stacked(wq, wk, wv, axis=1), A._stacked(sq, sk, sv, axis=0)
+    fused = QP.launch(s, 3 * d, dm)
     w = kaio.get_backend().warp_size
     dp = F.padded_dim(d)
     chunks, nsteps = F.plan(s, s, w)
     partial = F.kernel(dp, w)[F.launch_config(s, w, chunks)]
     part, ml = F.partials(s, dp, chunks, empty)
     fargs = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(args.causal))
-    combine = F.combine_kernel()[(-(-(s * d) // 256),), (256,)]
-    whole = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal)
-    rows = [("quantize rows (x -> int8)", lambda: quantize(x, xq, sx)),
-            (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block})",
-             lambda: project(xq, wqkv, sx, sqkv, qkv)),
-            (f"attention partial ({chunks} chunks x {nsteps} steps)",
-             lambda: partial(qkv, qkv, qkv, part, ml, *fargs)),
-            ("attention combine", lambda: combine(part, ml, o, chunks, dp)),
-            ("whole pipeline (device_pipeline)", whole)]
+    combine = F.combine_launch(s, d, chunks)
+    launches = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal, graph=False)
+    replay = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal)
+    rows = []
+    if fused is not None:
+        qkv_bits = QP.bits(qkv)
+        rows.append((f"quantizing W8A8 projection [{s}, {3 * d}] ({fused.grid} x {fused.block})",
+                     lambda: fused(x, wqkv, sqkv, qkv_bits)))
+    rows += [("quantize rows (x -> int8; the two-launch form)", lambda: quantize(x, xq, sx)),
+             (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block}; two-launch form)",
+              lambda: project(xq, wqkv, sx, sqkv, qkv)),
+             (f"attention partial ({chunks} chunks x {nsteps} steps)",
+              lambda: partial(qkv, qkv, qkv, part, ml, *fargs)),
+             (f"attention combine ({chunks} chunks)", lambda: combine(part, ml, o, chunks, dp)),
+             (f"whole pipeline, {launches.launches} launches (device_pipeline, graph=False)",
+              launches),
+             (f"whole pipeline, graph replay (device_pipeline; {replay.launches} kernels)", replay)]
     print(f"quantized attention S={s} Dm={dm} D={d}{' causal' if args.causal else ''}")
     print("| launch | us |")
     print("|---|---|")

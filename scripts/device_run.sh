@@ -43,6 +43,8 @@
 #             (each checked against numpy first) vs cuBLAS f16; bench_gemm.md under w4a16/
 #   attention the fused attention (kernels/ml/flash_attention.py) and quantized_attention on the
 #             GPU against numpy (tests/test_flash_attention.py, the ml cases' default size)
+#   attention-quant  the same plus the quantizing W8A8 projection (kernels/ml/quant_project.py,
+#             tests/test_quant_project.py: bit for bit the two launches at 1024 x 512 x 384)
 #   checked   benchmarks/bench_checked.py (saxpy and softmax, checked mode vs unchecked)
 #   fastexp   scripts/measure_fast_exp.py: ex2.approx.f32 and kaio's fast exp against float64
 #   rowsweep  benchmarks/row_ops_sweep.py: the resident row ops' launch shapes and register caps
@@ -125,6 +127,8 @@ for step in "$@"; do
     gemm-w4a16) run bench_w4a16 420 python3 -m kaio.cli bench --gemm --w4a16-tiles --out "$OUT/w4a16" ;;
     attention) run attention_gpu 240 python3 -m pytest -q -rf -p no:cacheprovider -m gpu tests/test_flash_attention.py \
                    tests/test_kernels_ml.py -k "attention" ;;
+    attention-quant) run attention_quant_gpu 240 python3 -m pytest -q -rf -p no:cacheprovider -m gpu \
+                   tests/test_quant_project.py tests/test_flash_attention.py tests/test_kernels_ml.py -k "attention" ;;
     gemm-ncu) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
               run gemm_ncu 200 "$NCU" --section SpeedOfLight --section WarpStateStats --section Occupancy \
                   --section MemoryWorkloadAnalysis -k regex:gemm python3 scripts/profile_gemm.py ;;

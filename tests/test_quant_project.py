@@ -126,6 +126,22 @@ def test_device_pipeline_replays_a_graph(reference):
     np.testing.assert_array_equal(plain.output.to_host(), launch.output.to_host())
 
 
+def test_the_breakdown_script_times_the_new_pipeline(reference, capsys):
+    """scripts/attention_breakdown.py (the device step attn-breakdown) runs on the reference
+    backend at the small size and names the quantizing projection and both whole-pipeline
+    forms."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "attention_breakdown.py"
+    spec = importlib.util.spec_from_file_location("attention_breakdown", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--backend", "reference", "--small"]) == 0
+    out = capsys.readouterr().out
+    assert "| quantizing W8A8 projection [32, 48]" in out
+    assert "whole pipeline, 2 launches" in out and "graph replay" in out
+
+
 @pytest.mark.gpu
 def test_on_gpu_at_the_attention_shape():
     """1024 x 512 f32 rows against the [512, 384] concatenated weights on the device: bit for
