@@ -414,6 +414,11 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
     if scale is not None:
         read_old = em.tmp("p")
         em.ins(f"setp.ne.f32 {read_old}, {scale[1]}, 0f00000000")
+    done = None
+    if info.space == "global" and len(regs) == 2 and len(info.extents) == 2 and \
+            ftype.dtype.is_float and t.name in ("f32", "f16", "bf16"):
+        done = em.label("store_done")
+        _store_pairs(em, info, regs, vals, ftype, t, scale, read_old, done)
     for k, ro, co in _tiles(ftype):
         inside: list = []
         addrs = _element_addrs(em, info, op, regs, ftype, False, syms, ro, co, inside)
@@ -434,6 +439,84 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
                 v = r
             out = v if t is ftype.dtype else em.from_f32(v, t)   # i32 stores as it is
             em.ins(f"@{p} st.{info.space}.{ptx_mem.mem_type(t)} [{a}], {out}")
+    if done is not None:
+        em.place(done)
+
+
+def _scaled(em, v: str, old: str | None, scale, rp: str) -> str:
+    """``alpha * v + beta * old`` where ``rp`` (old was read), else ``alpha * v`` (f32)."""
+    alpha, beta = scale
+    r = em.tmp("f")
+    em.ins(f"mul.rn.f32 {r}, {alpha}, {v}")
+    r2 = em.tmp("f")
+    em.ins(f"fma.rn.f32 {r2}, {beta}, {old}, {r}")
+    em.ins(f"selp.f32 {r}, {r2}, {r}, {rp}")
+    return r
+
+
+def _store_pairs(em, info, regs, vals, ftype, t, scale, read_old, done: str) -> None:
+    """The accumulator store's fast path, taken when the warp's whole tile lies inside a 2-d
+    global buffer whose rows keep column pairs aligned (a warp-uniform test; else it falls
+    through to the element-by-element path): each lane's two adjacent columns of a tile row
+    are one 8-byte (f32) or 4-byte (f16/bf16 pair) store at a constant offset from the lane's
+    first element, the rows 8 apart one 64-bit add each. Same values as the general path."""
+    size = t.itemsize
+    tm, tn = ftype.tiles
+    M, N = info.extents
+    p, q, w = em.tmp("p"), em.tmp("p"), em.tmp("r")
+    low = em.tmp("rd")
+    em.ins(f"add.s32 {w}, {regs[0]}, {16 * tm}")
+    em.ins(f"setp.le.s32 {p}, {w}, {M}")
+    em.ins(f"add.s32 {w}, {regs[1]}, {8 * tn}")
+    em.ins(f"setp.le.and.s32 {p}, {w}, {N}, {p}")
+    em.ins(f"setp.ge.and.s32 {p}, {regs[0]}, 0, {p}")
+    em.ins(f"setp.ge.and.s32 {p}, {regs[1]}, 0, {p}")
+    em.ins(f"and.b32 {w}, {N}, 1")                       # even rows: pairs stay aligned
+    em.ins(f"setp.eq.and.u32 {p}, {w}, 0, {p}")
+    em.ins(f"and.b64 {low}, {info.base}, {2 * size - 1}")
+    em.ins(f"setp.eq.and.u64 {p}, {low}, 0, {p}")
+    em.ins(f"and.b32 {w}, {regs[1]}, 1")                 # an even first column
+    em.ins(f"setp.eq.and.u32 {q}, {w}, 0, {p}")
+    slow = em.label("store_elements")
+    em.bra(slow, q, negate=True)
+    syms = _lane_syms(em)
+    r, c = em.tmp("r"), em.tmp("r")
+    em.ins(f"add.s32 {r}, {regs[0]}, {syms['g']}")
+    em.ins(f"add.s32 {c}, {regs[1]}, {syms['t2']}")
+    base = ptx_mem.address(em, info, t, [r, c])
+    step = em.tmp("rd")                                  # 8 rows, in bytes
+    em.ins(f"mul.wide.s32 {step}, {N}, {8 * size}")
+    rows = [base]
+    for _ in range(2 * tm - 1):
+        nxt = em.tmp("rd")
+        em.ins(f"add.s64 {nxt}, {rows[-1]}, {step}")
+        rows.append(nxt)
+    mt = ptx_mem.mem_type(t)
+    for k, ro, co in _tiles(ftype):
+        for h in range(2):                               # rows g and g + 8 of the tile
+            at = f"{rows[ro // 8 + h]}+{co * size}"
+            pair = [vals[k * 4 + 2 * h], vals[k * 4 + 2 * h + 1]]
+            if scale is not None:
+                old = [em.reg(t), em.reg(t)]
+                if size == 4:
+                    for o in old:
+                        em.ins(f"mov.{ptx_mem.bits_type(t)} {o}, 0")
+                    em.ins(f"@{read_old} ld.global.v2.{mt} {{{old[0]}, {old[1]}}}, [{at}]")
+                else:                                    # one word, split into its halves
+                    word = em.tmp("r")
+                    em.ins(f"mov.b32 {word}, 0")
+                    em.ins(f"@{read_old} ld.global.b32 {word}, [{at}]")
+                    em.ins(f"mov.b32 {{{old[0]}, {old[1]}}}, {word}")
+                    old = [em.to_f32(o, t) for o in old]
+                pair = [_scaled(em, v, o, scale, read_old) for v, o in zip(pair, old)]
+            if size == 4:
+                em.ins(f"st.global.v2.f32 [{at}], {{{pair[0]}, {pair[1]}}}")
+            else:
+                hw = em.tmp("r")                         # the lower column in the low half
+                em.ins(f"cvt.rn.{t.name}x2.f32 {hw}, {pair[1]}, {pair[0]}")
+                em.ins(f"st.global.b32 [{at}], {hw}")
+    em.bra(done)
+    em.place(slow)
 
 
 def _store_int_scaled(em, info, op, regs, acc: str, rows: "ptx_mem.BufInfo",

@@ -181,7 +181,9 @@ def test_ptx_assembles(arch):
     assert "ldmatrix" in ptx and "cp.async.cg" in ptx
     assert ptx.count("shfl.sync.bfly") == 2 * 2 * 2               # row max and sum, 2 halves
     assert ptx.count("cvt.rn.f16x2.f32") == (8 + 8 + 4 + 4) * 4    # Q hi/lo, P hi/lo slices
-    assert ptx.count("st.global") == 16 * 4 + 4                   # O (16 x 128), (m, l) 16 x 8
+    # O (16 x 128) and (m, l) (16 x 8): element stores at edges, column pairs inside
+    assert ptx.count("st.global.f32") == 16 * 4 + 4
+    assert ptx.count("st.global.v2.f32") == (16 + 1) * 2
     ptxas(ptx, arch)
     ptxas(fa.combine_kernel().emit("ptx", arch), arch)
     ptxas(fa.combine_kernel(16).emit("ptx", arch), arch)

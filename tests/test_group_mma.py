@@ -99,7 +99,7 @@ def test_group_gemm_keeps_one_step_in_flight_through_each_barrier():
     assert ptx.count("bar.sync") == 4 and ptx.count("wgmma.commit_group") == 4
     assert ptx.count("wgmma.wait_group.sync.aligned 1") == 4
     assert ptx.count("wgmma.wait_group.sync.aligned 0") == 1
-    assert ptx.index("wgmma.wait_group.sync.aligned 0") > ptx.rindex("bra.uni")
+    assert ptx.index("wgmma.wait_group.sync.aligned 0") > ptx.rindex("bra.uni $L_for_")
     assert "mov.b32 %f" not in loop
     ptxas(ptx, "sm_90")
 
@@ -191,3 +191,37 @@ def test_warp_group_gemm_tilings(backend, tile, ta, tb):
     G.gemm_kernel("f16", "f32", ta, tb, tile, w)[G.launch_config(m, n, tile, w)](a, b, c, 1.0, 1.0)
     exact = c0 + (a.T if ta else a).astype(np.float32) @ (b.T if tb else b).astype(np.float32)
     np.testing.assert_array_equal(c, exact)
+
+
+def _store_kernel(out):
+    @kaio.kernel(block=(32,))
+    def store_tile(A: kaio.In[f16, 2], B: kaio.In[f16, 2], C: kaio.Raw[out, 2], alpha: f32,
+                   beta: f32):
+        acc = kaio.mma.mma(kaio.mma.load_a(A, 0, 0, m=32), kaio.mma.load_b(B, 0, 0, n=16),
+                           kaio.mma.fill(f32, 0.0, m=32, n=16))
+        kaio.mma.store(C, 0, 0, acc, alpha=alpha, beta=beta)
+    return store_tile
+
+
+@pytest.mark.parametrize("out", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("rows,cols", [(32, 16), (31, 16), (32, 15)])
+@pytest.mark.parametrize("beta", [0.0, 2.0])
+def test_accumulator_store_pairs_in_the_ptx_simulator(out, rows, cols, beta):
+    """The store's fast path (the whole warp tile inside, even rows: column pairs as one
+    8-byte or packed 4-byte store) and its element path (an edge) write the same values."""
+    from ptx_sim import Machine
+    npdt = {"f32": np.float32, "f16": np.float16, "bf16": kaio.bf16.storage_np}[out]
+    g = np.random.default_rng(4)
+    a = g.integers(-4, 5, (32, 16)).astype(np.float16)
+    b = g.integers(-4, 5, (16, 16)).astype(np.float16)
+    c0 = g.integers(-4, 5, (rows, cols)).astype(np.float32)
+    k = _store_kernel(getattr(kaio, out))
+    ref = [a, b, c0.astype(npdt), 0.5, beta]
+    k[(1,), (32,)](*ref)                      # the reference backend
+    ptx, abi = emit_ptx(target_pipeline(k.specialize_ir(), 32), "sm_80")
+    assert ("st.global.v2.f32" if out == "f32" else "cvt.rn." + out + "x2.f32") in ptx
+    sim = [a, b, c0.astype(npdt), 0.5, beta]
+    Machine(ptx).launch(sim, abi, (1, 1, 1), (32, 1, 1), 0)
+    np.testing.assert_array_equal(sim[2].view(np.uint8), ref[2].view(np.uint8))
+    exact = 0.5 * (a.astype(np.float64) @ b.astype(np.float64))[:rows, :cols] + beta * c0
+    np.testing.assert_array_equal(ref[2].astype(np.float64), exact)
