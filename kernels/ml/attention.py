@@ -21,7 +21,8 @@ import numpy as np
 
 import kaio
 from kaio import f32, regions
-from kaio.backends.runtime import DeviceArray
+from kaio.backends.runtime import DeviceArray, capturing
+from kaio.config import settings
 
 from .._bench import empty
 from ..rajaperf._tiled import tiled_launcher
@@ -208,11 +209,12 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None,
     host<->device copies. The output array is ``launch.output``; ``launch.launches`` counts
     the kernel launches of one call.
 
-    ``graph`` (default: where every argument and intermediate is a device array): the launches
-    are run once, captured into a :func:`kaio.graph` and each call replays it on the default
-    stream, so one call costs one graph launch on the host instead of one launch per kernel.
-    The graph holds the same arrays as the closure does (a replay reads what they hold then,
-    as the launches would); ``launch.graph`` is it, or None."""
+    ``graph`` (default: where every argument and intermediate is a device array, outside a
+    capture and checked mode): the launches are run once, captured into a :func:`kaio.graph`
+    and each call replays it on the default stream, so one call costs one graph launch on the
+    host instead of one launch per kernel. The graph holds the same arrays as the closure does
+    (a replay reads what they hold then, as the launches would); ``launch.graph`` is it, or
+    None."""
     global _SCORES
     if _SCORES is None:
         _SCORES = _scores_kernel()
@@ -232,8 +234,9 @@ def device_pipeline(x, wq, wk, wv, sq, sk, sv, causal: bool = False, alloc=None,
     else:
         launch = _unfused_pipeline(x, wq, wk, wv, sq, sk, sv, causal, alloc)
         o = launch.output
-    if graph is None:
-        graph = all(isinstance(a, DeviceArray) for a in (x, wq, wk, wv, sq, sk, sv, qkv, o))
+    if graph is None:               # numpy arguments and checked launches cannot be captured
+        graph = (capturing() is None and not settings().checked
+                 and all(isinstance(a, DeviceArray) for a in (x, wq, wk, wv, sq, sk, sv, qkv, o)))
     return _replayed(launch, o) if graph else _with_output(launch, o)
 
 
