@@ -62,15 +62,16 @@ def test_long_rows_take_the_two_launches(reference):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptx_assembles(arch):
-    """K = 512: 16 k32 slices x (2 x 4) instruction tiles of mma, the weight panel by cp.async,
-    three xor shuffles per pass of 16 rows, 64 of the row's values per thread and pass loaded
-    once (4 passes; the quotient pass reuses them), the output as 32 i32 stores per thread."""
+    """K = 512, eight 32 x 16 warp tiles: 16 k32 slices x (2 x 2) instruction tiles of mma,
+    the weight panel by cp.async, three xor shuffles per pass of 32 rows, 64 of the row's
+    values per thread and pass loaded once (2 passes; the quotient pass reuses them), the
+    output as 16 i32 stores per thread."""
     ptx = quant_project.kernel(512, 32).emit("ptx", arch)
-    assert ptx.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 16 * 8
+    assert ptx.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 16 * 4
     assert "cp.async.cg.shared.global" in ptx and "ldmatrix" in ptx
-    assert ptx.count("shfl.sync.bfly") == 3 * 4
-    assert ptx.count("ld.global.nc.f32") == 4 * 64 + 8          # x, and sb per n8 column pair
-    assert ptx.count("st.global") == 32
+    assert ptx.count("shfl.sync.bfly") == 3 * 2
+    assert ptx.count("ld.global.nc.f32") == 2 * 64 + 4          # x, and sb per n8 column pair
+    assert ptx.count("st.global") == 16
     ptxas(ptx, arch)
 
 

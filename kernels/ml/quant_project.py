@@ -8,14 +8,16 @@ computed bit for bit as the two launches do (the same quotient ``rint(x / s)``, 
 i32 sums and epilogue), for a K small enough that a block keeps its whole panel of quantized
 rows in shared memory (:func:`shared_bytes`; the quantized attention's projection: K = 512).
 
-Block ``(j, i)`` owns the ``BM x BN`` output tile at rows ``i*BM``, columns ``j*BN``, four
-``WM x WN`` warp tiles (quant_mma's small W8A8 tiling), in a 2-d block of ``LPR x 16`` threads
-(at 32-lane warps). It
+Block ``(j, i)`` owns the ``BM x BN`` = 64 x 64 output tile at rows ``i*BM``, columns ``j*BN``
+(as quant_mma's small W8A8 tiling: 96 blocks for the attention's 1024 x 384), eight ``WM x WN``
+= 32 x 16 warp tiles (eight warps to share the quantization: two per scheduler, 128 of the
+block's values per thread at K = 512), in a 2-d block of ``LPR x 32`` threads (at 32-lane
+warps). It
 
 1. issues the ``cp.async`` copy of its whole weight panel ``b[0:K, j*BN ...]`` (int8, zeros past
    K and N), which stays in flight through step 2;
 2. quantizes its ``BM`` rows of ``x``: ``LPR`` threads per row (``thread_idx.x``; neighbours in
-   one warp), each holding ``K / LPR`` of the row's values in registers (16 rows at a time, all
+   one warp), each holding ``K / LPR`` of the row's values in registers (32 rows at a time, all
    their loads in flight together: the loads are unconditional, indices clamped, so the
    quotient pass reuses the maximum pass's), the row's absolute maximum by xor shuffles among
    those threads, then ``rint(x / s)`` into the shared int8 panel and ``s`` into a shared
@@ -30,7 +32,9 @@ Each row is quantized once per column block (six times at N = 384 with 64-wide t
 as many divisions as the separate quantize kernel times N / BN, against a launch and a round
 trip of the int8 rows through memory saved. Shared memory is ``BM (K + 16) + K (BN + 16)``
 bytes (74,752 at K = 512): kaio's PTX path places it dynamically; the LLVM NVIDIA path (48 KiB
-static) and AMD (64 KiB of LDS) refuse it and the callers keep the two launches.
+static) and AMD (64 KiB of LDS) refuse it and the callers keep the two launches. ptxas (sm_90,
+K = 512): 254 registers (every load of x hoisted), no spills: one 256-thread block per SM, the
+96 blocks one wave. Not yet timed on a GPU (scripts/attention_breakdown.py has its row).
 """
 import functools
 
@@ -42,7 +46,7 @@ from kaio.backends.runtime import DeviceArray
 
 from .quant_mma import PAD, threads
 
-BM, BN, WM, WN = 64, 64, 32, 32     # block tile and warp tile (four warps)
+BM, BN, WM, WN = 64, 64, 32, 16     # block tile and warp tile (eight warps)
 LPR = 8                             # threads per row in the quantization pass
 MAX_SHARED = 160 * 1024             # panels past this take the two launches
 
