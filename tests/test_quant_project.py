@@ -64,22 +64,26 @@ def test_long_rows_take_the_two_launches(reference):
 def test_ptx_assembles(arch):
     """K = 512, eight 32 x 16 warp tiles: 16 k32 slices x (2 x 2) instruction tiles of mma,
     the weight panel by cp.async, three xor shuffles per pass of 32 rows, 64 of the row's
-    values per thread and pass loaded once (2 passes; the quotient pass reuses them), the
-    output as 16 i32 stores per thread."""
+    values per thread and pass loaded once (2 passes; the quotient pass reuses them), four
+    neighbouring columns a 16-byte load (with the scalar form for an unaligned x), the output
+    as 16 i32 stores per thread."""
     ptx = quant_project.kernel(512, 32).emit("ptx", arch)
     assert ptx.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 16 * 4
     assert "cp.async.cg.shared.global" in ptx and "ldmatrix" in ptx
     assert ptx.count("shfl.sync.bfly") == 3 * 2
-    assert ptx.count("ld.global.nc.f32") == 2 * 64 + 4          # x, and sb per n8 column pair
+    assert ptx.count("ld.global.nc.v4.f32") == 2 * 16           # x: 4 columns a load
+    assert ptx.count("ld.global.nc.f32") == 2 * 64 + 4          # x unaligned, sb per n8 pair
     assert ptx.count("st.global") == 16
     ptxas(ptx, arch)
 
 
-def test_ptx_exact_in_the_simulator(reference):
-    x, b, sb = _inputs(20, 72, 24, seed=2)
+@pytest.mark.parametrize("k", [64, 72])
+def test_ptx_exact_in_the_simulator(reference, k):
+    """K = 64: x's rows by 16-byte loads; K = 72: element loads, a zero-padded slice."""
+    x, b, sb = _inputs(20, k, 24, seed=2)
     c = np.zeros((20, 24), np.float32)
     grid, block = quant_project.launch_config(20, 24)
-    _sim(quant_project.kernel(72), [x, b, sb, quant_project.bits(c)], (*grid, 1), (*block, 1))
+    _sim(quant_project.kernel(k), [x, b, sb, quant_project.bits(c)], (*grid, 1), (*block, 1))
     np.testing.assert_array_equal(c, _two_launches(x, b, sb))
 
 

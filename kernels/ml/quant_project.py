@@ -17,7 +17,8 @@ warps). It
 1. issues the ``cp.async`` copy of its whole weight panel ``b[0:K, j*BN ...]`` (int8, zeros past
    K and N), which stays in flight through step 2;
 2. quantizes its ``BM`` rows of ``x``: ``LPR`` threads per row (``thread_idx.x``; neighbours in
-   one warp), each holding ``K / LPR`` of the row's values in registers (32 rows at a time, all
+   one warp), each holding ``K / LPR`` of the row's values in registers, runs of ``VW`` = 4
+   neighbouring columns (one 16-byte load where K is whole k32 slices; 32 rows at a time, all
    their loads in flight together: the loads are unconditional, indices clamped, so the
    quotient pass reuses the maximum pass's), the row's absolute maximum by xor shuffles among
    those threads, then ``rint(x / s)`` into the shared int8 panel and ``s`` into a shared
@@ -33,8 +34,8 @@ as many divisions as the separate quantize kernel times N / BN, against a launch
 trip of the int8 rows through memory saved. Shared memory is ``BM (K + 16) + K (BN + 16)``
 bytes (74,752 at K = 512): kaio's PTX path places it dynamically; the LLVM NVIDIA path (48 KiB
 static) and AMD (64 KiB of LDS) refuse it and the callers keep the two launches. ptxas (sm_90,
-K = 512): 254 registers (every load of x hoisted), no spills: one 256-thread block per SM, the
-96 blocks one wave. Not yet timed on a GPU (scripts/attention_breakdown.py has its row).
+K = 512): 128 registers, no spills (one 256-thread block per SM, the 96 blocks one wave), 16
+16-byte loads of x per thread and pass. Not yet timed on a GPU (scripts/attention_breakdown.py has its row).
 """
 import functools
 
@@ -48,6 +49,7 @@ from .quant_mma import PAD, threads
 
 BM, BN, WM, WN = 64, 64, 32, 16     # block tile and warp tile (eight warps)
 LPR = 8                             # threads per row in the quantization pass
+VW = 4                              # a thread's neighbouring columns (one 16-byte load)
 MAX_SHARED = 160 * 1024             # panels past this take the two launches
 
 
@@ -72,6 +74,14 @@ def _at(x, r, c, ok):
 
 
 @kaio.func
+def _at_row(x, r, c, ok):
+    """:func:`_at` for a row and column inside x (the row clamped by the caller), so four
+    neighbouring columns from a multiple of 4 are one 16-byte load (kaio.backends.vector_access)."""
+    v = x[r, c]
+    return v if ok else f32(0.0)
+
+
+@kaio.func
 def _dequantized_bits(x, r, c, scales, sb, row0):
     """The bits (as i32) of f32(x) * scales[r - row0] * sb[c], rounded after each step: the
     epilogue of ``kaio.mma.store(..., row_scale=, col_scale=)`` with the row scales in shared
@@ -90,26 +100,28 @@ def kernel(k: int, warp_size: int = 32):
     per_pass = nthreads // LPR                  # rows quantized together
     NU = kp // LPR                              # values a thread holds (kp: a multiple of 32)
     per_row = BN // WN
+    load = _at_row if k == kp else _at          # K whole k32 slices: no column past x
 
     @kaio.func
     def quantize_panel(As, Ss, x, row0):
-        sub = kaio.thread_idx.x                 # this thread's columns: sub + LPR * u
+        sub = kaio.thread_idx.x                 # this thread's columns: runs of VW from VW*sub
         for p in kaio.static_range(BM // per_pass):
             lr = p * per_pass + kaio.thread_idx.y   # the block's row this thread works on
             r = row0 + lr
             live = r < x.shape[0]
+            r = kaio.math.min(r, x.shape[0] - 1)    # the loads stay inside x
             m = f32(0.0)
             for u in kaio.static_range(NU):
-                c = sub + LPR * u
-                m = kaio.math.max(m, kaio.math.abs(_at(x, r, c, live and c < k)))
+                c = VW * sub + (VW * LPR * (u // VW) + u % VW)
+                m = kaio.math.max(m, kaio.math.abs(load(x, r, c, live and c < k)))
             for h in kaio.static_range(3):      # max over the row's LPR = 8 threads
                 m = kaio.math.max(m, kaio.shuffle_xor(m, 4 >> h))
             s = f32(1.0)
             if m > 0.0:
                 s = m / 127.0
             for u in kaio.static_range(NU):
-                c = sub + LPR * u
-                As[lr, c] = kaio.i8(kaio.math.rint(_at(x, r, c, live and c < k) / s))
+                c = VW * sub + (VW * LPR * (u // VW) + u % VW)
+                As[lr, c] = kaio.i8(kaio.math.rint(load(x, r, c, live and c < k) / s))
             if sub == 0:
                 Ss[lr] = s
 
