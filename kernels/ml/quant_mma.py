@@ -121,13 +121,10 @@ W4_TILES = {
     "64x64x64_w32x32": (64, 64, 64, 32, 32),
     "64x64x32_w32x32": (64, 64, 32, 32, 32),
     "128x128x64_w64x32": (128, 128, 64, 64, 32),
-    # warp-group tiling (kaio.mma.group_mma: one wgmma per k16 step on sm_90): four warps of
-    # 16 rows x all 128 columns, unpadded kaio.mma.shared_tile arrays
-    "wg64x128x64": (64, 128, 64, 16, 128),
 }
 W4_DEFAULT = "64x128x32_w32x32"
 #: most packed bytes a thread holds per K-step (fetch's tuples); threads per packed row
-MAXNB, CW = 32, 32
+MAXNB, CW = 16, 32
 #: elements of row padding of the f16/bf16 shared tiles (16 bytes: ldmatrix rows in distinct banks)
 QPAD = 8
 
@@ -210,7 +207,6 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
     BM_, BN_, BK_, WM_, WN_ = W4_TILES[tile]
-    GROUPED = tile.startswith("wg")
     RS, NR, NC = w4a16_geometry(tile, warp_size)[1:]
     NB = NR * NC
 
@@ -232,12 +228,7 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
                 pick(P, kb, n, ok, 6), pick(P, kb, n, ok, 7), pick(P, kb, n, ok, 8),
                 pick(P, kb, n, ok, 9), pick(P, kb, n, ok, 10), pick(P, kb, n, ok, 11),
                 pick(P, kb, n, ok, 12), pick(P, kb, n, ok, 13), pick(P, kb, n, ok, 14),
-                pick(P, kb, n, ok, 15), pick(P, kb, n, ok, 16), pick(P, kb, n, ok, 17),
-                pick(P, kb, n, ok, 18), pick(P, kb, n, ok, 19), pick(P, kb, n, ok, 20),
-                pick(P, kb, n, ok, 21), pick(P, kb, n, ok, 22), pick(P, kb, n, ok, 23),
-                pick(P, kb, n, ok, 24), pick(P, kb, n, ok, 25), pick(P, kb, n, ok, 26),
-                pick(P, kb, n, ok, 27), pick(P, kb, n, ok, 28), pick(P, kb, n, ok, 29),
-                pick(P, kb, n, ok, 30), pick(P, kb, n, ok, 31))
+                pick(P, kb, n, ok, 15))
 
     @kaio.func
     def unpack(Wq, e, tx, ty):
@@ -253,11 +244,8 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
         """One K-step into tmp, folded into acc (acc += tmp * S[g, c]) where a group ends;
         ``half`` (0 or 1, compile-time): which K-step of the loop iteration this is."""
         for kk in kaio.static_range(BK_ // 16):
-            if GROUPED:     # the block's warps together: warp w's rows 16 w (wm), all columns
-                tmp = kaio.mma.group_mma(Xs, Wq, tmp, 0, 0, kk * 16)
-            else:
-                a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
-                tmp = kaio.mma.mma(a, kaio.mma.load_b(Wq, kk * 16, wn, k=16, n=WN_), tmp)
+            a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
+            tmp = kaio.mma.mma(a, kaio.mma.load_b(Wq, kk * 16, wn, k=16, n=WN_), tmp)
             end = k0 + 16 * (kk + 1)
             if _group_ends(end, half * BK_ + 16 * (kk + 1), group, 2 * BK_):
                 acc = kaio.mma.apply(_fold, acc, r0, c0, tmp, S, _over(end, group) - 1)
@@ -267,16 +255,10 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     @kaio.kernel(block=(CW, RS))        # 2-d: x walks a packed row's columns, y the rows
     def matmul_w4a16_mma(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2], scales: kaio.In[T, 2],
                          y: kaio.Raw[T, 2], group: kaio.Const[int]):
-        if GROUPED:     # compile-time: swizzled tiles for wgmma
-            Xs0 = kaio.mma.shared_tile(T, (BM_, BK_))
-            Wq0 = kaio.mma.shared_tile(T, (BK_, BN_))
-            Xs1 = kaio.mma.shared_tile(T, (BM_, BK_))
-            Wq1 = kaio.mma.shared_tile(T, (BK_, BN_))
-        else:
-            Xs0 = kaio.shared_array(T, (BM_, BK_ + QPAD))
-            Wq0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
-            Xs1 = kaio.shared_array(T, (BM_, BK_ + QPAD))
-            Wq1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Xs0 = kaio.shared_array(T, (BM_, BK_ + QPAD))
+        Wq0 = kaio.shared_array(T, (BK_, BN_ + QPAD))
+        Xs1 = kaio.shared_array(T, (BM_, BK_ + QPAD))
+        Wq1 = kaio.shared_array(T, (BK_, BN_ + QPAD))
         tx = kaio.thread_idx.x
         ty = kaio.thread_idx.y
         warp = (ty * CW + tx) // kaio.warp_size
@@ -321,8 +303,6 @@ STATIC_SHARED = 48 * 1024
 def w4a16_shared_bytes(tile: str) -> int:
     """Shared memory of a W4A16 tiling: two stages of the x tile and the weight tile."""
     bm, bn, bk = W4_TILES[tile][:3]
-    if tile.startswith("wg"):       # unpadded, 1024-byte aligned (and 1 KiB to align the base)
-        return 2 * (bm * bk + bk * bn) * 2 + 1024
     return 2 * (bm * (bk + QPAD) + bk * (bn + QPAD)) * 2
 
 
