@@ -87,6 +87,16 @@ def test_ptx_exact_in_the_simulator(reference, k):
     np.testing.assert_array_equal(c, _two_launches(x, b, sb))
 
 
+def test_amd_code_object_builds():
+    """gfx942 (int8 MFMA) at K = 32; at K = 512 the panels pass its 64 KiB of LDS (the library
+    then keeps the two launches), and gfx90a has no int8 fragments at all."""
+    import re
+    head = quant_project.kernel(32, 64).emit("report", "gfx942").splitlines()[0]
+    assert "[gfx942] ok:" in head and re.search(r"spills\(s/v\)=0/0", head), head
+    with pytest.raises(kaio.CompileError, match="64 KiB"):
+        quant_project.kernel(512, 64).emit("report", "gfx942")
+
+
 def _attn_inputs(s=33, dm=24, d=8, seed=3):
     g = np.random.default_rng(seed)
     x = g.normal(0, 1, (s, dm)).astype(np.float32)
