@@ -3,7 +3,8 @@
 Entry point: :func:`emit_ptx`. The kernel must have been through
 ``kaio.passes.target_pipeline(kernel, 32)`` (warp and block reductions lowered).
 
-The renderer is a table from IR opcode to a handler; scalar arithmetic lives in
+The renderer is a table from IR opcode to a handler (fragment ops in :mod:`.ptx_fragments`, control
+flow in :mod:`.ptx_control`, both mixins of the renderer); scalar arithmetic lives in
 :mod:`.ptx_ops`, memory and atomics in :mod:`.ptx_mem`, the math instructions in
 :mod:`.ptx_math` (every other math function is kaio.mathlib's IR), and the register / label /
 ``.loc`` machinery in :mod:`.ptx_emit`. Structured control flow becomes labels and predicated
@@ -12,8 +13,8 @@ branches; region results and loop-carried values are registers written at ``yiel
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..ir.ops import handler_table, is_pure
-from ..ir.types import BufType, FragType
+from ..ir.ops import handler_table
+from ..ir.types import BufType
 from ..passes.expand_math import library_code
 from ..passes.limits import (
     DYN_SHARED_MARK,
@@ -27,7 +28,6 @@ from . import (
     half_pairs,
     ptx_math,
     ptx_mem,
-    ptx_mma,
     ptx_ops,
     ptx_packed,
     ptx_wgmma,
@@ -35,7 +35,9 @@ from . import (
     vector_access,
 )
 from .abi import SUPPORTED_ARCHS, KernelABI, kernel_abi, ptx_version_for
-from .ptx_emit import CLASS_DECL, Emitter, bits_type, reg_class
+from .ptx_control import ControlOps
+from .ptx_emit import CLASS_DECL, Emitter, reg_class
+from .ptx_fragments import FragmentOps
 
 __all__ = ["emit_ptx", "KernelABI", "SUPPORTED"]
 
@@ -108,7 +110,7 @@ def _abi_param_type(p) -> str:
     return _PARAM_T.get(p.dtype, p.dtype.replace("i", "s") if p.dtype[0] == "i" else p.dtype)
 
 
-class _Renderer:
+class _Renderer(FragmentOps, ControlOps):
     def __init__(self, kernel, abi, arch, fast_math, version_aligned=False):
         self.k = kernel
         self.version_aligned = version_aligned
@@ -642,244 +644,6 @@ class _Renderer:
         self.em.ins(f"vote.sync.ballot.b32 {w}, {self.v(op.operands[0])}, {self.mask}")
         self.em.ins(f"cvt.u64.u32 {d}, {w}")
         self.set(op, d)
-
-    # --- matrix fragments (kaio.mma): backends.ptx_mma -----------------------------------
-    def op_mma_fill(self, op):
-        self.set(op, ptx_mma.fill(self.em, op.result.type, self.v(op.operands[0])))
-
-    def op_mma_load(self, op):
-        if id(op) in self.wgmma.skip:        # a wgmma reads the tile through a descriptor
-            return
-        buf, *idx = op.operands
-        self.set(op, ptx_mma.load(self.em, self._buf(buf), op, [self.v(i) for i in idx]))
-
-    def op_mma(self, op):
-        if id(op) in self.wgmma.lowered:
-            return ptx_wgmma.emit(self, op)
-        a, b, c = op.operands[:3]
-        d = self.em.define(op.result)
-        ptx_mma.mma(self.em, (a.type, b.type, c.type), self.v(a), self.v(b), self.v(c), d)
-
-    def op_mma_store(self, op):
-        buf, *idx, acc = op.operands
-        scale = None
-        if op.attrs.get("scaled"):
-            *idx, alpha, beta = idx
-            scale = (self.v(alpha), self.v(beta))
-        elif op.attrs.get("int_scaled"):     # i32 -> f32 by row and column scale buffers
-            *idx, rs, cs = idx
-            scale = (self._buf(rs), self._buf(cs))
-        ptx_mma.store(self.em, self._buf(buf), op, [self.v(i) for i in idx], self.v(acc), scale)
-
-    def op_mma_apply(self, op):
-        """The region once per register of the accumulator, its arguments bound to that
-        register, the element's (row, column) in mma.sync's layout and the other fragments'
-        same register (a fresh copy each time: the rows and words it computes stay inside)."""
-        acc, row0, col0, *others = op.operands
-        body = op.regions[0]
-        x, r, c, *ys = body.args
-        t = acc.type
-        regs = [self.v(v).split(",") if v.type is t else
-                ptx_mma.broadcast_regs(self.v(v).split(","), v.type, t) for v in (acc, *others)]
-        out = self.em.reg(t).split(",")
-        coords = ptx_mma.element_coords(self.em, t, self.v(row0), self.v(col0))
-        # a region that writes memory (checked mode's fault record) reuses nothing
-        memo = None if any(o.opcode in ("store", "atomic") for o in body.walk()) else {}
-        for k, (rr, cc) in enumerate(coords):
-            for arg, reg in zip((x, r, c, *ys), (regs[0][k], rr, cc, *(g[k] for g in regs[1:]))):
-                self.em.define(arg, reg)
-            self._apply_body(body, memo)
-            self._mov(out[k], self.v(body.terminator.operands[0]), t.dtype)
-        self.em.define(op.result, ",".join(out))
-
-    def op_mma_to_a(self, op):
-        (acc,) = op.operands
-        self.set(op, ptx_mma.to_a(self.em, acc.type, self.v(acc), op.result.type,
-                                  op.attrs.get("col0", 0)))
-
-    def op_mma_row_reduce(self, op):
-        (acc,) = op.operands
-        self.set(op, ptx_mma.row_reduce(self.em, acc.type, self.v(acc), op.attrs["op"], self.mask))
-
-    def _apply_body(self, body, memo: dict | None) -> None:
-        """One copy of a mma_apply region. A top-level op whose operands are registers an
-        earlier copy already gave the same op reuses its result: elements of one column share
-        its column register, so ``scale[c]`` is loaded once per column, not once per element
-        (``memo`` is None where the region writes memory: otherwise a load's value cannot
-        change between copies)."""
-        rows, words = dict(self.rows), dict(self.words)
-        for o in body.ops:
-            if o.opcode == "yield":
-                break
-            key = None
-            if memo is not None and len(o.results) == 1 and not o.regions and \
-                    id(o) not in self.vec and \
-                    id(o) not in self.pairs and (is_pure(o) or o.opcode == "load"):
-                key = (id(o), tuple(self.v(v) for v in o.operands))
-                if key in memo:
-                    self.em.define(o.result, memo[key])
-                    continue
-            self.op(o)
-            if key is not None:
-                memo[key] = self.v(o.result)
-        self.rows, self.words = rows, words
-
-    def op_mma_copy_wait(self, op):
-        self.em.ins(f"cp.async.wait_group {op.attrs['pending']}")
-
-    def op_mma_copy(self, op):
-        dst, src, row0, col0 = op.operands
-        lin, tot = self._linear_thread()
-        declared = self.k.attrs.get("block")      # @kaio.kernel(block=...): unroll the copy
-        threads = declared[0] * declared[1] * declared[2] if declared else None
-        ptx_mma.copy_tile(self.em, op, self._buf(dst), self._buf(src), self.v(row0),
-                          self.v(col0), lin, tot, threads)
-
-    # --- control flow ------------------------------------------------------------------
-    def _moves(self, dsts: list[str], srcs: list[str], types) -> None:
-        """Parallel move ``dsts[i] = srcs[i]`` (through temporaries when sources overlap)."""
-        pairs = [(d, s, t) for d, s, t in zip(dsts, srcs, types) if d != s]
-        if any(s in {d for d, _, _ in pairs} for _, s, _ in pairs):
-            staged = []
-            for d, s, t in pairs:
-                tmp = self.em.reg(t)
-                self._mov(tmp, s, t)
-                staged.append((d, tmp, t))
-            pairs = staged
-        for d, s, t in pairs:
-            self._mov(d, s, t)
-
-    def _mov(self, d, s, t):
-        if isinstance(t, FragType):   # a fragment: its registers one by one
-            for dr, sr in zip(d.split(","), s.split(",")):
-                self.em.ins(f"mov.b32 {dr}, {sr}")
-            return
-        self.em.ins(f"mov.{'pred' if t.is_bool else bits_type(t)} {d}, {s}")
-
-    def _yield_into(self, block, dsts, types):
-        term = block.terminator
-        wg = self.wgmma
-        if term is not None and wg.pending and any(
-                x.id in wg.inflight and self.v(x) != d for x, d in zip(term.operands, dsts)):
-            wg.wait(self.em)             # a move would read registers a wgmma still writes
-        if term is not None and dsts:
-            self._moves(dsts, [self.v(x) for x in term.operands], types)
-
-    def op_if(self, op):
-        em = self.em
-        then, other = op.regions
-        types = [r.type for r in op.results]
-        res = [em.define(r) for r in op.results]
-        l_else, l_end = em.label("else"), em.label("endif")
-        has_else = bool(other.ops) or bool(res)
-        self._hoist_rows(then)                       # shared by the branches and what follows
-        self._hoist_rows(other)
-        wg = self.wgmma.holds(then) or self.wgmma.holds(other)
-        if wg:                  # branches start and end with no wgmma in flight
-            self.wgmma.wait(em)
-        em.bra(l_else if has_else else l_end, self.v(op.operands[0]), negate=True)
-        self.block(then)
-        if wg:
-            self.wgmma.wait(em)
-        self._yield_into(then, res, types)
-        if has_else:
-            em.bra(l_end)
-            em.place(l_else)
-            self.block(other)
-            if wg:
-                self.wgmma.wait(em)
-            self._yield_into(other, res, types)
-        em.place(l_end)
-
-    def op_for(self, op):
-        em = self.em
-        lb, ub, step, *inits = op.operands
-        body = op.regions[0]
-        iv_arg, *carried = body.args
-        t = iv_arg.type
-        self._hoist_rows(body)                       # before the body's own values exist
-        iv = em.define(iv_arg)
-        regs = [em.define(a) for a in carried]
-        types = [a.type for a in carried]
-        self._mov(iv, self.v(lb), t)
-        self._moves(regs, [self.v(x) for x in inits], types)
-        head, end = em.label("for"), em.label("endfor")
-        up = self._step_up(op)
-        wg = self.wgmma.holds(body)
-        if wg:                  # nothing from before the loop runs into its first trip
-            self.wgmma.wait(em)
-        em.place(head)
-        stop = self._loop_exit(t, iv, self.v(ub), up)
-        em.bra(end, stop)
-        if wg:
-            self.wgmma.enter_loop(op, carried)
-        self.block(body)
-        if wg:                  # the trip's last wgmmas form a group before the back edge
-            self.wgmma.end_trip(em)
-        self._yield_into(body, regs, types)
-        em.ins(f"add.{bits_type(t).replace('b', 's')} {iv}, {iv}, {self.v(step)}")
-        em.normalize(iv, t)
-        em.bra(head)
-        em.place(end)
-        for r, reg in zip(op.results, regs):
-            em.define(r, reg)
-        if wg:                  # after the last trip: every wgmma complete
-            self.wgmma.wait(em)
-
-    def _step_up(self, op):
-        """The loop's direction: True (step > 0: a constant, or attr ``step_sign = 1``), False
-        (a negative constant), or a predicate register ``step > 0`` set once before the loop."""
-        step = op.operands[2]
-        sop = step.owner
-        if op.attrs.get("step_sign") == 1:
-            return True
-        if getattr(sop, "opcode", None) == "const" and sop.attrs["value"] != 0:
-            return sop.attrs["value"] > 0
-        up = self.em.tmp("p")
-        self.em.ins(f"setp.gt.{ptx_ops.arith(step.type)} {up}, {self.v(step)}, 0")
-        return up
-
-    def _loop_exit(self, t, iv, ub, up) -> str:
-        """Predicate that ends a for loop: iv >= ub for step > 0, iv <= ub otherwise (``up`` from
-        :meth:`_step_up`; a dynamic direction costs two predicated compares, no logic)."""
-        em = self.em
-        a = ptx_ops.arith(t)
-        stop = em.tmp("p")
-        if up is True:
-            em.ins(f"setp.ge.{a} {stop}, {iv}, {ub}")
-        elif up is False:
-            em.ins(f"setp.le.{a} {stop}, {iv}, {ub}")
-        else:
-            em.ins(f"@{up} setp.ge.{a} {stop}, {iv}, {ub}")
-            em.ins(f"@!{up} setp.le.{a} {stop}, {iv}, {ub}")
-        return stop
-
-    def op_while(self, op):
-        em = self.em
-        before, after = op.regions
-        types = [v.type for v in op.operands]
-        cregs = [em.define(a) for a in before.args]
-        aregs = [em.define(a) for a in after.args]
-        self._moves(cregs, [self.v(x) for x in op.operands], types)
-        head, end = em.label("while"), em.label("endwhile")
-        em.place(head)
-        wg = self.wgmma.holds(before) or self.wgmma.holds(after)
-        if wg:                  # no wgmma in flight across the back edge or the exit
-            self.wgmma.wait(em)
-        self.block(before)
-        if wg:
-            self.wgmma.wait(em)
-        cond = before.terminator
-        self._moves(aregs, [self.v(x) for x in cond.operands[1:]], types)
-        em.bra(end, self.v(cond.operands[0]), negate=True)
-        self.block(after)
-        if wg:
-            self.wgmma.wait(em)
-        self._yield_into(after, cregs, types)
-        em.bra(head)
-        em.place(end)
-        for r, reg in zip(op.results, aregs):
-            em.define(r, reg)
 
 
 _HANDLERS = handler_table(_Renderer, "op_", {"shared_array": "array", "dyn_shared": "array",
