@@ -31,11 +31,13 @@ def main(argv=None) -> int:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--backend", default="cuda", help="kaio backend (reference: --small, a check)")
     p.add_argument("--small", action="store_true", help="the registry's small size")
+    p.add_argument("--once", action="store_true",
+                   help="run each launch once, untimed (under a profiler: device step attn-ncu)")
     args = p.parse_args(argv)
     kaio.set_backend(args.backend)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
     from bench_gpu import timed
-    if args.backend == "reference":     # no CUDA events: run each launch once
+    if args.backend == "reference" or args.once:    # no CUDA events: run each launch once
         def timed(fn, **_):
             fn()
             return float("nan")

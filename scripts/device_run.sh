@@ -31,6 +31,8 @@
 #   gemm-stalls  Nsight Compute stall reasons, tensor-pipe and shared-memory use of the 128x256x64 GEMM tiling
 #   gpu-llvm  the gpu/cuda-marked tests with KAIO_CUDA_CODEGEN=llvm (the LLVM nvptx path)
 #   attn-breakdown  scripts/attention_breakdown.py: each launch of the quantized attention alone
+#   attn-ncu  Nsight Compute (speed of light, warp stall reasons, occupancy) of the quantized
+#             attention's kernels, each launched once (scripts/attention_breakdown.py --once)
 #   wgmma-probe  scripts/wgmma_probe.py: a hand-built sm_90a wgmma GEMM per shared-memory descriptor
 #             convention (right or not, TFLOP/s vs cuBLAS): the convention kaio's codegen takes
 #   mma-peak  benchmarks/mma_peak.py: register-resident mma.sync m16n8k16 rate, kaio and an nvcc twin
@@ -106,6 +108,11 @@ for step in "$@"; do
     gpu) run gpu_tests 300 python3 -m pytest -q -n 12 -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
     gpu-llvm) run gpu_tests_llvm 300 env KAIO_CUDA_CODEGEN=llvm python3 -m pytest -q -n 12 -m "gpu or cuda" -rf -p no:cacheprovider tests ;;
     attn-breakdown) run attention_breakdown 150 python3 scripts/attention_breakdown.py ;;
+    attn-ncu) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+              run attn_ncu 240 "$NCU" --section SpeedOfLight --section WarpStateStats --section Occupancy \
+                  --section MemoryWorkloadAnalysis --launch-count 6 \
+                  -k regex:"attention_partial|attention_combine|matmul_w8a8_quantizing" \
+                  python3 scripts/attention_breakdown.py --once ;;
     wgmma-probe) run wgmma_probe 150 python3 scripts/wgmma_probe.py ;;
     mma-peak) run mma_peak 120 python3 benchmarks/mma_peak.py ;;
     gelu-sweep) run gelu_sweep 150 python3 benchmarks/gelu_sweep.py ;;
