@@ -241,26 +241,20 @@ def _desc(em, start: str, lbo: int) -> str:
     return d
 
 
-def _k_major(em, base: str, rows: int, row: str, k: str) -> str:
-    """Start of a K-major operand (rows x K tile, K along the 128-byte rows): row ``row``'s
-    first 16-byte unit at column ``k`` (a multiple of 16): slab k / 64, then (k % 64) * 2 bytes
-    into the 1024-byte-aligned group of rows, the offset wgmma's swizzle expects."""
-    a, t = em.tmp("r"), em.tmp("r")
-    em.ins(f"shr.u32 {a}, {k}, 6")
+def _start(em, base: str, rows: int, row: str, col: str, into_row: bool) -> str:
+    """The address a descriptor starts at in a swizzled tile of ``rows`` rows: the 64-column
+    slab holding column ``col``, its row ``row``, and with ``into_row`` (a K-major operand, K
+    along the rows: ``col`` is a multiple of 16) ``(col % 64) * 2`` bytes into that 128-byte
+    row, the offset wgmma's swizzle expects; an MN-major operand (K down the rows) starts at the
+    slab's row ``row`` = k."""
+    a = em.tmp("r")
+    em.ins(f"shr.u32 {a}, {col}, 6")
     em.ins(f"mul.lo.u32 {a}, {a}, {rows * 128}")
     em.ins(f"mad.lo.u32 {a}, {row}, 128, {a}")
-    em.ins(f"and.b32 {t}, {k}, 63")
-    em.ins(f"mad.lo.u32 {a}, {t}, 2, {a}")
-    em.ins(f"add.u32 {a}, {a}, {base}")
-    return a
-
-
-def _mn_major(em, base: str, rows: int, k: str, mn: str) -> str:
-    """Start of an MN-major operand (K x MN tile): row ``k``, the 64-wide slab holding ``mn``."""
-    a = em.tmp("r")
-    em.ins(f"shr.u32 {a}, {mn}, 6")
-    em.ins(f"mul.lo.u32 {a}, {a}, {rows * 128}")
-    em.ins(f"mad.lo.u32 {a}, {k}, 128, {a}")
+    if into_row:
+        t = em.tmp("r")
+        em.ins(f"and.b32 {t}, {col}, 63")
+        em.ins(f"mad.lo.u32 {a}, {t}, 2, {a}")
     em.ins(f"add.u32 {a}, {a}, {base}")
     return a
 
@@ -297,14 +291,14 @@ def emit(r, op) -> None:
         if kk:
             k = em.tmp("r")
             em.ins(f"add.u32 {k}, {r.v(k0)}, {16 * kk}")
-        if ta:
-            da = _desc(em, _mn_major(em, abuf.base, ra, k, grow), ra * 128)
+        if ta:      # A held k x m: MN-major (the leading offset: one 64-wide slab)
+            da = _desc(em, _start(em, abuf.base, ra, k, grow, False), ra * 128)
         else:
-            da = _desc(em, _k_major(em, abuf.base, ra, grow, k), 16)
-        if tb:
-            db = _desc(em, _k_major(em, bbuf.base, rb, r.v(col0), k), 16)
+            da = _desc(em, _start(em, abuf.base, ra, grow, k, True), 16)
+        if tb:      # B held n x k: K-major
+            db = _desc(em, _start(em, bbuf.base, rb, r.v(col0), k, True), 16)
         else:
-            db = _desc(em, _mn_major(em, bbuf.base, rb, k, r.v(col0)), rb * 128)
+            db = _desc(em, _start(em, bbuf.base, rb, k, r.v(col0), False), rb * 128)
         if not plan.fenced:
             em.ins("wgmma.fence.sync.aligned")
             plan.fenced = True
