@@ -269,21 +269,26 @@ def w4a16_launch(dt: str, m: int, n: int, group: int, tile: str | None = None):
     return w4a16_kernel(dt)[w4a16_launch_config(m, n)]
 
 
-#: (backend kind, target, CUDA code path, dt, warp width, tiling, group) -> whether it compiles
-_W4A16_BUILDS: dict = {}
+#: (backend kind, target, CUDA code path, what) -> whether the kernel ``what`` names compiles
+_BUILDS: dict = {}
+
+
+def builds(what: tuple, make, **consts) -> bool:
+    """Whether the kernel ``make()`` compiles on the current backend (with ``consts``),
+    remembered under ``what`` (a tuple naming the kernel and its variant): a kernel that does
+    not (past the LLVM paths' 48 KiB of static shared memory) is not compiled again on every
+    call (kaio caches compiled kernels, not failures)."""
+    be = get_backend()
+    key = (type(be).__name__, getattr(be, "target", None), settings().cuda_codegen, what)
+    if key not in _BUILDS:
+        _BUILDS[key] = _compiles(make(), **consts)
+    return _BUILDS[key]
 
 
 def _w4a16_builds(dt: str, w: int, tile: str, group: int) -> bool:
-    """Whether the fragment kernel of ``tile`` compiles on the current backend, remembered: a
-    tiling that does not (past the LLVM paths' 48 KiB of static shared memory) is not compiled
-    again on every call (kaio caches compiled kernels, not failures)."""
-    be = get_backend()
-    key = (type(be).__name__, getattr(be, "target", None), settings().cuda_codegen, dt, w, tile,
-           group)
-    if key not in _W4A16_BUILDS:
-        _W4A16_BUILDS[key] = quant_mma.w4a16_group_ok(group) and \
-            _compiles(quant_mma.w4a16_kernel(dt, w, tile), group=group)
-    return _W4A16_BUILDS[key]
+    """Whether the fragment kernel of ``tile`` compiles on the current backend (remembered)."""
+    return quant_mma.w4a16_group_ok(group) and builds(
+        ("w4a16", dt, w, tile, group), lambda: quant_mma.w4a16_kernel(dt, w, tile), group=group)
 
 
 def _w4a16_run(x, packed, scales, y, group, *, config):

@@ -171,8 +171,8 @@ def launch(m: int, n: int, k: int):
     """A launch ``f(x, b, sb, c_bits)`` for an [m, n] f32 output ``c`` over K = ``k``
     (``c_bits = bits(c)``); None where K does not fit or the backend does not compile the kernel
     (the caller then quantizes in a launch of its own)."""
-    from .quant import _compiles, _warp_size
+    from .quant import _warp_size, builds
     w = _warp_size()
-    if not fits(k) or not _compiles(kernel(k, w)):
+    if not fits(k) or not builds(("w8a8_quantizing", k, w), lambda: kernel(k, w)):
         return None
     return kernel(k, w)[launch_config(m, n, w)]
