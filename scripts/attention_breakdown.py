@@ -77,12 +77,31 @@ def main(argv=None) -> int:
              (f"whole pipeline, {launches.launches} launches (device_pipeline, graph=False)",
               launches),
              (f"whole pipeline, graph replay (device_pipeline; {replay.launches} kernels)", replay)]
+    steps = -(-s // F.KS)                   # 64-key steps over all the keys
+    for c2 in (c for c in (chunks // 2, chunks // 4) if c >= 1):    # fewer, longer chunks
+        rows.append(_plan_row(qkv, o, s, d, dp, w, c2, -(-steps // c2), fargs))
     print(f"quantized attention S={s} Dm={dm} D={d}{' causal' if args.causal else ''}")
     print("| launch | us |")
     print("|---|---|")
     for name, fn in rows:
         print(f"| {name} | {timed(fn, reps=20, rounds=5) * 1e3:.1f} |", flush=True)
     return 0
+
+
+def _plan_row(qkv, o, s, d, dp, w, chunks, nsteps, fargs):
+    """(name, launch) of the partial kernel and the combine at another plan: ``chunks`` chunks
+    of ``nsteps`` steps (what plan() trades: fewer blocks, each walking more keys, against
+    a combine reading fewer partials)."""
+    partial = F.kernel(dp, w)[F.launch_config(s, w, chunks)]
+    part, ml = F.partials(s, dp, chunks, empty)
+    combine = F.combine_launch(s, d, chunks)
+    args = fargs[:5] + (nsteps,) + fargs[6:]
+
+    def both():
+        partial(qkv, qkv, qkv, part, ml, *args)
+        combine(part, ml, o, chunks, dp)
+    return (f"partial + combine at {chunks} chunks x {nsteps} steps "
+            f"({chunks * -(-s // F.ROWS)} blocks)", both)
 
 
 if __name__ == "__main__":
