@@ -8,8 +8,10 @@ compiles), the fused attention's partial kernel (keys split over blocks) and the
 kernel (unrolled for the plan's chunk count). For comparison the two launches the quantizing
 projection replaces (quantize the rows, then the W8A8 matmul). Each row is CUDA events around
 20 back-to-back launches of that launch alone, median of 5 (benchmarks/bench_gpu.py's timer),
-then the whole pipeline launch by launch and replayed from its captured graph (what
-``device_pipeline`` returns on device arrays, and what ``kaio bench --gemm`` times).
+and the same launch 20 times in one captured graph (the device's time per launch: a small
+kernel launched from Python is timed at the host's launch rate), then the whole pipeline launch
+by launch and replayed from its captured graph (what ``device_pipeline`` returns on device
+arrays, and what ``kaio bench --gemm`` times).
 """
 import argparse
 import os
@@ -81,11 +83,33 @@ def main(argv=None) -> int:
     for c2 in (c for c in (chunks // 2, chunks // 4) if c >= 1):    # fewer, longer chunks
         rows.append(_plan_row(qkv, o, s, d, dp, w, c2, -(-steps // c2), fargs))
     print(f"quantized attention S={s} Dm={dm} D={d}{' causal' if args.causal else ''}")
-    print("| launch | us |")
-    print("|---|---|")
+    print("| launch | us | us from a graph |")
+    print("|---|---|---|")
     for name, fn in rows:
-        print(f"| {name} | {timed(fn, reps=20, rounds=5) * 1e3:.1f} |", flush=True)
+        alone = timed(fn, reps=20, rounds=5) * 1e3
+        graphed = "-"
+        if fn is not replay and not args.once:
+            g = _captured(fn, GRAPH_REPS)
+            graphed = f"{timed(lambda g=g: g.replay(0), reps=2, rounds=5) * 1e3 / GRAPH_REPS:.1f}"
+        print(f"| {name} | {alone:.1f} | {graphed} |", flush=True)
     return 0
+
+
+#: launches per graph in the third column (kernels back to back on the device, one host call)
+GRAPH_REPS = 20
+
+
+def _captured(fn, n):
+    """``n`` calls of ``fn`` captured into one graph (replayed once, untimed, to upload it).
+    Launched one by one from Python a small kernel is timed at the host's launch rate (several
+    us a launch on the H200: docs/performance.md, "Launch overhead"); replayed from a graph,
+    at the device's."""
+    with kaio.graph() as g:
+        for _ in range(n):
+            fn()
+    g.replay(0)
+    kaio.synchronize()
+    return g
 
 
 def _plan_row(qkv, o, s, d, dp, w, chunks, nsteps, fargs):
