@@ -179,3 +179,31 @@ def test_on_gpu_at_the_attention_shape():
         np.testing.assert_array_equal(c.to_host(), _two_launches(x, b, sb))
     finally:
         be._current = previous
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_graph_replayed_attention_pipeline_on_gpu(causal):
+    """The timing pipeline at the benchmark shape (S = 1024, Dm = 512, D = 128) replayed from
+    its graph: what the host path computes, bit for bit, after the inputs change too."""
+    from kaio.kernels import REGISTRY
+    from kaio.showcase import pick_backend
+    previous = be._current
+    kaio.set_backend(pick_backend(None))
+    try:
+        case = REGISTRY["ml/quantized_attention"]
+        inp = case.make_inputs(case.default_size, 0)
+        names = ("x", "wq", "wk", "wv", "sq", "sk", "sv")
+        dev = [kaio.to_device(inp[n]) for n in names]
+        launch = attention.device_pipeline(*dev, causal=causal)
+        assert launch.graph is not None
+        for x in (inp["x"], (inp["x"][::-1] * 1.5).copy()):
+            dev[0].copy_from_host(x)
+            launch()
+            kaio.synchronize()
+            host = attention.quantized_attention(x, *(inp[n] for n in names[1:]), causal=causal)
+            np.testing.assert_array_equal(launch.output.to_host(), host)
+            np.testing.assert_allclose(host, attention.quantized_attention_ref(
+                x, *(inp[n] for n in names[1:]), causal=causal), rtol=1e-4, atol=1e-5)
+    finally:
+        be._current = previous
