@@ -329,3 +329,22 @@ def test_the_checks_catch_planted_offences():
     assert len(lazy) == 2 and "fake:4 imports numpy" in lazy[0] and "fake:5 imports kaio" in lazy[1]
     assert cycles(scan) == [["kaio.ir.fake", "kaio.ir.fake2"]]
     assert by_name(scan) == ["kaio.ir.fake2:8"]
+
+
+def test_every_ml_module_imports_first_in_a_fresh_process():
+    """`import kaio.kernels.ml.quant` first used to fail: `from . import quant_mma` asked the
+    package's __getattr__, which imports every ML module and so quant again, half initialised.
+    Each module must import on its own."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import kaio.kernels.ml as ml
+    names = [m.name for m in pkgutil.iter_modules(ml.__path__) if m.name != "torch_ops"]
+    failed = []
+    for n in names:
+        r = subprocess.run([sys.executable, "-c", f"import kaio.kernels.ml.{n}"],
+                           capture_output=True, text=True)
+        if r.returncode:
+            failed.append(f"{n}: {r.stderr.strip().splitlines()[-1]}")
+    assert not failed, "\n".join(failed)

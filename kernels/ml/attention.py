@@ -20,13 +20,18 @@ Single head; batch and heads are independent and map to more launches (or more r
 import numpy as np
 
 import kaio
+
+# submodules by full name: `from . import` asks the package's __getattr__, which imports every
+# ML module (cases.py) and so this one again, half initialised, when it is imported first
+import kaio.kernels.ml.attention_mma as attention_mma
+import kaio.kernels.ml.flash_attention as flash_attention
+import kaio.kernels.ml.quant_project as quant_project
 from kaio import f32, regions
 from kaio.backends.runtime import DeviceArray, capturing
 from kaio.config import settings
 
 from .._bench import empty
 from ..rajaperf._tiled import tiled_launcher
-from . import attention_mma, flash_attention, quant_project
 from .quant import (
     _compiles,
     _warp_size,

@@ -23,13 +23,13 @@ import functools
 import numpy as np
 
 import kaio
+import kaio.kernels.ml.quant_mma as quant_mma  # not `from . import`: the package's __getattr__
 from kaio import f32, i32, regions
 from kaio.autotune import Autotuner, Config
 from kaio.backends import get_backend
 from kaio.config import settings
 
 from .._launch import kdtype, np_dtype
-from . import quant_mma
 from .elementwise import _name
 from .quant_mma import int4_at
 

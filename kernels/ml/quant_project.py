@@ -45,6 +45,7 @@ import kaio
 from kaio import f32, i32
 from kaio.backends.runtime import DeviceArray
 
+from .quant import _warp_size, builds
 from .quant_mma import PAD, threads
 
 BM, BN, WM, WN = 64, 64, 32, 16     # block tile and warp tile (eight warps)
@@ -171,7 +172,6 @@ def launch(m: int, n: int, k: int):
     """A launch ``f(x, b, sb, c_bits)`` for an [m, n] f32 output ``c`` over K = ``k``
     (``c_bits = bits(c)``); None where K does not fit or the backend does not compile the kernel
     (the caller then quantizes in a launch of its own)."""
-    from .quant import _warp_size, builds
     w = _warp_size()
     if not fits(k) or not builds(("w8a8_quantizing", k, w), lambda: kernel(k, w)):
         return None

@@ -28,12 +28,12 @@ are the Python entry points (``kaio.kernels.ml.torch_ops.rmsnorm(x, w)``), the s
 """
 import torch
 
+import kaio.kernels.ml.backward as B  # by full name: see attention.py
+import kaio.kernels.ml.elementwise as E
+import kaio.kernels.ml.norms as norms
 from kaio.backends.runtime import DeviceArray, current
 
 from .._launch import np_dtype
-from . import backward as B
-from . import elementwise as E
-from . import norms
 
 _DT = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
 
