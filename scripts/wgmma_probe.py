@@ -226,10 +226,11 @@ def versus_library():
             kern = G.gemm_kernel("f16", "f32", False, False, tile)
             grid, block = G.launch_config(n, n, tile)
             lib[tile] = kern[grid, block, 0, torch.cuda.current_stream()]
-        cases = {"cuBLAS": lambda: torch.matmul(A, B),
-                 "probe": lambda: launch(fn, smem, T, BM, 256, A, B, C, n, n, n, stream),
-                 "kaio": lambda: lib["wg128x256x64_s4"](A, B, C, 1.0, 0.0),
-                 "kaio_s5": lambda: lib["wg128x128x64_s5"](A, B, C, 1.0, 0.0)}
+        cases = {"cuBLAS": lambda A=A, B=B: torch.matmul(A, B),
+                 "probe": lambda A=A, B=B, C=C, n=n: launch(fn, smem, T, BM, 256, A, B, C, n, n,
+                                                            n, stream),
+                 "kaio": lambda A=A, B=B, C=C, f=lib["wg128x256x64_s4"]: f(A, B, C, 1.0, 0.0),
+                 "kaio_s5": lambda A=A, B=B, C=C, f=lib["wg128x128x64_s5"]: f(A, B, C, 1.0, 0.0)}
         for f in cases.values():
             f()
         torch.cuda.synchronize()
