@@ -225,3 +225,60 @@ def test_accumulator_store_pairs_in_the_ptx_simulator(out, rows, cols, beta):
     np.testing.assert_array_equal(sim[2].view(np.uint8), ref[2].view(np.uint8))
     exact = 0.5 * (a.astype(np.float64) @ b.astype(np.float64))[:rows, :cols] + beta * c0
     np.testing.assert_array_equal(ref[2].astype(np.float64), exact)
+
+
+@kaio.kernel(block=(128,))
+def swizzled_elements(O: kaio.Raw[f16, 2]):
+    """Element stores into a shared_tile, then each element read back transposed."""
+    S = kaio.mma.shared_tile(f16, (64, 128))
+    t = kaio.thread_idx.x
+    for r in range(64):                 # thread t writes column t
+        S[r, t] = f16((r * 128 + t) % 251)
+    kaio.sync()
+    for r in range(64):                 # and reads row t, every column: written by others
+        O[r, t] = S[t // 2, (r + 64 * (t % 2))]
+
+
+def test_shared_tile_element_access_in_the_ptx_simulator():
+    """Plain loads and stores of a swizzled tile address it through the same layout (two
+    64-column slabs, chunks permuted per row), so what is stored is what is read."""
+    from ptx_sim import Machine
+    src = (np.arange(64 * 128) % 251).reshape(64, 128)
+    want = np.array([[src[t // 2, r + 64 * (t % 2)] for t in range(128)] for r in range(64)],
+                    np.float16)
+    out = np.zeros((64, 128), np.float16)
+    swizzled_elements[(1,), (128,)](out)                  # the reference backend
+    np.testing.assert_array_equal(out, want)
+    ptx, abi = emit_ptx(target_pipeline(swizzled_elements.specialize_ir(), 32), "sm_90")
+    assert "xor.b32" in ptx and ".align 1024" in ptx
+    sim = np.zeros((64, 128), np.float16)
+    Machine(ptx).launch([sim], abi, (1, 1, 1), (128, 1, 1), 0)
+    np.testing.assert_array_equal(sim, want)
+
+
+@kaio.kernel(block=(128,))
+def group_in_a_branch(A: kaio.In[f16, 2], C: kaio.Raw[f32, 2], twice: kaio.i32):
+    """A group mma under a block-uniform branch: the branch ends with every wgmma complete."""
+    As = kaio.mma.shared_tile(f16, (64, 64))
+    kaio.mma.copy_tile(As, A, 0, 0)
+    kaio.sync()
+    acc = kaio.mma.fill(f32, 0.0, m=16, n=64)
+    acc = kaio.mma.group_mma(As, As, acc, 0, 0, 0, k=64, trans_b=True)
+    if twice > 0:
+        acc = kaio.mma.group_mma(As, As, acc, 0, 0, 0, k=64, trans_b=True)
+    kaio.mma.store(C, (kaio.thread_idx.x // kaio.warp_size) * 16, 0, acc)
+
+
+@pytest.mark.parametrize("twice", [0, 1])
+def test_group_mma_in_a_branch(backend, twice):
+    ptx = group_in_a_branch.emit("ptx", "sm_90")
+    branch = ptx[ptx.index("@!%p"):]                    # from the branch on
+    assert branch.index("wgmma.wait_group.sync.aligned 0") < branch.index("$L_endif")
+    ptxas(ptx, "sm_90")
+    g = np.random.default_rng(6)
+    a = g.integers(-3, 4, (64, 64)).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    group_in_a_branch[(1,), (128,)](a, c, twice)
+    rows = 16 * (128 // kaio.backends.get_backend().warp_size)
+    exact = (1 + twice) * (a.astype(np.float64) @ a.astype(np.float64).T)
+    np.testing.assert_array_equal(c[:rows], exact[:rows])
