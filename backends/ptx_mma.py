@@ -578,7 +578,8 @@ def copy_tile(em, op, dst: "ptx_mem.BufInfo", src: "ptx_mem.BufInfo", row0: str,
         em.ins(f"setp.ne.u32 {p}, {q}, 0")
         em.bra(l_scalar, p)
         per_row = cols // n
-        rounds_ok = not dst.swizzle or (block_threads // per_row) % 8 == 0   # rows keep r % 8
+        # a swizzled tile's rounds must move whole 8-row groups (the chunk permutation stays)
+        rounds_ok = not dst.swizzle or bool(block_threads) and (block_threads // per_row) % 8 == 0
         if block_threads and per_row & (per_row - 1) == 0 and block_threads % per_row == 0 \
                 and rounds_ok:
             _copy_rounds(em, dst, src, t, pitch, rows, per_row, n, tid, block_threads,

@@ -3,7 +3,9 @@
 A group mma (an ``mma`` op with ``group``: operands a, b, acc, row0, col0, k0) lowers to one
 ``wgmma.mma_async`` per four warps and k16 step when the target is sm_90, its A and B come
 straight from ``kaio.mma.shared_tile`` arrays (loads used by nothing else) and the accumulator
-is one wgmma can hold (n a multiple of 8 up to 256; of 64 where B is held k x n). The loads
+is one wgmma can hold (n a multiple of 8 up to 256; of 64 where B is held k x n), the block
+is declared in whole warp groups (128 threads) and row0, col0 and k0 are constants on the
+swizzle's grid (a descriptor cannot start inside a swizzle row group or slab). The loads
 then emit nothing: wgmma reads the tiles through shared-memory descriptors (128-byte swizzle,
 :func:`kaio.backends.ptx_mem.swizzled`). Anything else keeps the warp's own path (``ldmatrix``
 + ``mma.sync``), which computes the same product.
@@ -57,6 +59,9 @@ class Plan:
             return
         ops = list(kernel.walk())
         uses = Counter(v.id for op in ops for v in op.operands)
+        block = kernel.attrs.get("block")     # whole warp groups only: a declared block
+        if block is None or (block[0] * block[1] * block[2]) % 128:
+            return
         for op in ops:
             if op.opcode == "mma" and op.attrs.get("group") and self._fits(op, uses):
                 la, lb = op.operands[0].owner, op.operands[1].owner
@@ -76,7 +81,15 @@ class Plan:
             if getattr(arr, "opcode", None) != "shared_array" or not arr.attrs.get("swizzle"):
                 return False
         n = acc.type.dims[1]
-        return n % 8 == 0 and n <= 256 and (bool(loads[1].attrs.get("trans")) or n % 64 == 0)
+        ta, tb = (bool(ld.attrs.get("trans")) for ld in loads)
+        # a descriptor starts on the swizzle's grid: the origins must be constants that keep it
+        # (MN-major operands whole 64-wide slabs, K-major ones whole 8-row groups, k whole
+        # k16 steps); other group mmas take each warp's path, which reads any origin
+        grid = ((op.operands[3], 64 if ta else 8), (op.operands[4], 8 if tb else 64),
+                (op.operands[5], 16))
+        if not all(_const(v) is not None and _const(v) % m == 0 for v, m in grid):
+            return False
+        return n % 8 == 0 and n <= 256 and (tb or n % 64 == 0)
 
     @property
     def active(self) -> bool:
@@ -189,6 +202,12 @@ class Plan:
         """Whether ``block`` (or a region inside it) holds a lowered group mma."""
         return self.active and any(id(o) in self.lowered for op in block.ops
                                    for o in _walk(op))
+
+
+def _const(v):
+    """The int a value is where a ``const`` op makes it, else None."""
+    o = v.owner
+    return o.attrs["value"] if getattr(o, "opcode", None) == "const" else None
 
 
 def _array(buf):

@@ -282,3 +282,53 @@ def test_group_mma_in_a_branch(backend, twice):
     rows = 16 * (128 // kaio.backends.get_backend().warp_size)
     exact = (1 + twice) * (a.astype(np.float64) @ a.astype(np.float64).T)
     np.testing.assert_array_equal(c[:rows], exact[:rows])
+
+
+@kaio.kernel(block=(128,))
+def group_at_a_param(A: kaio.In[f16, 2], C: kaio.Raw[f32, 2], k0: kaio.i32):
+    """k0 a launch parameter: block-uniform, but no descriptor can be proved on its grid."""
+    As = kaio.mma.shared_tile(f16, (64, 64))
+    kaio.mma.copy_tile(As, A, 0, 0)
+    kaio.sync()
+    acc = kaio.mma.group_mma(As, As, kaio.mma.fill(f32, 0.0, m=16, n=64), 0, 0, k0,
+                             trans_b=True)
+    kaio.mma.store(C, (kaio.thread_idx.x // kaio.warp_size) * 16, 0, acc)
+
+
+@kaio.kernel
+def group_undeclared_block(A: kaio.In[f16, 2], C: kaio.Raw[f32, 2]):
+    """No declared block: it may launch with part of a warp group."""
+    As = kaio.mma.shared_tile(f16, (64, 64))
+    kaio.mma.copy_tile(As, A, 0, 0)
+    kaio.sync()
+    acc = kaio.mma.group_mma(As, As, kaio.mma.fill(f32, 0.0, m=16, n=64), 0, 0, 0,
+                             trans_b=True)
+    kaio.mma.store(C, (kaio.thread_idx.x // kaio.warp_size) * 16, 0, acc)
+
+
+@pytest.mark.parametrize("k0", [0, 8, 48])
+def test_group_mma_off_the_descriptor_grid_takes_each_warps_path(backend, k0):
+    """A runtime k0 (8 would start a descriptor off a k16 step), or an undeclared block (maybe
+    part of a warp group): each warp's ldmatrix + mma.sync, exact for any origin, no wgmma."""
+    for k in (group_at_a_param, group_undeclared_block):
+        ptx = k.emit("ptx", "sm_90")
+        assert "wgmma" not in ptx and "mma.sync" in ptx and ".target sm_90\n" in ptx
+    g = np.random.default_rng(8)
+    a = g.integers(-3, 4, (64, 64)).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    group_at_a_param[(1,), (128,)](a, c, k0)
+    rows = 16 * (128 // kaio.backends.get_backend().warp_size)
+    exact = a[:, k0:k0 + 16].astype(np.float64) @ a[:, k0:k0 + 16].astype(np.float64).T
+    np.testing.assert_array_equal(c[:rows], exact[:rows])
+
+
+def test_copy_into_a_swizzled_tile_without_a_declared_block_in_the_ptx_simulator():
+    """The copy's loop form (no declared block to unroll by) addresses the swizzle too."""
+    from ptx_sim import Machine
+    g = np.random.default_rng(9)
+    a = g.integers(-3, 4, (64, 64)).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    ptx, abi = emit_ptx(target_pipeline(group_undeclared_block.specialize_ir(), 32), "sm_80")
+    Machine(ptx).launch([a, c], abi, (1, 1, 1), (128, 1, 1), 0)
+    exact = a[:, :16].astype(np.float64) @ a[:, :16].astype(np.float64).T
+    np.testing.assert_array_equal(c, exact)
