@@ -300,7 +300,7 @@ class CudaBackend(Backend):
         plan = compiled.launch_plan or _param_plan(compiled)
         self.ctx.make_current()
         rt = self.runtime
-        graph, stream = capture_target(stream)
+        graph, stream = capture_target(stream, args)
         hstream = 0 if stream is None else rt.stream_handle(stream)
         values, xfer = [], None
         try:

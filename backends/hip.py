@@ -436,7 +436,7 @@ class HipBackend(Backend):
                               f"per workgroup on {self.props.name}")
         self.make_current()
         rt = self.runtime
-        graph, stream = capture_target(stream)
+        graph, stream = capture_target(stream, args)
         h = rt.stream_handle(stream)
         values, xfer = [], Transfers(rt, h)
         try:

@@ -567,12 +567,15 @@ def capturing() -> "Graph | None":
     return _tls.graph
 
 
-def capture_target(stream):
+def capture_target(stream, args=()):
     """(graph being captured or None, the stream a launch goes to): inside ``kaio.graph()`` a
-    launch that names no stream goes to the graph's stream and is counted."""
+    launch that names no stream goes to the graph's stream and is counted, and the graph holds
+    its arguments (the driver keeps only their addresses: a device array freed while the graph
+    lives would be replayed into freed memory)."""
     graph = _tls.graph
     if graph is not None:
         graph.launches += 1
+        graph.held.extend(args)
         if stream is None:
             stream = graph.stream
     return graph, stream
@@ -598,6 +601,7 @@ class Graph:
         self.runtime = stream.runtime if isinstance(stream, Stream) else current()
         self._exec = None
         self.launches = 0
+        self.held: list = []        # the captured launches' arguments, alive as long as the graph
 
     def __enter__(self) -> "Graph":
         if capturing() is not None:

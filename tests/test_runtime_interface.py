@@ -98,6 +98,34 @@ def test_graph_replays_its_launches_on_current_contents(backend):
         kaio.graph().replay()
 
 
+def test_graph_keeps_its_arrays_alive(backend):
+    """The driver keeps only addresses: a graph whose arrays were dropped by the code that made
+    them (a closure returning only its replay) must still own them, or a replay reads and
+    writes freed memory."""
+    import gc
+    import weakref
+    x = np.arange(256, dtype=np.float32)
+    dy = kaio.to_device(np.zeros(256, np.float32))
+
+    def captured():
+        dx = kaio.to_device(x)                  # only the graph refers to it after return
+        saxpy[(1,), (256,)](0.0, dx, dy)
+        with kaio.graph() as g:
+            saxpy[(1,), (256,)](2.0, dx, dy)
+        return g, weakref.ref(dx)
+    g, input_ref = captured()
+    gc.collect()
+    assert input_ref() is not None
+    kaio.to_device(np.full(256, 7, np.float32))   # an allocation that could reuse freed memory
+    g.replay()
+    g.replay()
+    g.synchronize()
+    np.testing.assert_array_equal(dy.to_host(), 4 * x)
+    del g
+    gc.collect()
+    assert input_ref() is None                  # released with the graph
+
+
 def test_pinned_memory(backend):
     from kaio.device import is_pinned
     p = kaio.pinned_array((3, 5), kaio.f32)

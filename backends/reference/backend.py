@@ -113,7 +113,7 @@ class ReferenceBackend(Backend):
         kernel = compiled.artifacts["lowered"] if isinstance(compiled, Compiled) else compiled
         params = kernel.body.args
         rt = self.runtime
-        graph, stream = capture_target(stream)
+        graph, stream = capture_target(stream, args)
         h = rt.stream_handle(stream)
         values = [self._array(kernel, p.name, v.type, a, graph) if v.is_buffer
                   else _scalar(kernel, p.name, v.type, a)
