@@ -334,12 +334,16 @@ class _BoundLaunch:
         return self.kernel._launch(self, args, kwargs)
 
     def remember(self, backend, st, compiled, plan) -> None:
-        """Keep ``plan`` (checked on ``backend`` under settings ``st``) among the recent ones."""
+        """Keep ``plan`` (checked on ``backend`` under settings ``st``) among the recent ones,
+        at first through :func:`_second_launch` (its fast function is made when it is used)."""
         if any(e[3] is plan and e[0] is backend and e[1] is st for e in self._recent):
             return
-        entry = (backend, st, _guarded_launch(backend, st, compiled, plan, self.shared,
-                                              self.stream is not None), plan)
+        entry = (backend, st, _second_launch(self, backend, st, compiled, plan), plan)
         self.recent = (entry, *self._recent[:_RECENT - 1])
+
+    def _replace(self, old, run) -> None:
+        """Put ``run`` where ``old`` is among the recent plans' functions (where it still is)."""
+        self.recent = tuple((b, s, run if r is old else r, p) for b, s, r, p in self._recent)
 
 
 def _launch_function(bound: _BoundLaunch):
@@ -357,6 +361,24 @@ def _launch_function(bound: _BoundLaunch):
     launch.__qualname__ = launch.__name__ = f"{bound.kernel.name}[launch]"
     launch.__doc__ = f"Launch kernel '{bound.kernel.name}' with its configuration (kaio.launch)."
     return launch
+
+
+def _second_launch(bound: _BoundLaunch, backend, st, compiled, plan):
+    """``run(args, stream) -> bool`` for a plan just checked and launched: at the plan's second
+    launch (its guard, :meth:`LaunchPlan.matches`, passed) it makes the plan's fast function
+    (:func:`_guarded_launch`), puts that in its own place among ``bound``'s recent plans and
+    launches through it. The CUDA backend compiles that function from source (a quarter to a
+    half millisecond): a plan launched once, e.g. a process's only launch of a kernel, never
+    pays for it, and the first launch of a fresh process stays short (issue 15)."""
+    matches, current = plan.matches, backends.get_backend
+
+    def run(args, stream) -> bool:
+        if current(None) is not backend or settings() is not st or not matches(args):
+            return False
+        fast = _guarded_launch(backend, st, compiled, plan, bound.shared, bound.stream is not None)
+        bound._replace(run, fast)
+        return fast(args, stream)
+    return run
 
 
 def _guarded_launch(backend, st, compiled, plan, shared: int, stream_given: bool):

@@ -249,8 +249,9 @@ def test_a_launch_spy_sees_repeated_cuda_launches(fake, lookups):  # noqa: F811
         run(3.0, x, y)
     assert [a[0] for *_, a in spy.launches] == [2.0, 3.0] and spy.output() is y
     run(4.0, x, y)
+    run(5.0, x, y)  # the plan's second launch: compiled again (kaio.launch._second_launch)
     assert run.bound.recent[0][2].__code__.co_filename == "<kaio planned launch>"
-    np.testing.assert_array_equal(y.to_host(), 4.0 * np.arange(32, dtype=np.float32))
+    np.testing.assert_array_equal(y.to_host(), 5.0 * np.arange(32, dtype=np.float32))
 
 
 def test_a_forwarding_backend_wrapper_sees_repeated_cuda_launches(fake, lookups):  # noqa: F811
@@ -527,3 +528,37 @@ def test_a_first_launch_compiles_only_the_function_the_next_calls_use(fake, monk
         be.launch(c, (1,), (32,), [0.5 * step, x, y])
         np.testing.assert_array_equal(y.to_host(), np.float32(0.5 * step) * x.to_host())
     assert compiled_heads == ["def run(args, shared_bytes, stream):"]   # at the second launch
+
+
+def test_a_plans_fast_function_is_compiled_at_its_second_launch(fake, lookups, monkeypatch):  # noqa: F811
+    """kaio.launch._second_launch: a signature's first launch (a fresh process's first launch
+    of a kernel) compiles nothing; its second launch, once the plan's guard passed, compiles
+    the fast function, puts it in its place and launches through it; another signature, other
+    settings or an argument the plan was not checked for compile nothing and take the checked
+    path."""
+    pytest.importorskip("kaio.backends.ptx")
+    made = _compiles(monkeypatch)
+    fake.kernels["_scale"] = scale_impl
+    _forget(_scale)
+    x, y = kaio.to_device(np.arange(32, dtype=np.float32)), kaio.device_array(32, kaio.f32)
+    z = kaio.device_array(32, kaio.f32)
+    run = _scale[(1,), (32,)]
+    run(1.0, x, y)
+    assert made == [] and run.bound.fast.__code__.co_filename != "<kaio planned launch>"
+    with pytest.raises(ValueError, match="overflows"):
+        run(1e39, x, y)             # outside the plan's checked range: refused, nothing compiled
+    run(2.0, x, z)                  # another signature: checked, its own plan, nothing compiled
+    assert made == [] and len(lookups) == 3
+    np.testing.assert_array_equal(z.to_host(), 2.0 * x.to_host())
+    run(3.0, x, y)                  # y's plan's second launch: through the retry, compiled now
+    assert made == ["def run(args, stream):"] and len(lookups) == 3
+    assert run.bound.recent[1][2].__code__.co_filename == "<kaio planned launch>"
+    np.testing.assert_array_equal(y.to_host(), 3.0 * x.to_host())
+    for a in (4.0, 5.0):            # from now on the compiled function, compiled once
+        run(a, x, y)
+    assert len(made) == 1 and len(lookups) == 3 and len(fake.launches) == 5
+    np.testing.assert_array_equal(y.to_host(), 5.0 * x.to_host())
+    config.reload()                 # new settings: the kept plans miss, the checked path runs
+    run(6.0, x, z)                  # (z's plan's second Backend launch: that one's function)
+    assert made[1:] == ["def run(args, shared_bytes, stream):"] and len(lookups) == 4
+    np.testing.assert_array_equal(z.to_host(), 6.0 * x.to_host())
