@@ -388,6 +388,8 @@ class MmaEmitter(CopyEmitter):
 
     def op_mma_load(self, op):
         t = op.result.type
+        if op.attrs.get("int4"):
+            return self.bind(op, self._load_int4(op, t))
         if self._scheme(op) == "nvvm" and _ldmatrix_ok(op, t):
             return self.bind(op, self._ldmatrix(op, t, bool(op.attrs.get("trans"))))
         vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
@@ -401,6 +403,32 @@ class MmaEmitter(CopyEmitter):
                 x = self.ins(f"select i1 {valid}, {ety} {x}, {ety} {zero}")
             vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
         self.bind(op, vec)
+
+    def _load_int4(self, op, t) -> str:
+        """``mma_load`` with ``int4``: element (k, n) of B is nibble k % 2 of the byte at
+        (row0 + k // 2, col0 + n), sign-extended and converted (exact in f16/bf16)."""
+        scheme = self._scheme(op)
+        buf = op.operands[0]
+        n_idx = 3 if buf.type.ndim == 1 else 2
+        row0, col0, *ld = (self.index_value(v, "i32") for v in op.operands[1:1 + n_idx])
+        lanes = _LlvmLanes(self)
+        vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
+        vec = "poison"
+        for e, (r, c, valid) in enumerate(element_coords(scheme, t, self._lane(), lanes)):
+            half = lanes._once(("khalf", r), f"lshr i32 {r}, 1")
+            shift = lanes._once(("kshift", r), f"shl i32 {lanes._once(('kodd', r), f'and i32 {r}, 1')}, 2")
+            rr = lanes._once(("prow", r), f"add i32 {row0}, {half}")
+            cc = lanes._once(("col", c), f"add i32 {col0}, {c}")
+            if valid is not None:     # padding reads the tile's origin (never used)
+                rr = self.ins(f"select i1 {valid}, i32 {rr}, i32 {row0}")
+                cc = self.ins(f"select i1 {valid}, i32 {cc}, i32 {col0}")
+            ptr, pty, _ = self._tile_addr(buf, rr, cc, ld[0] if ld else None)
+            byte = self.ins(f"zext i8 {self.ins(f'load i8, {pty} {ptr}, align 1')} to i32")
+            nib = self.ins(f"and i32 {self.ins(f'lshr i32 {byte}, {shift}')}, 15")
+            q = self.ins(f"ashr i32 {self.ins(f'shl i32 {nib}, 28')}, 28")     # two's complement
+            x = self.ins(f"sitofp i32 {q} to {ety}")
+            vec = self.ins(f"insertelement {vty} {vec}, {ety} {x}, i32 {e}")
+        return vec
 
     def _tf32(self, x: str) -> str:
         """f32 ``x`` rounded to tf32 as kaio.semantics.tf32 does (nearest, ties away from zero;

@@ -37,6 +37,7 @@ first (``cp.async.wait_all``), which gives the documented "visible after the nex
 """
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..ir.types import row_frag
 from . import ptx_mem
 from .vector_access import _multiple_of
@@ -311,6 +312,8 @@ def load(em, info, op, regs) -> str:
     """``mma_load``: the fragment's register string."""
     t = op.results[0].type
     trans = bool(op.attrs.get("trans"))
+    if op.attrs.get("int4"):
+        return _load_int4(em, info, op, regs, t)
     if _ldmatrix_ok(op, t):
         return _load_ldmatrix(em, info, op, regs, t, trans)
     syms = _lane_syms(em)
@@ -336,6 +339,54 @@ def load(em, info, op, regs) -> str:
                 w = em.tmp("r")
                 em.ins(f"mov.b32 {w}, {{{lo}, {hi}}}")
                 out.append(w)
+    return ",".join(out)
+
+
+#: int4 -> f16/bf16 pairs: (x ^ 8) | EXP is 2^p + x + 8 exactly (p = 10 for f16, 7 for bf16),
+#: so one fma with 1 and -(2^p + 8) gives x: (bits ORed into the exponent, fma constants)
+_INT4_PAIR = {"f16": (0x64086408, 0x3C003C00, 0xE408E408), "bf16": (0x43084308, 0x3F803F80, 0xC308C308)}
+
+
+def _load_int4(em, info, op, regs, t) -> str:
+    """``mma_load`` with ``int4``: mma.sync's B register k of a tile holds rows 2t + 8k and
+    2t + 8k + 1 of column g, i.e. both nibbles of byte (row0 + t + 4k, col0 + g): one byte load
+    per register, its nibbles spread into the two halves' fractions and the bias taken off by
+    one exact fma (4 ALU instructions per two elements, no conversion unit)."""
+    syms = _lane_syms(em)
+    bt = op.operands[0].type
+    row0, col0 = regs[0], regs[1]
+    r, c = em.tmp("r"), em.tmp("r")
+    em.ins(f"add.s32 {r}, {row0}, {syms['t']}")
+    em.ins(f"add.s32 {c}, {col0}, {syms['g']}")
+    shared = bt.space == "shared" and bt.ndim == 2 and bt.static_shape is not None and not info.swizzle
+    base = ptx_mem.address(em, info, bt.dtype, [r, c]) if shared else None
+    bias, one, neg = _INT4_PAIR[t.dtype.name]
+    k_one, k_neg = em.tmp("r"), em.tmp("r")
+    em.ins(f"mov.b32 {k_one}, {one:#x}")
+    em.ins(f"mov.b32 {k_neg}, {neg:#x}")
+    out = []
+    for _, ro, co in _tiles(t):
+        for half in (0, 4):
+            kb = ro // 2 + half
+            if shared:
+                addr = f"{base}+{kb * bt.static_shape[1] + co}"
+            else:
+                rr, cc = em.tmp("r"), em.tmp("r")
+                em.ins(f"add.s32 {rr}, {r}, {kb}")
+                em.ins(f"add.s32 {cc}, {c}, {co}")
+                idx = [rr, cc]
+                if bt.ndim == 1:
+                    lin = em.tmp("r")
+                    em.ins(f"mad.lo.s32 {lin}, {rr}, {regs[2]}, {cc}")
+                    idx = [lin]
+                addr = ptx_mem.address(em, info, bt.dtype, idx)
+            byte = ptx_mem.load(em, info, dt.u8, addr)     # zero-extended, i8 buffers too
+            hi, pair, w = em.tmp("r"), em.tmp("r"), em.tmp("r")
+            em.ins(f"shl.b32 {hi}, {byte}, 12")
+            em.ins(f"lop3.b32 {pair}, {byte}, {hi}, 0x000F000F, 0xA8")     # (a | b) & c
+            em.ins(f"xor.b32 {pair}, {pair}, {bias:#x}")
+            em.ins(f"fma.rn.{t.dtype.name}x2 {w}, {pair}, {k_one}, {k_neg}")
+            out.append(w)
     return ",".join(out)
 
 

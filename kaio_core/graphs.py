@@ -9,10 +9,11 @@
 
 Small kernels are bound by Python's per-launch cost; a replay pays it once per graph. Arguments
 are frozen at capture: a replay reads and writes the same device arrays (update their contents,
-not the objects); the graph holds those arrays, so they live as long as it does. Inside the ``with`` block, launches that do not name a stream go to the
-graph's capture stream; numpy arguments are refused there (their copies and the synchronization
-they need cannot be captured). CUDA and HIP capture their streams; the reference backend
-records the launches and runs them again on replay, so the same code runs in CI.
+not the objects); the graph holds those arrays, so they live as long as it does. Inside the
+``with`` block, launches that do not name a stream go to the graph's capture stream; numpy
+arguments are refused there (their copies and the synchronization they need cannot be
+captured). CUDA and HIP capture their streams; the reference backend records the launches and
+runs them again on replay, so the same code runs in CI.
 """
 from __future__ import annotations
 

@@ -39,6 +39,12 @@ load_a = Intrinsic("mma.load_a", "load_a(buf, row0, col0, ld=None, trans=False, 
 load_b = Intrinsic("mma.load_b", "load_b(buf, row0, col0, ld=None, trans=False, shape=None): "
                                  "the B tile buf[row0:row0+k, col0:col0+n] (trans: buf holds B "
                                  "transposed, as the n x k tile at (row0, col0)).")
+load_b_int4 = Intrinsic("mma.load_b_int4", "load_b_int4(packed, row0, col0, dtype, k=16, n=8, "
+                                           "ld=None): the B tile of signed int4 weights packed "
+                                           "two per byte along K (u8/i8 packed[K/2, N], low "
+                                           "nibble: even k) as dtype (f16 or bf16, exact): "
+                                           "B[k, n] = nibble k % 2 of packed[row0 + k // 2, "
+                                           "col0 + n] (row0 counts packed rows).")
 load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=None): the "
                                      "accumulator tile buf[row0:row0+m, col0:col0+n].")
 mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact; f32 accumulation, or i32 "
@@ -90,7 +96,7 @@ group_mma = Intrinsic("mma.group_mma", "group_mma(a_buf, b_buf, acc, row0, col0,
                                        "col0, k0 are the same in every thread; on sm_90 four "
                                        "warps issue one wgmma from kaio.mma.shared_tile arrays.")
 
-FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_acc, mma, store, copy_tile,
+FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_b_int4, load_acc, mma, store, copy_tile,
                                      copy_wait, apply, to_a, row_max, row_sum, shared_tile,
                                      group_mma)}
 __all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32", "m16n8k8"]

@@ -806,6 +806,11 @@ def _int_op(m, name, opc, t, ops):
             return (0xFF if b & 0x80 else 0) if sel & 8 else b
         m.put(ops[0], "u32", sum(byte(i) << 8 * i for i in range(4)))
         return
+    if name == "lop3":                 # bit i of d = bit (a_i b_i c_i as a 3-bit index) of lut
+        a, b, c, lut = (m.get(o, "u32") for o in ops[1:5])
+        m.put(ops[0], "u32", sum(((lut >> ((a >> i & 1) << 2 | (b >> i & 1) << 1 | (c >> i & 1))) & 1) << i
+                                 for i in range(32)))
+        return
     if name == "bfi":
         f, b = m.get(ops[1], "u32"), m.get(ops[2], "u32")
         pos, ln = m.get(ops[3], "u32"), m.get(ops[4], "u32")

@@ -92,9 +92,10 @@ def from_matrices(batch, mats):
     return np.ascontiguousarray(mats.reshape(nw, E, W).transpose(1, 0, 2).reshape(E, batch.L))
 
 
-def _tile_index(interp, op, mask, rc=None):
+def _tile_index(interp, op, mask, rc=None, int4=False):
     """Per element e: the buffer index (list of per-lane arrays) it reads or writes. ``rc``: a
-    list to receive, per element, the (row, column) of the matrix it is (per-lane arrays)."""
+    list to receive, per element, the (row, column) of the matrix it is (per-lane arrays).
+    ``int4``: row0 counts packed rows, so the first index is in K units (2 row0 + k)."""
     buf_v = op.operands[0]
     ftype = op.results[0].type if op.results else op.operands[-1].type
     n_idx = 3 if buf_v.type.ndim == 1 else 2
@@ -103,9 +104,11 @@ def _tile_index(interp, op, mask, rc=None):
     r, c = coords(interp.batch, ftype)
     if op.attrs.get("trans"):
         r, c = c, r
-    row, col = idx[0] + r, idx[1] + c   # (E, L), int64
+    row, col = (2 * idx[0] if int4 else idx[0]) + r, idx[1] + c   # (E, L), int64
     if rc is not None:
         rc.extend(zip(row, col))
+    if n_idx == 3 and int4:     # the packed row's offset is applied by the caller
+        return [[row[e], col[e], idx[2]] for e in range(len(row))]
     if n_idx == 3:
         return [[row[e] * idx[2] + col[e]] for e in range(len(row))]
     return [[row[e], col[e]] for e in range(len(row))]
@@ -115,13 +118,28 @@ def load(interp, op, mask):
     check_warps(interp, op, mask)
     buf = interp.env[op.operands[0].id]
     t = op.results[0].type
+    int4 = bool(op.attrs.get("int4"))
     out = np.zeros((len(coords(interp.batch, t)[0]), interp.batch.L), dtype=t.dtype.storage_np)
-    for e, index in enumerate(_tile_index(interp, op, mask)):
+    for e, index in enumerate(_tile_index(interp, op, mask, int4=int4)):
+        nibble = None
+        if int4:                # row k of B is nibble k % 2 of packed row row0 + k // 2
+            k, col, *ld = index
+            nibble = k % 2
+            index = [k // 2 * ld[0] + col] if ld else [k // 2, col]
         sel, pos = interp._positions(op, buf, index, mask)
         if interp.san is not None:
             interp.san.read(interp, op, buf, pos, sel)
-        out[e, slice(None) if sel is None else sel] = buf.flat[pos]
+        v = buf.flat[pos]
+        if int4:
+            v = _signed_nibble(v, nibble if sel is None else np.asarray(nibble)[sel])
+        out[e, slice(None) if sel is None else sel] = v
     return out
+
+
+def _signed_nibble(byte, high):
+    """The 4-bit two's complement value in the low (high == 0) or high nibble of ``byte``."""
+    nib = (np.asarray(byte).astype(np.int32) & 0xFF) >> (4 * np.asarray(high, dtype=np.int32)) & 15
+    return (nib - ((nib & 8) << 1)).astype(np.float32)
 
 
 def _inside(buf, index):

@@ -143,6 +143,22 @@ class MmaMixin:
     def intr_mma_load_b(self, name, args, kwargs, node):
         return self._mma_load("load_b", "b", args, kwargs, node)
 
+    def intr_mma_load_b_int4(self, name, args, kwargs, node):
+        label = "kaio.mma.load_b_int4"
+        kw = self._mma_kw("load_b_int4", args, kwargs, node, ["buf", "row0", "col0", "dtype"],
+                          ["ld", "k", "n"])
+        buf, idx = self._mma_tile("load_b_int4", kw, node, write=False)
+        if buf.type.dtype.name not in ("u8", "i8"):
+            raise self.err(node, f"{label} unpacks bytes (two int4 per u8/i8 element), but "
+                                 f"'{buf.name}' holds {buf.type.dtype.name}",
+                           hint="pack the weights as uint8: low nibble k even, high nibble k + 1")
+        t = self.const_dtype(kw["dtype"], node)
+        if t.name not in ("f16", "bf16"):
+            raise self.err(node, f"{label} makes f16 or bf16 B fragments (int4 is exact in "
+                                 f"either), not {t.name}")
+        ftype = self._mma_frag("b", "m16n8k16", t, kw, node, label)
+        return self.b._one("mma_load", [buf, *idx], ftype, attrs={"int4": True})
+
     def intr_mma_load_acc(self, name, args, kwargs, node):
         return self._mma_load("load_acc", "acc", args, kwargs, node, transposable=False)
 

@@ -107,7 +107,9 @@ SPECS.update(_specs("mma", ["mma_fill"], True))
 #: shared arrays; the block's warps multiply rows row0 + 16 w of one A tile by one B tile, so a
 #: target may issue one warp-group instruction (wgmma) per four warps from the shared arrays
 SPECS.update(_specs("mma", ["mma"], True, attrs={"group": Flag()}, required=()))
-SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag()}, required=()))
+#: mma_load ``int4``: a B fragment (f16/bf16) of the signed int4 values packed two per byte along
+#: K in a u8/i8 buffer: element (k, n) is nibble k % 2 (low: even k) of buf[row0 + k // 2, col0 + n]
+SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag(), "int4": Flag()}, required=()))
 #: mma_store: ``scaled``: operands [buf, idx..., alpha, beta, acc], storing alpha*acc + beta*buf;
 #: ``int_scaled``: [buf, idx..., row_scale, col_scale, acc], an i32 acc stored as
 #: f32(acc) * row_scale[r] * col_scale[c]
