@@ -21,6 +21,12 @@ def _finfo(np_dtype):
     return _ml_dtypes.finfo(np_dtype) if _BF16_NP is not None else np.finfo(np_dtype)
 
 
+#: the largest finite value of each float dtype, as finfo gives it (tests/test_first_launch.py): a
+#: process's first finfo call costs ~0.07 ms of a kernel's first launch (its scalars' checks)
+_FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e+38, "f32": 3.4028234663852886e+38,
+              "f64": 1.7976931348623157e+308}
+
+
 class DType:
     """A scalar type: its name, bit width, kind ('bool' | 'int' | 'uint' | 'float')."""
 
@@ -56,14 +62,14 @@ class DType:
 
     def min_value(self):
         if self.is_float:
-            return -float(_finfo(self.storage_np).max) if self.np is not None else -np.inf
+            return -_float_max(self)
         if self.is_bool:
             return 0
         return -(1 << (self.bits - 1)) if self.is_signed else 0
 
     def max_value(self):
         if self.is_float:
-            return float(_finfo(self.storage_np).max) if self.np is not None else np.inf
+            return _float_max(self)
         if self.is_bool:
             return 1
         return (1 << (self.bits - 1)) - 1 if self.is_signed else (1 << self.bits) - 1
@@ -86,6 +92,14 @@ class DType:
 
     def __reduce__(self):
         return (from_name, (self.name,))
+
+
+def _float_max(t: DType) -> float:
+    """The largest finite value of float dtype ``t`` (inf where it has no numpy storage)."""
+    if t.np is None:
+        return np.inf
+    m = _FLOAT_MAX.get(t.name)
+    return float(_finfo(t.np).max) if m is None else m
 
 
 bool_ = DType("bool", 8, "bool", np.dtype(np.bool_))

@@ -360,3 +360,23 @@ def test_the_warm_entry_points_to_the_key_build_computed(tmp_path, monkeypatch):
         assert printed == []     # the key build computed, not the kernel printed again
     finally:
         set_default_cache(None)
+
+
+# --- the scalars' ranges without finfo ----------------------------------------------------------
+def test_float_ranges_are_finfos_without_calling_it(monkeypatch):
+    """A launch's scalar checks read each float dtype's range: the values finfo gives, from a
+    table (a process's first finfo call is ~0.07 ms of its first launch)."""
+    import ml_dtypes
+    import numpy as np
+
+    from kaio import dtypes as dt
+    want = {"f16": np.finfo(np.float16).max, "bf16": ml_dtypes.finfo(ml_dtypes.bfloat16).max,
+            "f32": np.finfo(np.float32).max, "f64": np.finfo(np.float64).max}
+
+    def refused(np_dtype):
+        raise AssertionError(f"finfo({np_dtype}) called")
+    monkeypatch.setattr(dt, "_finfo", refused)
+    for name, m in want.items():
+        t = dt.from_name(name)
+        assert type(t.max_value()) is float and t.max_value() == float(m), name
+        assert t.min_value() == -float(m), name
