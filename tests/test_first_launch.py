@@ -380,3 +380,32 @@ def test_float_ranges_are_finfos_without_calling_it(monkeypatch):
         t = dt.from_name(name)
         assert type(t.max_value()) is float and t.max_value() == float(m), name
         assert t.min_value() == -float(m), name
+
+
+# --- the signature's parameter types without the tokenizer --------------------------------------
+def test_signature_types_read_as_the_ir_grammar_reads_them(monkeypatch):
+    """kaio.ir.sigjson reads dtypes and plain global buffers without the IR tokenizer, each the
+    type the IR text's grammar gives (other types still go through it)."""
+    from kaio import dtypes as dt
+    from kaio.ir import sigjson
+    from kaio.ir.parser import _Parser
+    from kaio.ir.types import BufType, frag_type, type_str
+    plain = [*dt.ALL, *(BufType(t, n, "global", i) for t in (dt.f32, dt.bf16, dt.i8, dt.bool_)
+                        for n in (1, 2, 3) for i in ("in", "region", "out", "atomic", "raw"))]
+    other = [BufType(dt.f32, 1, "shared", "scratch", (32,)), frag_type("a", "m16n8k16", dt.f16)]
+    want = {type_str(t): _Parser(type_str(t)).type() for t in plain + other}
+    assert all(want[type_str(t)] == t for t in plain + other)
+    parsed = []
+
+    class Counted(_Parser):
+        def type(self):
+            parsed.append(self.toks[0][1])
+            return super().type()
+    monkeypatch.setattr(sigjson, "_Parser", Counted)
+    for text, t in want.items():
+        got = sigjson._arg_type(text)
+        assert got == t and type(got) is type(t), text
+    assert parsed == ["buf", "frag"]      # only the types outside the plain forms
+    with pytest.raises(ValueError, match="unknown dtype"):
+        sigjson._arg_type("buf<f99, 1, global, in>")   # not a plain form: the grammar's error
+    assert parsed[-1] == "buf"

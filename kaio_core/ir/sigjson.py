@@ -18,7 +18,7 @@ from ..dtypes import DType
 from .attrs import StructAttr, build_struct, mnemonic
 from .core import Block, Kernel, Loc, Param
 from .parser import _Parser
-from .types import type_str
+from .types import INTENTS, SPACES, BufType, type_str
 
 
 def signature_json(k: Kernel) -> dict:
@@ -36,12 +36,30 @@ def kernel_from_json(d: dict) -> Kernel:
     KeyError or TypeError for data of another shape."""
     body = Block()
     for name, ty in d["args"]:   # the few short type strings: the IR text's type grammar
-        body.add_arg(_Parser(ty).type()).name = name
+        body.add_arg(_arg_type(ty)).name = name
     params = [Param(name, kind, _decode(part)) for name, kind, part in d["params"]]
     if len(params) != len(body.args):
         raise ValueError(f"{len(params)} parameters for {len(body.args)} arguments")
     loc = d["loc"]
     return Kernel(d["name"], body, params, None if loc is None else Loc(*loc), _decode(d["attrs"]))
+
+
+_DTYPES = {t.name: t for t in dt.ALL}
+
+
+def _arg_type(text: str):
+    """The type a parameter's type string (:func:`kaio.ir.types.type_str`) names: a dtype or a
+    plain global buffer split at its commas (a third of the tokenizer's cost, in a warm first
+    launch), anything else through the IR text's type grammar."""
+    t = _DTYPES.get(text)
+    if t is not None:
+        return t
+    if text.startswith("buf<") and text.endswith(">") and "[" not in text:
+        parts = text[4:-1].split(", ")
+        if len(parts) == 4 and parts[0] in _DTYPES and parts[1].isdigit() and parts[2] in SPACES \
+                and parts[3] in INTENTS:
+            return BufType(_DTYPES[parts[0]], int(parts[1]), parts[2], parts[3])
+    return _Parser(text).type()
 
 
 def _encode(v):
