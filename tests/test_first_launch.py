@@ -409,3 +409,32 @@ def test_signature_types_read_as_the_ir_grammar_reads_them(monkeypatch):
     with pytest.raises(ValueError, match="unknown dtype"):
         sigjson._arg_type("buf<f99, 1, global, in>")   # not a plain form: the grammar's error
     assert parsed[-1] == "buf"
+
+
+# --- the CUDA parameter buffer ------------------------------------------------------------------
+def test_cuda_parameter_buffers_are_addressed_bytearrays():
+    """kaio.backends.cuda.ArgPacker's buffers are bytearrays (no ctypes array type made per
+    size on a first launch): the pointer array at its address points at each parameter's slot,
+    where the packed values are, and neither can be resized while the packer holds them."""
+    import ctypes
+    import struct
+
+    from kaio.backends.abi import AbiParam, KernelABI
+    from kaio.backends.cuda import ArgPacker
+    abi = KernelABI("k", [AbiParam("a", "scalar", "f32", 4, 4, 0), AbiParam("x", "pointer", "u64", 8, 8, 1),
+                          AbiParam("x_n", "extent", "i32", 4, 4, 1, 0),
+                          AbiParam("c", "scalar", "f16", 2, 2, 2)])
+    packer = ArgPacker(abi)
+    assert type(packer.buffer) is bytearray
+    packer.pack([1.5, 0xDEADBEEF00, 77, 0.25])
+    slots = struct.unpack("4P", ctypes.string_at(packer.address, 4 * struct.calcsize("P")))
+    got = [struct.unpack(code, ctypes.string_at(at, struct.calcsize(code)))[0]
+           for at, code in zip(slots, ("=f", "=Q", "=i", "=e"))]
+    assert got == [1.5, 0xDEADBEEF00, 77, 0.25]
+    assert [s - slots[0] for s in slots] == packer.offsets == [0, 8, 16, 20]
+    with pytest.raises(BufferError):
+        packer.buffer.extend(b"x")
+    buffer, keep, address = packer.new_buffer()   # another thread's: its own memory
+    assert address != packer.address and struct.unpack("P", ctypes.string_at(address, 8))[0] \
+        == ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    assert ArgPacker(KernelABI("none", [])).address == 0   # no parameters: kernelParams NULL
