@@ -164,6 +164,19 @@ class LoadedKernel:
             drv.check("cuLaunchKernel", r, self.name)
 
 
+class _Later:
+    """``plan.data`` after a plan's first launch, which makes nothing for later launches (a
+    fresh process's first launch of a kernel, issue 15): its launcher is made at its second."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False
+
+
+_LATER = _Later()
+
+
 def _param_plan(compiled: Compiled) -> list:
     """Per IR parameter: None for a scalar, (BufType, numpy dtype, ndim) for a buffer; kept as
     the Compiled object's ``launch_plan`` so a launch does not re-derive it."""
@@ -258,20 +271,26 @@ class CudaBackend(Backend):
         copies, foreign arrays, syncing after every launch, more than 48 KiB of dynamic shared
         memory, a graph capture, which counts its launches) goes through ``_launch``."""
         fast = plan.data
-        if fast is None:   # the plan's first launch takes the full path (nothing to compile)
+        if fast:
+            if fast.run(args, shared_bytes, stream):
+                return
+        elif fast is None:   # the plan's first launch: the full path, nothing made for later
+            plan.data = _LATER
+        elif fast is _LATER:   # its second: the launcher (its function compiled at the third)
             plan.data = self._planned_launcher(compiled, plan, args)
-        elif fast and fast.run(args, shared_bytes, stream):
-            return
         self._launch(compiled, plan.grid, plan.block, args, shared_bytes, stream)
 
-    def _guarded_launch(self, st, compiled: Compiled, plan, shared_bytes: int, stream_given: bool):
-        """``run(args, stream) -> bool`` for a repeated call (kaio.launch): the plan's guard
-        and its launcher in one function, False where this backend and settings ``st`` are not
-        current or the arguments do not match the plan; None where the plan has no launcher of
-        its own (it runs ``_launch``), where ``shared_bytes`` needs the function to opt in
-        first, or where ``_launch_planned`` is not this class's (a subclass's or a spy's: it
-        must see every launch)."""
+    def _guarded_launch(self, st, compiled: Compiled, plan, shared_bytes: int, stream_given: bool,
+                        args):
+        """``run(args, stream) -> bool`` for a repeated call (kaio.launch, at the plan's second
+        launch, of ``args``): the plan's guard and its launcher in one function, False where
+        this backend and settings ``st`` are not current or the arguments do not match the
+        plan; None where the plan has no launcher of its own (it runs ``_launch``), where
+        ``shared_bytes`` needs the function to opt in first, or where ``_launch_planned`` is
+        not this class's (a subclass's or a spy's: it must see every launch)."""
         fast = plan.data
+        if fast is _LATER:   # args match the plan: its launcher is theirs
+            fast = plan.data = self._planned_launcher(compiled, plan, args)
         if (not fast or type(self)._launch_planned is not CudaBackend._launch_planned
                 or "_launch_planned" in self.__dict__):
             return None

@@ -10,8 +10,10 @@ the GIL released, so each thread has a buffer of its own (no lock on the hot pat
 constants being its globals and literals:
 
 - ``run(args, shared_bytes, stream) -> bool``: ``Backend.launch``'s, for arguments checked
-  already (compiled at the plan's second launch: its first takes the backend's full path);
-- :meth:`PlannedLaunch.guarded` ``(args, stream) -> bool``: a repeated call's (kaio.launch):
+  already (compiled at the plan's third launch: its first two take the backend's full path,
+  the second making the plan's :class:`PlannedLaunch`);
+- :meth:`PlannedLaunch.guarded` ``(args, stream) -> bool``: a repeated call's (kaio.launch,
+  which makes it at the plan's second launch: ``_second_launch``):
   the current backend and settings, the plan's guard (:meth:`LaunchPlan.guard_source`) over
   the unpacked arguments, then the launch, with the configuration's shared memory and default
   stream as literals (the default stream passed as None: cuda.bindings then builds no CUstream).
@@ -86,7 +88,7 @@ class PlannedLaunch:
     @functools.cached_property
     def run(self):
         """``Backend.launch``'s function, compiled on first use (after that an attribute like
-        any other): the first launch of a plan takes the backend's full path, and a kernel
+        any other): the first two launches of a plan take the backend's full path, and a kernel
         called as ``k(...)`` launches through :meth:`guarded` from its second call on, so it
         never compiles this one (a compile() is a quarter millisecond of a first launch)."""
         return self._compile(self.env, [

@@ -375,15 +375,17 @@ def _second_launch(bound: _BoundLaunch, backend, st, compiled, plan):
     def run(args, stream) -> bool:
         if current(None) is not backend or settings() is not st or not matches(args):
             return False
-        fast = _guarded_launch(backend, st, compiled, plan, bound.shared, bound.stream is not None)
+        fast = _guarded_launch(backend, st, compiled, plan, bound.shared, bound.stream is not None,
+                               args)
         bound._replace(run, fast)
         return fast(args, stream)
     return run
 
 
-def _guarded_launch(backend, st, compiled, plan, shared: int, stream_given: bool):
+def _guarded_launch(backend, st, compiled, plan, shared: int, stream_given: bool, args):
     """``run(args, stream) -> bool``: launch ``args`` through ``plan`` if ``backend`` and
-    settings ``st`` are current and they match it (:meth:`LaunchPlan.matches`), else False.
+    settings ``st`` are current and they match it (:meth:`LaunchPlan.matches`), else False;
+    made for the arguments ``args`` of the plan's second launch, which match it.
     The backend's own where it has one (the CUDA backend compiles the whole of it into one
     function, which declines where its ``_launch_planned`` is replaced: a spy that records
     launches, e.g. benchmarks/ml_kaio's LaunchSpy, which reloads the settings so that plans
@@ -391,7 +393,7 @@ def _guarded_launch(backend, st, compiled, plan, shared: int, stream_given: bool
     attributes (conformance.targets.Recorder) gets the generic path, through its own
     ``_launch_planned``."""
     own = getattr(type(backend), "_guarded_launch", None)
-    fused = own(backend, st, compiled, plan, shared, stream_given) if own is not None else None
+    fused = own(backend, st, compiled, plan, shared, stream_given, args) if own is not None else None
     if fused is not None:
         return fused
     matches, current = plan.matches, backends.get_backend

@@ -123,9 +123,11 @@ def test_cuda_packs_each_signature_once(fake, monkeypatch):  # noqa: F811 (the f
     assert builds == [1]
     z = kaio.DeviceArray(8, np.float32, runtime=rt)
     z.copy_from_host(np.ones(8, np.float32))
-    be.launch(c, (1,), (8,), [1.0, x, z])       # another pointer: another plan
+    be.launch(c, (1,), (8,), [1.0, x, z])       # another pointer: another plan, whose first
+    assert builds == [1]                        # launch takes the full path, building nothing
+    be.launch(c, (1,), (8,), [1.0, x, z])       # (its launcher made at its second)
     assert builds == [1, 1]
-    np.testing.assert_array_equal(z.to_host(), np.arange(8, dtype=np.float32) + 1)
+    np.testing.assert_array_equal(z.to_host(), 2 * np.arange(8, dtype=np.float32) + 1)
     with pytest.raises(kaio.LaunchError, match="'x' and 'y' share memory"):
         be.launch(c, (1,), (8,), [1.0, z, z])
     host = np.zeros(8, np.float32)              # numpy: copied by intent, on the full path
