@@ -90,6 +90,16 @@ class KernelOptions:
             object.__setattr__(self, "portable", bool(self.portable))
 
 
+def kernel_fields(kopts: KernelOptions) -> dict:
+    """The :class:`CompileOptions` fields a kernel's own options set (a kernel that does not
+    say whether it is checked or portable gets ``KAIO_CHECKED`` / ``KAIO_PORTABLE``)."""
+    st = settings()
+    return {"fast_math": kopts.fast_math, "max_registers": kopts.max_registers,
+            "disabled_passes": kopts.disabled_passes,
+            "checked": st.checked if kopts.checked is None else kopts.checked,
+            "portable": st.portable if kopts.portable is None else kopts.portable}
+
+
 @frozen
 class CompileOptions:
     """Everything that changes the code of one compilation.
@@ -132,10 +142,7 @@ class CompileOptions:
         say whether it is checked gets ``KAIO_CHECKED``)."""
         if kopts is None:
             return self
-        checked = settings().checked if kopts.checked is None else kopts.checked
-        portable = settings().portable if kopts.portable is None else kopts.portable
-        return replace(self, fast_math=kopts.fast_math, max_registers=kopts.max_registers,
-                       disabled_passes=kopts.disabled_passes, checked=checked, portable=portable)
+        return replace(self, **kernel_fields(kopts))
 
     def pass_enabled(self, name: str) -> bool:
         return name not in self.disabled_passes

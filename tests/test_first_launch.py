@@ -438,3 +438,42 @@ def test_cuda_parameter_buffers_are_addressed_bytearrays():
     assert address != packer.address and struct.unpack("P", ctypes.string_at(address, 8))[0] \
         == ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     assert ArgPacker(KernelABI("none", [])).address == 0   # no parameters: kernelParams NULL
+
+
+# --- a target's compile options, built once -----------------------------------------------------
+@pytest.mark.parametrize("env", [{}, {"KAIO_CHECKED": "1"}, {"KAIO_PORTABLE": "1"}])
+def test_target_options_are_one_construction_of_the_same_options(env, monkeypatch):
+    """Target.options builds its CompileOptions once (each construction is a few hundredths of
+    a millisecond of a first launch), equal to the target's base options with the kernel's
+    applied (CompileOptions.with_kernel) and the overrides replaced, as before."""
+    from dataclasses import replace
+
+    from kaio import config
+    from kaio.backends.targets import get_target
+    from kaio.options import SWITCHABLE_PASSES, CompileOptions, KernelOptions
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    config.reload()
+    try:
+        kernels = [None, KernelOptions(), KernelOptions(fast_math=True, max_registers=64),
+                   KernelOptions(checked=False, portable=False, fast_math=True),
+                   KernelOptions(checked=True, portable=True, fast_math=True,
+                                 disabled_passes=frozenset(list(SWITCHABLE_PASSES)[:1]))]
+        made = []
+        real = CompileOptions.__post_init__
+        for name in ("sm_90", "gfx942", "reference-w32"):
+            t = get_target(name)
+            for kopts in kernels:
+                for fields in ({}, {"ptx_version": "8.0"}, {"fast_math": True}, {"warp_size": 32}):
+                    base = CompileOptions(target=t.name, warp_size=t.warp_size, codegen=t.codegen)
+                    want = replace(base.with_kernel(kopts), **fields)
+                    monkeypatch.setattr(CompileOptions, "__post_init__",
+                                        lambda self: made.append(1) or real(self))
+                    got = t.options(kopts, **fields)
+                    monkeypatch.setattr(CompileOptions, "__post_init__", real)
+                    assert got == want and got.key() == want.key(), (name, kopts, fields)
+                    assert made == [1]
+                    made.clear()
+    finally:
+        monkeypatch.undo()
+        config.reload()
