@@ -9,6 +9,7 @@ and tiling. The registry cases (tests/test_kernels_ml.py) check them against the
 references too, and on a GPU at their default sizes (gpu-marked there)."""
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -125,12 +126,12 @@ def test_w4a16_tilings_fill_the_gpu_first():
     the most blocks, then tiles within 48 KiB of shared memory; the autotuner offers every
     tiling, the default first."""
     order = quant_mma.w4a16_tiles(256, 4096)
-    assert order[:2] == ["128x64x64_w32x32", "64x128x64_w32x32"]
+    assert order[:2] == ["s4_128x64x64_w64x32", "s4_64x128x64_w64x32"]     # pipelined first
     assert sorted(order) == sorted(quant_mma.W4_TILES)
-    assert quant_mma.w4a16_tiles(20, 136)[:2] == ["64x64x64_w32x32", "64x64x32_w32x32"]
-    assert quant_mma.w4a16_tiles(8, 16)[:3] == ["64x64x64_w32x32", "64x64x32_w32x32",
-                                                "64x128x32_w32x32"]
-    assert quant_mma.w4a16_tiles(4096, 4096)[0] == "128x128x64_w64x32"
+    assert quant_mma.w4a16_tiles(20, 136)[:2] == ["s4_64x64x64_w32x32", "64x64x64_w32x32"]
+    assert quant_mma.w4a16_tiles(8, 16)[:3] == ["s4_64x64x64_w32x32", "s3_64x128x64_w64x32",
+                                                "64x64x64_w32x32"]
+    assert quant_mma.w4a16_tiles(4096, 4096)[0] == "s4_128x64x64_w64x32"
     key = [[256, 4096], 4096, "f16", 128]
     assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
 
@@ -259,6 +260,36 @@ def test_w4a16_deep_tiling_ptx_is_exact_in_the_simulator():
     _sim(quant_mma.w4a16_kernel("f16", 32, tile), [x, packed, scales, y], (*grid, 1),
          (*block, 1), group=16)
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("tile, k, group", [("s4_64x64x64_w32x32", 320, 32),
+                                           ("s3_64x128x64_w64x32", 384, 128)])
+def test_w4a16_pipelined_tiling_ptx_is_exact_in_the_simulator(tile, k, group):
+    """The pipelined tilings (packed bytes staged by cp.async, B fragments unpacked as they
+    load, S stages in flight): K = 320 against 4 x 64-deep iterations runs a whole iteration
+    and a zero-filled tail, group 32 twice per K step; group 128 against 3 x 64-deep
+    iterations ends a group mid-iteration (tested at run time); N no multiple of the tile."""
+    x, packed, scales = _w4a16_inputs(8, k, 72, group, np.float16, seed=5)
+    want = _w4a16_mma_model(x, packed, scales, group)
+    y = np.zeros_like(want)
+    grid, block = quant_mma.w4a16_launch_config(8, 72, 32, tile)
+    _sim(quant_mma.w4a16_kernel("f16", 32, tile), [x, packed, scales, y], (*grid, 1),
+         (*block, 1), group=group)
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_w4a16_pipelined_ptx_unpacks_staged_bytes(arch):
+    """No unpacking pass through shared memory: the only shared stores are copy_tile's
+    element fallback (unaligned sources; the copies are cp.async), the loop loads bytes
+    (ld.shared.u8) and converts them with lop3 + fma (no cvt)."""
+    ptx = quant_mma.w4a16_kernel("bf16", 32, "s4_64x128x64_w64x32").emit("ptx", arch, group=128)
+    loop = ptx[ptx.index("bar.sync"):]
+    for block in re.split(r"\n(?=\$L)", loop):
+        assert "st.shared" not in block or block.startswith("$L_copy"), block[:200]
+    assert "ld.shared.u8" in loop and "lop3.b32" in loop
+    assert "cvt.rn.bf16.s32" not in loop and "cp.async.cg.shared.global" in loop
+    ptxas(ptx, arch)
 
 
 @pytest.mark.gpu

@@ -122,7 +122,19 @@ W4_TILES = {
     "64x64x32_w32x32": (64, 64, 32, 32, 32),
     "128x128x64_w64x32": (128, 128, 64, 64, 32),
 }
+#: pipelined tilings (:func:`_w4a16_pipelined`): (BM, BN, BK, WM, WN, S), S stages of the x tile
+#: and the *packed* weight tile in flight (copy_tile + copy_wait), B fragments unpacked from the
+#: staged bytes (``kaio.mma.load_b_int4``): no unpacking pass through shared memory
+W4_TILES.update({
+    "s4_64x128x64_w64x32": (64, 128, 64, 64, 32, 4),
+    "s4_64x128x64_w32x32": (64, 128, 64, 32, 32, 4),
+    "s4_128x64x64_w64x32": (128, 64, 64, 64, 32, 4),
+    "s4_64x64x64_w32x32": (64, 64, 64, 32, 32, 4),
+    "s3_64x128x64_w64x32": (64, 128, 64, 64, 32, 3),
+})
 W4_DEFAULT = "64x128x32_w32x32"
+#: bytes of row padding of the staged packed tiles (rows in distinct banks for the byte loads)
+PPAD = 16
 #: most packed bytes a thread holds per K-step (fetch's tuples); threads per packed row
 MAXNB, CW = 16, 32
 #: elements of row padding of the f16/bf16 shared tiles (16 bytes: ldmatrix rows in distinct banks)
@@ -206,6 +218,8 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     purpose: the copy's branches keep ptxas from sinking them below the mma (issued after the
     copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
+    if _pipelined(tile):
+        return _w4a16_pipelined(T, warp_size, *W4_TILES[tile])
     BM_, BN_, BK_, WM_, WN_ = W4_TILES[tile]
     RS, NR, NC = w4a16_geometry(tile, warp_size)[1:]
     NB = NR * NC
@@ -290,10 +304,90 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     return matmul_w4a16_mma
 
 
+def _w4a16_pipelined(T, warp_size, BM_, BN_, BK_, WM_, WN_, S):
+    """The W4A16 kernel of a pipelined tiling: each stage holds a K-step's x tile (T) and its
+    packed weight tile (bytes, a quarter of the f16 tile's size), both staged by ``copy_tile``;
+    ``S - 1`` K-steps are in flight while the warps multiply the oldest, their B fragments
+    unpacked from the staged bytes as they are loaded (``kaio.mma.load_b_int4``). The scale is
+    folded in per quantization group as in :func:`w4a16_kernel`."""
+    nthreads = threads(BM_, BN_, WM_, WN_, warp_size)
+    origins = warp_origins(BM_, BN_, WM_, WN_)
+    x_tile, p_tile = (BM_, BK_ + QPAD), (BK_ // 2, BN_ + PPAD)
+    span = S * BK_
+
+    @kaio.func
+    def stage(Xs, Ps, x, packed, row0, col0, k0):
+        kaio.mma.copy_tile(Xs, x, row0, k0, cols=BK_)
+        kaio.mma.copy_tile(Ps, packed, k0 // 2, col0, cols=BN_)
+
+    @kaio.func
+    def step(Xs, Ps, wm, wn, acc, tmp, k0, s, S_, r0, c0, group, lo, hi):
+        """Slices lo .. hi - 1 (16 deep) of the staged K-step ``s`` of its iteration into tmp,
+        folded into acc where a quantization group ends."""
+        for kk in kaio.static_range(lo, hi):
+            a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
+            b = kaio.mma.load_b_int4(Ps, kk * 8, wn, T, k=16, n=WN_)
+            tmp = kaio.mma.mma(a, b, tmp)
+            end = k0 + 16 * (kk + 1)
+            if _group_ends(end, s * BK_ + 16 * (kk + 1), group, span):
+                acc = kaio.mma.apply(_fold, acc, r0, c0, tmp, S_, _over(end, group) - 1)
+                tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        return acc, tmp
+
+    @kaio.kernel(block=(nthreads,))
+    def matmul_w4a16_pipelined(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2],
+                               scales: kaio.In[T, 2], y: kaio.Raw[T, 2],
+                               group: kaio.Const[int]):
+        if S == 3:     # a compile-time choice: only the taken branch is compiled
+            Xs = (kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile),
+                  kaio.shared_array(T, x_tile))
+            Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
+                  kaio.shared_array(kaio.u8, p_tile))
+        else:
+            Xs = (kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile),
+                  kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile))
+            Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
+                  kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile))
+        wm, wn, row0, col0 = origins()
+        acc = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        for s in kaio.static_range(S - 1):
+            stage(Xs[s], Ps[s], x, packed, row0, col0, s * BK_)
+        for k0 in range(0, x.shape[1], S * BK_):
+            for s in kaio.static_range(S):
+                # the oldest K-step's two copies complete (the S - 2 younger steps stay in
+                # flight) and, after the barrier, are visible; every warp is done with the
+                # stage of the step before, which takes the step S - 1 ahead
+                kaio.mma.copy_wait(pending=2 * (S - 2))
+                kaio.sync()
+                nxt = (s + S - 1) % S
+                # the first slice before the copies: its loads go out right after the barrier
+                acc, tmp = step(Xs[s], Ps[s], wm, wn, acc, tmp, k0 + s * BK_, s, scales,
+                                row0 + wm, col0 + wn, group, 0, 1)
+                stage(Xs[nxt], Ps[nxt], x, packed, row0, col0, k0 + (s + S - 1) * BK_)
+                acc, tmp = step(Xs[s], Ps[s], wm, wn, acc, tmp, k0 + s * BK_, s, scales,
+                                row0 + wm, col0 + wn, group, 1, BK_ // 16)
+            # one barrier per S K-steps closes the iteration: the race checker then proves the
+            # loop phase by phase (the folds' scale loads after the last stage's barrier would
+            # otherwise merge the iteration's end with the code before the loop)
+            kaio.sync()
+        kaio.mma.store(y, row0 + wm, col0 + wn, acc)
+
+    return matmul_w4a16_pipelined
+
+
 def w4a16_launch_config(m: int, n: int, warp_size: int = 32, tile: str = W4_DEFAULT):
-    """(grid, block) of :func:`w4a16_kernel` for an [m, n] output (a 2-d block)."""
-    bm, bn = W4_TILES[tile][:2]
-    return ((-(-n // bn), -(-m // bm)), (CW, w4a16_geometry(tile, warp_size)[1]))
+    """(grid, block) of :func:`w4a16_kernel` for an [m, n] output (a 2-d block, or 1-d for the
+    pipelined tilings)."""
+    bm, bn, _, wm, wn = W4_TILES[tile][:5]
+    grid = (-(-n // bn), -(-m // bm))
+    if _pipelined(tile):
+        return grid, (threads(bm, bn, wm, wn, warp_size),)
+    return grid, (CW, w4a16_geometry(tile, warp_size)[1])
+
+
+def _pipelined(tile: str) -> bool:
+    return len(W4_TILES[tile]) == 6
 
 
 #: bytes of static shared memory every NVIDIA code path allows
@@ -303,6 +397,8 @@ STATIC_SHARED = 48 * 1024
 def w4a16_shared_bytes(tile: str) -> int:
     """Shared memory of a W4A16 tiling: two stages of the x tile and the weight tile."""
     bm, bn, bk = W4_TILES[tile][:3]
+    if _pipelined(tile):
+        return W4_TILES[tile][5] * (bm * (bk + QPAD) * 2 + bk // 2 * (bn + PPAD))
     return 2 * (bm * (bk + QPAD) + bk * (bn + QPAD)) * 2
 
 
@@ -328,6 +424,7 @@ def w4a16_tiles(m: int, n: int) -> list[str]:
         bm, bn, bk = W4_TILES[name][:3]
         blocks = -(-m // bm) * -(-n // bn)
         if blocks >= FILL_BLOCKS:
-            return (True, bm * bn, bm, bk)
-        return (False, blocks, w4a16_shared_bytes(name) <= STATIC_SHARED, -bm * bn, bk)
+            return (True, _pipelined(name), bm * bn, bm, bk)
+        return (False, blocks, w4a16_shared_bytes(name) <= STATIC_SHARED, _pipelined(name),
+                -bm * bn, bk)
     return sorted(W4_TILES, key=rank, reverse=True)
