@@ -203,7 +203,12 @@ def test_graph_replayed_attention_pipeline_on_gpu(causal):
             kaio.synchronize()
             host = attention.quantized_attention(x, *(inp[n] for n in names[1:]), causal=causal)
             np.testing.assert_array_equal(launch.output.to_host(), host)
-            np.testing.assert_allclose(host, attention.quantized_attention_ref(
-                x, *(inp[n] for n in names[1:]), causal=causal), rtol=1e-4, atol=1e-5)
+        # the registry's tolerance is stated for its inputs (the second set scales the scores
+        # by 2.25: the f32 exp's absolute error grows with them)
+        ok, worst = case.check({"o": attention.quantized_attention(*(inp[n] for n in names),
+                                                                    causal=causal)},
+                               {"o": attention.quantized_attention_ref(*(inp[n] for n in names),
+                                                                       causal=causal)})
+        assert ok, worst
     finally:
         be._current = previous
