@@ -126,12 +126,13 @@ def test_w4a16_tilings_fill_the_gpu_first():
     the most blocks, then tiles within 48 KiB of shared memory; the autotuner offers every
     tiling, the default first."""
     order = quant_mma.w4a16_tiles(256, 4096)
-    assert order[:2] == ["s4_128x64x64_w64x32", "s4_64x128x64_w64x32"]     # pipelined first
+    assert order[:3] == ["s4_64x128x64_w64x32", "s4_128x64x64_w64x32",     # pipelined first
+                         "s3_64x128x64_w64x32"]
     assert sorted(order) == sorted(quant_mma.W4_TILES)
     assert quant_mma.w4a16_tiles(20, 136)[:2] == ["s4_64x64x64_w32x32", "64x64x64_w32x32"]
     assert quant_mma.w4a16_tiles(8, 16)[:3] == ["s4_64x64x64_w32x32", "s3_64x128x64_w64x32",
                                                 "64x64x64_w32x32"]
-    assert quant_mma.w4a16_tiles(4096, 4096)[0] == "s4_128x64x64_w64x32"
+    assert quant_mma.w4a16_tiles(4096, 4096)[0] == "s4_64x128x64_w64x32"
     key = [[256, 4096], 4096, "f16", 128]
     assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
 
