@@ -319,9 +319,47 @@ def _group_case():
                                "held transposed, ragged K zero-filled; small integers, bitwise")
 
 
+@kaio.kernel(block=(64,))
+def fragment_int4(X: kaio.In[bf16, 2], P: kaio.In[kaio.u8, 2], C: kaio.Raw[f32, 2]):
+    """kaio.mma.load_b_int4: B fragments unpacked from int4 weights packed two per byte along K,
+    staged in shared memory by copy_tile (the W4A16 kernel's pattern); two warps, 16 columns
+    each."""
+    Ps = kaio.shared_array(kaio.u8, (32, 48))
+    w = kaio.thread_idx.x // kaio.warp_size
+    kaio.mma.copy_tile(Ps, P, 0, 0, cols=32)
+    kaio.sync()
+    acc = kaio.mma.fill(f32, 0.0, m=16, n=16)
+    for kk in kaio.static_range(4):
+        a = kaio.mma.load_a(X, 0, kk * 16, m=16, k=16)
+        acc = kaio.mma.mma(a, kaio.mma.load_b_int4(Ps, kk * 8, 16 * w, bf16, k=16, n=16), acc)
+    kaio.mma.store(C, 0, 16 * w, acc)
+
+
+def _int4_case():
+    g = np.random.default_rng(19)
+    q = g.integers(-8, 8, (64, 32))
+    inp = {"x": g.integers(-4, 5, (16, 64)).astype(np.float32).astype(kaio.bf16.storage_np),
+           "p": ((q[0::2] & 15) | ((q[1::2] & 15) << 4)).astype(np.uint8), "q": q}
+
+    def run(i):
+        c = np.zeros((16, 32), np.float32)
+        fragment_int4[1, 64](i["x"], i["p"], c)
+        return {"c": c}
+
+    def expected(i, warp):
+        c = (i["x"].astype(np.float64) @ i["q"].astype(np.float64)).astype(np.float32)
+        c[:, 16 * (64 // warp):] = 0.0                 # columns past the block's warps
+        return {"c": c}
+    return feature("fragment_int4", lambda: inp, run, expected, vs_numpy=BITWISE, rule=BITWISE,
+                   width_dependent=True,
+                   description="kaio.mma.load_b_int4: bf16 B fragments unpacked from signed int4 "
+                               "weights packed two per byte along K, staged in shared memory; "
+                               "small integers, bitwise")
+
+
 def cases():
     out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case(),
-           _apply_case(), _rows_case(), _group_case()]
+           _apply_case(), _rows_case(), _group_case(), _int4_case()]
     for c in out[:4]:
         c.order_dependent = ORDER
     return out
