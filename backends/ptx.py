@@ -446,15 +446,32 @@ class _Renderer(FragmentOps, ControlOps):
         if id(op) in self.vec:
             return self._vector(self.vec[id(op)], op)
         buf, *idx = op.operands
-        addr = self._addr(buf, idx)
+        addr = self._element_addr(buf, idx)
         self.set(op, ptx_mem.load(self.em, self._buf(buf), buf.type.dtype, addr))
 
     def op_store(self, op):
         if id(op) in self.vec:
             return self._vector(self.vec[id(op)], op)
         buf, *idx, val = op.operands
-        addr = self._addr(buf, idx)
+        addr = self._element_addr(buf, idx)
         ptx_mem.store(self.em, self._buf(buf), buf.type.dtype, addr, self.v(val))
+
+    def _element_addr(self, buf_value, idx_values) -> str:
+        """The address operand of one global element: where the last index is ``v + c`` (c a
+        constant) the address of ``v`` (once per block, like a row) plus ``c`` elements as an
+        immediate, so ``x[n]``, ``x[n + 1]`` share one 64-bit address as nvcc's do. (The i32
+        sum and the 64-bit one differ only where ``v + c`` wraps, and then both lie outside the
+        buffer: an in-bounds access is the same element. ptxas cannot do this itself: widening
+        ``n + 1`` is not widening ``n``, plus one, in PTX's wrapping arithmetic.)"""
+        info = self._buf(buf_value)
+        base, off = _constant_offset(idx_values[-1]) if info.space == "global" else (None, 0)
+        if not off:
+            return self._addr(buf_value, idx_values)
+        key = ("element", buf_value.id, tuple(v.id for v in idx_values[:-1]), base.id)
+        addr = self.rows.get(key)
+        if addr is None:
+            addr = self.rows[key] = self._addr(buf_value, [*idx_values[:-1], base])
+        return f"{addr}+{off * buf_value.type.dtype.itemsize}"     # PTX takes [r+-8]
 
     def _vector(self, g: vector_access.Group, op):
         """A 16-byte v4 access at the group's anchor op (the other members emit nothing), or a
@@ -648,3 +665,20 @@ class _Renderer(FragmentOps, ControlOps):
 
 _HANDLERS = handler_table(_Renderer, "op_", {"shared_array": "array", "dyn_shared": "array",
                                              "local_array": "array"})
+
+
+def _constant_offset(v, limit: int = 1 << 20):
+    """(w, c) where IR value ``v`` is ``w + c`` or ``w - c`` (c a nonzero integer constant
+    under ``limit`` in size), else (None, 0)."""
+    op = v.owner
+    opc = getattr(op, "opcode", None)
+    if opc not in ("add", "sub"):
+        return None, 0
+    pairs = [op.operands] if opc == "sub" else [op.operands, op.operands[::-1]]
+    for w, k in pairs:
+        kop = k.owner
+        if getattr(kop, "opcode", None) == "const" and k.type.is_int:
+            c = int(kop.attrs["value"]) * (-1 if opc == "sub" else 1)
+            if 0 < abs(c) < limit:
+                return w, c
+    return None, 0

@@ -324,29 +324,34 @@ def vol3d_zones(x: kaio.In[f64], y: kaio.In[f64], z: kaio.In[f64], vol: kaio.Out
 
 
 @kaio.kernel
-def del_dot_vec_2d_nodes(x: kaio.In[f64, 2], y: kaio.In[f64, 2], fx: kaio.In[f64, 2],
-                         fy: kaio.In[f64, 2], div: kaio.Out[f64, 2], lo: i32, hi: i32):
+def del_dot_vec_2d_nodes(x: kaio.In[f64], y: kaio.In[f64], fx: kaio.In[f64], fy: kaio.In[f64],
+                         div: kaio.Out[f64, 2], lo: i32, hi: i32):
     """The suite's divergence, written at the zone's lower-left node (j, i) of the (jp, jp)
-    node grid (corners 4 = (j, i), 1 = (j, i+1), 2 = (j+1, i+1), 3 = (j+1, i)); nodes that
-    start no real zone (row or column outside [lo, hi)) keep the suite's initial 0."""
+    node grid; the node arrays are flat, as the suite's are, so all four share one linear index
+    (nvcc's form: one address per array, the corners at +1, +jp, +jp+1): corners 4 = n, 1 =
+    n + 1, 2 = n + 1 + jp, 3 = n + jp. Nodes that start no real zone (row or column outside
+    [lo, hi)) keep the suite's initial 0."""
     nj = div.shape[0]
-    ni = div.shape[1]
+    jp = div.shape[1]
     for j, i in div.owned():
         d = f64(0.0)
-        if j >= lo and j < hi and i >= lo and i < hi and j + 1 < nj and i + 1 < ni:
-            xi = 0.5 * (x[j, i + 1] + x[j + 1, i + 1] - x[j + 1, i] - x[j, i])
-            xj = 0.5 * (x[j + 1, i + 1] + x[j + 1, i] - x[j, i] - x[j, i + 1])
-            yi = 0.5 * (y[j, i + 1] + y[j + 1, i + 1] - y[j + 1, i] - y[j, i])
-            yj = 0.5 * (y[j + 1, i + 1] + y[j + 1, i] - y[j, i] - y[j, i + 1])
-            fxi = 0.5 * (fx[j, i + 1] + fx[j + 1, i + 1] - fx[j + 1, i] - fx[j, i])
-            fxj = 0.5 * (fx[j + 1, i + 1] + fx[j + 1, i] - fx[j, i] - fx[j, i + 1])
-            fyi = 0.5 * (fy[j, i + 1] + fy[j + 1, i + 1] - fy[j + 1, i] - fy[j, i])
-            fyj = 0.5 * (fy[j + 1, i + 1] + fy[j + 1, i] - fy[j, i] - fy[j, i + 1])
+        if j >= lo and j < hi and i >= lo and i < hi and j + 1 < nj and i + 1 < jp:
+            n4 = j * jp + i
+            n3 = n4 + jp
+            n1 = n4 + 1
+            n2 = n3 + 1
+            xi = 0.5 * (x[n1] + x[n2] - x[n3] - x[n4])
+            xj = 0.5 * (x[n2] + x[n3] - x[n4] - x[n1])
+            yi = 0.5 * (y[n1] + y[n2] - y[n3] - y[n4])
+            yj = 0.5 * (y[n2] + y[n3] - y[n4] - y[n1])
+            fxi = 0.5 * (fx[n1] + fx[n2] - fx[n3] - fx[n4])
+            fxj = 0.5 * (fx[n2] + fx[n3] - fx[n4] - fx[n1])
+            fyi = 0.5 * (fy[n1] + fy[n2] - fy[n3] - fy[n4])
+            fyj = 0.5 * (fy[n2] + fy[n3] - fy[n4] - fy[n1])
             rarea = 1.0 / (xi * yj - xj * yi + PTINY)
             dfxdx = rarea * (fxi * yj - fxj * yi)
             dfydy = rarea * (fyj * xi - fyi * xj)
-            affine = ((fy[j, i + 1] + fy[j + 1, i + 1] + fy[j + 1, i] + fy[j, i])
-                      / (y[j, i + 1] + y[j + 1, i + 1] + y[j + 1, i] + y[j, i]))
+            affine = (fy[n1] + fy[n2] + fy[n3] + fy[n4]) / (y[n1] + y[n2] + y[n3] + y[n4])
             d = dfxdx + dfydy + affine
         div[j, i] = d
 
@@ -591,7 +596,7 @@ def _ddv_run(i):
     dom = Domain(i["n"], 2)
     grid = (dom.jp, dom.jp)
     div = np.empty(grid, np.float64)
-    del_dot_vec_2d_nodes(*(i[k].reshape(grid) for k in ("x", "y", "fx", "fy")), div, dom.imin,
+    del_dot_vec_2d_nodes(*(i[k].reshape(-1) for k in ("x", "y", "fx", "fy")), div, dom.imin,
                          dom.imax)
     return {"div": div.reshape(-1)}
 
@@ -602,7 +607,8 @@ def _ddv_bench(i):
     names = ("x", "y", "fx", "fy")
     return resident(i, lambda d: launcher(del_dot_vec_2d_nodes, *(d[k] for k in names), d["div"],
                                           dom.imin, dom.imax),
-                    read=names, shapes=dict.fromkeys(names, grid), new={"div": (grid, np.float64)},
+                    read=names, shapes=dict.fromkeys(names, (dom.jp * dom.jp,)),
+                    new={"div": (grid, np.float64)},
                     finish=lambda h, _: {"div": h["div"].reshape(-1)})
 
 
