@@ -130,10 +130,20 @@ def _apart(pv, spans, facts) -> bool:
                for (lo1, hi1), (lo2, hi2) in spans)
 
 
+def _what(acc, names, verb) -> str:
+    """An access as the message names it: a fragment load or tile copy covers the whole array
+    (its operands after the buffer are the tile's origin, or the copy's source)."""
+    b = acc.buf.name or "shared"
+    if acc.op.opcode == "mma_copy":
+        return f"tile copy into `{b}` (kaio.mma.copy_tile)"
+    if acc.op.opcode == "mma_load":
+        return f"fragment load from `{b}` (kaio.mma.load_*)"
+    return f"{verb[acc.kind]} `{b}[{index_text(acc, names)}]`"
+
+
 def _report(checker, a1, a2):
     names = checker.names
     buf = a1.buf.name or "shared"
-    t1 = index_text(a1, names)
     try:  # (the example search compares elements: none for views of different sizes)
         found = (shared_collision(checker.walk, a1, a2)
                  if a1.buf.type.dtype.itemsize == a2.buf.type.dtype.itemsize else None)
@@ -142,7 +152,7 @@ def _report(checker, a1, a2):
     blame, other = a2, a1  # the later access in program order is where the race shows
     verb = {"load": "read", "store": "write", "atomic": "atomic update"}
     if a1 is a2:
-        msg = (f"shared array '{buf}': the {verb[a1.kind]} `{buf}[{t1}]` may touch one element from "
+        msg = (f"shared array '{buf}': the {_what(a1, names, verb)} may touch one element from "
                "two threads of the block (the index is not distinct per thread)")
         hint = (f"partition the writes among the block's threads (index '{buf}' by thread_idx), or let "
                 "one thread write: `if kaio.thread_idx.x == 0:`")
@@ -152,12 +162,17 @@ def _report(checker, a1, a2):
         what = (f"shared array '{buf}'" if b1 == b2 else
                 f"dynamic shared views '{b2}' and '{b1}' (one allocation)")
         buf = b2
-        msg = (f"{what}: the {verb[blame.kind]} `{b2}[{index_text(blame, names)}]` and the "
-               f"{verb[other.kind]} `{b1}[{index_text(other, names)}]` ({line}) may touch "
+        msg = (f"{what}: the {_what(blame, names, verb)} and the "
+               f"{_what(other, names, verb)} ({line}) may touch "
                f"{'one element' if b1 == b2 else 'the same bytes'} from two threads between the same "
                "two barriers")
         hint = ("put kaio.sync() between them, or guard so that the threads touch disjoint elements "
                 "(e.g. `if tid < s: buf[tid] += buf[tid + s]`)")
+        if any(a2.segs.get(k, v) != v for k, v in a1.segs.items()):   # a barrier between them
+            msg += (" (a thread may start the loop's next iteration while a slower one is still "
+                    "in the iteration before)")
+            hint = ("end the loop body with kaio.sync(), so that an iteration starts only after "
+                    "every thread is done with the one before")
     msg += f"; {found or unproved(checker.walk, a1, a2)}"
     err = CompileError.at(blame.op.loc, msg, kernel=checker.kernel.name, hint=hint)
     err.buffer, err.index, err.kind = buf, index_text(blame, names), "shared-race"

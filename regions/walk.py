@@ -26,7 +26,15 @@ from .partitions import Elementwise
 from .widths import Fits, geometry_facts, type_range
 
 BARRIER_OPS = ("barrier", "block_reduce")
-MEMORY_OPS = ("load", "store", "atomic")
+
+
+def touches_shared(op) -> bool:
+    """``op`` itself reads or writes a shared array: a plain load, store or atomic, a fragment
+    load (``group_mma`` reads its tiles through these), a tile copy. Global memory is no
+    business of the barrier intervals: Region/Out accesses are proved per thread, In buffers
+    are read-only."""
+    return (op.opcode in ("load", "store", "atomic", "mma_load", "mma_copy")
+            and op.operands[0].type.space == "shared")
 
 
 @record
@@ -265,16 +273,11 @@ class Walk:
                     todo += succ.get(d, [])
         return out
 
-    def _phased_loop(self, body_blocks, tail) -> bool:
-        """A loop leaves in a fresh phase when its iteration ends with a barrier every
-        iteration reaches: ``tail`` (where iterations end) holds a barrier directly, nothing
-        after its last one touches memory or holds a barrier, and ``body_blocks`` other than
-        tail (a while's condition) touch no memory and hold no barrier."""
-        def quiet(ops):
-            return not any(o.opcode in BARRIER_OPS + MEMORY_OPS for op in ops for o in op.walk())
-        last = max((k for k, o in enumerate(tail.ops) if o.opcode in BARRIER_OPS), default=None)
-        return (last is not None and quiet(tail.ops[last + 1:])
-                and all(quiet(b.ops) for b in body_blocks if b is not tail))
+    @staticmethod
+    def _quiet(blk) -> bool:
+        """``blk`` holds no barrier and touches no shared array (a ``while`` test like that may
+        be placed anywhere between the body's last interval and the next head or the exit)."""
+        return not any(o.opcode in BARRIER_OPS or touches_shared(o) for o in blk.walk())
 
     def _surely(self, c: Cond, truth: bool) -> bool:
         """``c`` provably has the value ``truth`` where the walk is now."""
@@ -602,10 +605,9 @@ class Walk:
         down = not up and self._provably(-step - 1)         # runs while iv > ub
         exact = up or down                                  # (unknown sign: iv is opaque)
         lo, hi = type_range(ivv.type)
-        phased = has_barrier and self._phased_loop([body], body)
-        if phased:
-            once = up and self._provably(ub - 1 - lb) or down and self._provably(lb - ub - 1)
-            before = self._enter_phased()
+        if has_barrier:
+            may_skip = not (up and self._provably(ub - 1 - lb) or down and self._provably(lb - ub - 1))
+            pre, head = self._loop_head()
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
@@ -628,16 +630,14 @@ class Walk:
             end = self.facts    # what holds when an iteration completes (its accesses in bounds)
             self.facts = saved
             self.loops.pop()
-            if has_barrier and not phased:   # (a phased loop's last interval is empty)
-                self.cur = self.find(self.union(entry, self.cur))
             again = carried.update(body.args[1:], ys, end)
             if exact and not self.fits.nonneg(hi - iv - step if up else iv + step - lo, end):
                 exact, again = False, True   # the increment may wrap: iv is only known to pass its test
             if not again:
                 break
             self.cur = entry
-        if phased:
-            self._leave_phased(before, once)
+        if has_barrier:
+            self._loop_exit(pre, head, self.cur, self.cur, may_skip)
         for r, u, (rlo, rhi) in zip(op.results, carried.uniform, carried.ranges):
             self._opaque(r, u and uniform_bounds, rlo, rhi)  # the last carried values
 
@@ -733,10 +733,12 @@ class Walk:
         ys = term.operands if term is not None else []
         carried = _Carried(self, op.operands,
                            self._inductions(op, before.args, ys, {a.id: v for a, v in zip(after.args, fwd)}))
-        phased = has_barrier and cond_op is not None and self._phased_loop([before, after], after)
-        if phased:
-            once = self._first_test(op, before, cond_op)
-            pre = self._enter_phased()
+        # a test with no barrier and no shared access sits between intervals: the loop leaves
+        # from its last interval; otherwise from the test's interval
+        quiet_test = cond_op is not None and self._quiet(before)
+        if has_barrier:
+            may_skip = quiet_test and not self._first_test(op, before, cond_op)
+            pre, head = self._loop_head()
         while True:
             del self.accesses[start_acc:], self.barriers[start_bar:]
             entry = self.cur
@@ -750,6 +752,10 @@ class Walk:
             self.ctrl.append(("while-before", op, all(carried.uniform)))
             self.block(before)
             self.ctrl.pop()
+            test = self.cur
+            if has_barrier and not quiet_test:   # the body follows the test, as the exit does
+                self.cur = self._new_interval()
+                self.edges.append((test, self.cur))
             c = self.get(cond_op.operands[0]) if cond_op is not None else Cond("opaque")
             for a, v in zip(after.args, fwd):
                 self.env[a.id] = self.get(v)
@@ -759,44 +765,53 @@ class Walk:
             self.ctrl.pop()
             end, self.facts = self.facts, saved
             self.loops.pop()
-            if has_barrier and not phased:   # (a phased loop's last interval is empty)
-                self.cur = self.find(self.union(entry, self.cur))
             if not carried.update(before.args, ys, end):
                 break
             self.cur = entry
-        if phased:
-            self._leave_phased(pre, once)
+        if has_barrier:
+            self._loop_exit(pre, head, self.cur, self.cur if quiet_test else test, may_skip)
         for r, v in zip(op.results, fwd):   # the carried values the last test forwards
             k = next((k for k, a in enumerate(before.args) if a is v), None)
             rlo, rhi = carried.ranges[k] if k is not None else (None, None)
             self._opaque(r, c.uniform and all(carried.uniform), rlo, rhi)
 
-    def _enter_phased(self) -> int:
-        """Before a loop that leaves in a fresh phase (:meth:`_phased_loop`): its iterations
-        start an interval of their own that follows the code before the loop (an edge, not a
-        union, so the code after the loop stays apart from it). Each iteration ends in an
-        interval with no access (after the last barrier), so the back edge needs nothing.
-        Returns the interval before the loop."""
+    def _loop_head(self) -> tuple:
+        """Before a loop that holds a barrier: its iterations start in an interval of their own
+        (the head: up to the body's first barrier), which follows the code before the loop
+        (iteration 0) and, through :meth:`_loop_exit`'s back edge, the body's last interval
+        (iteration i + 1 after iteration i's tail). Edges, not unions: the code before the loop
+        and the tail meet only where a path with no barrier leads from one to the other.
+        Returns (the interval before the loop, the head), and walks on in the head."""
         pre = self.cur
         self.cur = self._new_interval()
         self.edges.append((pre, self.cur))
-        return pre
+        return pre, self.cur
 
-    def _leave_phased(self, pre: int, once: bool):
-        """After such a loop: a fresh interval, which follows the code before the loop unless
-        the loop provably runs at least once (with no iteration, no barrier separates them)."""
+    def _loop_exit(self, pre: int, head: int, tail: int, leave: int, may_skip: bool):
+        """After such a loop: the back edge tail -> head, and a fresh interval for the code
+        after it, which follows ``leave`` (where the loop's test fails: the tail, or a while
+        test's own interval) and, when the loop may run zero times with no barrier, ``pre``.
+        Two threads at different iterations meet only across the back edge, where their
+        accesses sit at different barrier counts of the body (``Access.segs``; a loop whose
+        barriers are all nested has none), so the shared check gives them distinct iteration
+        counts."""
+        self.edges.append((tail, head))
         self.cur = self._new_interval()
-        if not once:
+        self.edges.append((leave, self.cur))
+        if may_skip:
             self.edges.append((pre, self.cur))
 
     def _first_test(self, op, before, cond_op) -> bool:
-        """A while loop's condition provably holds on entry: its condition region (memory-free
-        and barrier-free, see :meth:`_phased_loop`) walked with the carried values' initial
-        values."""
+        """A while loop's condition provably holds on entry: its condition region (barrier-free,
+        no shared access: :meth:`_quiet`) walked with the carried values' initial values (the
+        loop's walk then drops what it recorded)."""
         for a, v in zip(before.args, op.operands):
             self.env[a.id] = self.get(v)
+        saved = self.facts
         self.block(before)
-        return self._surely(self.get(cond_op.operands[0]), True)
+        holds = self._surely(self.get(cond_op.operands[0]), True)
+        self.facts = saved
+        return holds
 
     def op_yield(self, op, blk):
         pass

@@ -333,7 +333,7 @@ def test_a_three_stage_pipeline_is_proved_and_computes(backend):
     ("reads a step still in flight", {"pending": 2}, "reads shared array .* may still be in flight"),
     ("no barrier after the wait", {"pending": 1, "sync_after_wait": False}, "unpublished|shared array"),
     ("a second copy into a buffer in flight", {"pending": 1, "extra_copy": True},
-     "copy into shared array|in flight at the end|the write `S2"),
+     "copy into shared array|in flight at the end|the tile copy into `S2`"),
 ])
 def test_pipelines_that_touch_copies_in_flight_are_refused(kind, kw, match):
     with pytest.raises(kaio.CompileError, match=match):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import kaio
-from kaio import f32, f64, i8, i32, u32
+from kaio import f16, f32, f64, i8, i32, u32
 from kaio.regions import blocked, grid_stride, rows, rows_per_block, tiles
 
 
@@ -452,6 +452,59 @@ def histogram_clear_fixed_stride(data: kaio.In[i32], hist: kaio.Atomic[i32]):
         kaio.atomic_add(hist, b, h[b])
 
 
+# --- a loop whose body ends after its last barrier with shared accesses: the next iteration's
+# head (before its first barrier) meets a slower thread's tail of the iteration before
+@kaio.kernel
+def tail_fragment_loads(A: kaio.In[f16, 2], out: kaio.Raw[f32, 2], n: i32):
+    S = kaio.shared_array(f16, 256)
+    t = kaio.thread_idx.x
+    w = t // kaio.warp_size
+    acc = kaio.mma.fill(f32, 0.0)
+    for _i in range(n):
+        for k in range(t, 256, kaio.block_dim.x):
+            S[k] = A[k // 16, k % 16]  # RACE
+        kaio.sync()
+        acc = kaio.mma.mma(kaio.mma.load_a(S, 0, 0, ld=16), kaio.mma.load_b(S, 0, 8 * w, ld=16), acc)
+    kaio.mma.store(out, 0, 8 * w, acc)
+
+
+@kaio.kernel
+def tail_plain_load(x: kaio.In[f32], y: kaio.Out[f32], n: i32):
+    S = kaio.shared_array(f32, 64)
+    t = kaio.thread_idx.x
+    g = kaio.global_id()
+    s = f32(0.0)
+    for i in range(n):
+        if t < 64:
+            S[t] = x[g] * f32(i)  # RACE
+        kaio.sync()
+        s += S[63 - t % 64]
+    if g < y.shape[0]:
+        y[g] = s
+
+
+@kaio.kernel
+def tail_copy_tile(A: kaio.In[f16, 2], out: kaio.Raw[f32, 2], n: i32):
+    S = kaio.shared_array(f16, (16, 16))
+    t = kaio.thread_idx.x
+    w = t // kaio.warp_size
+    acc = kaio.mma.fill(f32, 0.0)
+    kaio.mma.copy_tile(S, A, 0, 0)
+    kaio.sync()
+    for i in range(n):
+        if t == 1:   # (element [0, 0] is thread 0's share of the copy on the reference)
+            S[0, 0] = S[0, 0] + f16(1.0)  # RACE
+        kaio.sync()
+        acc = kaio.mma.mma(kaio.mma.load_a(S, 0, 0), kaio.mma.load_b(S, 0, 8 * w), acc)
+        kaio.sync()
+        kaio.mma.copy_tile(S, A, 0, 16 * (i % 2))   # no barrier after it: in flight into i + 1
+    kaio.mma.store(out, 0, 8 * w, acc)
+
+
+def _tile_args():
+    return np.ones((16, 32), np.float16), np.zeros((16, 16), np.float32), 3
+
+
 CASES = {
     "neighbour_write": ("y", ((2,), (32,)), lambda: (_f(64), _f(64)), "race"),
     "inplace_stencil": ("y", ((2,), (32,)), lambda: (_f(64),), "race"),
@@ -500,5 +553,8 @@ CASES = {
     "doubled_offset_halved_tid": ("sh", ((1,), (32,)), lambda: (_f(32), _f(32)), "race"),
     "histogram_clear_fixed_stride": ("h", ((1,), (64,)),
                                      lambda: (np.zeros(64, np.int32), np.zeros(256, np.int32)), "race"),
+    "tail_fragment_loads": ("S", ((1,), (64,)), _tile_args, "race"),
+    "tail_plain_load": ("S", ((1,), (64,)), lambda: (_f(64), _f(64), 3), "race"),
+    "tail_copy_tile": ("S", ((1,), (64,)), _tile_args, "race"),
 }
 KERNELS = {name: globals()[name] for name in CASES}
