@@ -366,10 +366,6 @@ def _w4a16_pipelined(T, warp_size, BM_, BN_, BK_, WM_, WN_, S):
                 stage(Xs[nxt], Ps[nxt], x, packed, row0, col0, k0 + (s + S - 1) * BK_)
                 acc, tmp = step(Xs[s], Ps[s], wm, wn, acc, tmp, k0 + s * BK_, s, scales,
                                 row0 + wm, col0 + wn, group, 1, BK_ // 16)
-            # one barrier per S K-steps closes the iteration: the race checker then proves the
-            # loop phase by phase (the folds' scale loads after the last stage's barrier would
-            # otherwise merge the iteration's end with the code before the loop)
-            kaio.sync()
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
 
     return matmul_w4a16_pipelined
