@@ -60,7 +60,8 @@ def _build(spec):
         with bld.at(body):
             emit_body()
     else:   # while (accesses; sync(); accesses; left > 0): ...; left -= 1
-        # (a barrier, not a block reduction: the reference sanitizer does not count those)
+        # (a barrier, not a block reduction: launched unlowered, as here, the reference's
+        # block_reduce op is no barrier to its sanitizer; kernels get lower_reductions' three)
         _, test, body = bld.while_([trips])
         with bld.at(test):
             emit(spec["test"][0])
