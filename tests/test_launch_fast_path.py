@@ -504,9 +504,10 @@ def test_repeated_launches_on_a_gpu(monkeypatch):
 
 
 def test_a_first_launch_compiles_only_the_function_the_next_calls_use(fake, monkeypatch):  # noqa: F811
-    """k(...)'s first launch of a signature takes the full path and compiles only the guarded
-    function its next calls launch through; Backend.launch's own function is compiled on that
-    plan's second Backend.launch (a compile() is a quarter millisecond of a first launch)."""
+    """k(...) compiles only the guarded function its repeated calls launch through (at the
+    signature's second launch: the first takes the full path); Backend.launch's own function is
+    compiled once, when it first runs the plan's launcher (a compile() is a quarter
+    millisecond)."""
     pytest.importorskip("kaio.backends.ptx")
     from kaio.backends import cuda_planned
     compiled_heads = []
@@ -528,7 +529,7 @@ def test_a_first_launch_compiles_only_the_function_the_next_calls_use(fake, monk
     for step in range(3):
         be.launch(c, (1,), (32,), [0.5 * step, x, y])
         np.testing.assert_array_equal(y.to_host(), np.float32(0.5 * step) * x.to_host())
-    assert compiled_heads == ["def run(args, shared_bytes, stream):"]   # at the second launch
+    assert compiled_heads == ["def run(args, shared_bytes, stream):"]   # once
 
 
 def test_a_plans_fast_function_is_compiled_at_its_second_launch(fake, lookups, monkeypatch):  # noqa: F811
