@@ -132,28 +132,36 @@ def vol3d(x: kaio.In[f64, 3], y: kaio.In[f64, 3], z: kaio.In[f64, 3], vol: kaio.
         vol[k, j, i] = v * vnormq
 
 
+@kaio.func
+def divergence(x, y, fx, fy, n4, jp):
+    """The suite's DEL_DOT_VEC_2D body for the zone whose lower-left node is n4 (flat node
+    arrays, rows of jp): corners 4 = n4, 3 = n4 + jp, 1 = n4 + 1, 2 = n3 + 1 (written so, kaio's
+    PTX addresses corners 1 and 2 as immediates off corners 4 and 3: two 64-bit addresses per
+    array, as nvcc's)."""
+    n3 = n4 + jp
+    n1 = n4 + 1
+    n2 = n3 + 1
+    xi = 0.5 * (x[n1] + x[n2] - x[n3] - x[n4])
+    xj = 0.5 * (x[n2] + x[n3] - x[n4] - x[n1])
+    yi = 0.5 * (y[n1] + y[n2] - y[n3] - y[n4])
+    yj = 0.5 * (y[n2] + y[n3] - y[n4] - y[n1])
+    fxi = 0.5 * (fx[n1] + fx[n2] - fx[n3] - fx[n4])
+    fxj = 0.5 * (fx[n2] + fx[n3] - fx[n4] - fx[n1])
+    fyi = 0.5 * (fy[n1] + fy[n2] - fy[n3] - fy[n4])
+    fyj = 0.5 * (fy[n2] + fy[n3] - fy[n4] - fy[n1])
+    rarea = 1.0 / (xi * yj - xj * yi + PTINY)
+    dfxdx = rarea * (fxi * yj - fxj * yi)
+    dfydy = rarea * (fyj * xi - fyi * xj)
+    affine = (fy[n1] + fy[n2] + fy[n3] + fy[n4]) / (y[n1] + y[n2] + y[n3] + y[n4])
+    return dfxdx + dfydy + affine
+
+
 @kaio.kernel
 def del_dot_vec_2d(x: kaio.In[f64], y: kaio.In[f64], fx: kaio.In[f64], fy: kaio.In[f64],
                    zones: kaio.In[i32], div: kaio.Out[f64], jp: i32):
     """Zone with lower-left node z has corners 4 = z, 1 = z + 1, 2 = z + 1 + jp, 3 = z + jp."""
     for ii in div.owned():
-        n4 = zones[ii]
-        n1 = n4 + 1
-        n2 = n1 + jp
-        n3 = n4 + jp
-        xi = 0.5 * (x[n1] + x[n2] - x[n3] - x[n4])
-        xj = 0.5 * (x[n2] + x[n3] - x[n4] - x[n1])
-        yi = 0.5 * (y[n1] + y[n2] - y[n3] - y[n4])
-        yj = 0.5 * (y[n2] + y[n3] - y[n4] - y[n1])
-        fxi = 0.5 * (fx[n1] + fx[n2] - fx[n3] - fx[n4])
-        fxj = 0.5 * (fx[n2] + fx[n3] - fx[n4] - fx[n1])
-        fyi = 0.5 * (fy[n1] + fy[n2] - fy[n3] - fy[n4])
-        fyj = 0.5 * (fy[n2] + fy[n3] - fy[n4] - fy[n1])
-        rarea = 1.0 / (xi * yj - xj * yi + PTINY)
-        dfxdx = rarea * (fxi * yj - fxj * yi)
-        dfydy = rarea * (fyj * xi - fyi * xj)
-        affine = (fy[n1] + fy[n2] + fy[n3] + fy[n4]) / (y[n1] + y[n2] + y[n3] + y[n4])
-        div[ii] = dfxdx + dfydy + affine
+        div[ii] = divergence(x, y, fx, fy, zones[ii], jp)
 
 
 def fir_kernel(coeff: tuple):
@@ -326,33 +334,16 @@ def vol3d_zones(x: kaio.In[f64], y: kaio.In[f64], z: kaio.In[f64], vol: kaio.Out
 @kaio.kernel
 def del_dot_vec_2d_nodes(x: kaio.In[f64], y: kaio.In[f64], fx: kaio.In[f64], fy: kaio.In[f64],
                          div: kaio.Out[f64, 2], lo: i32, hi: i32):
-    """The suite's divergence, written at the zone's lower-left node (j, i) of the (jp, jp)
-    node grid; the node arrays are flat, as the suite's are, so all four share one linear index
-    (nvcc's form: one address per array, the corners at +1, +jp, +jp+1): corners 4 = n, 1 =
-    n + 1, 2 = n + 1 + jp, 3 = n + jp. Nodes that start no real zone (row or column outside
-    [lo, hi)) keep the suite's initial 0."""
+    """The suite's divergence (:func:`divergence`), written at the zone's lower-left node (j, i)
+    of the (jp, jp) node grid; the node arrays are flat, as the suite's are, so the four share
+    one linear index. Nodes that start no real zone (row or column outside [lo, hi)) keep the
+    suite's initial 0."""
     nj = div.shape[0]
     jp = div.shape[1]
     for j, i in div.owned():
         d = f64(0.0)
         if j >= lo and j < hi and i >= lo and i < hi and j + 1 < nj and i + 1 < jp:
-            n4 = j * jp + i
-            n3 = n4 + jp
-            n1 = n4 + 1
-            n2 = n3 + 1
-            xi = 0.5 * (x[n1] + x[n2] - x[n3] - x[n4])
-            xj = 0.5 * (x[n2] + x[n3] - x[n4] - x[n1])
-            yi = 0.5 * (y[n1] + y[n2] - y[n3] - y[n4])
-            yj = 0.5 * (y[n2] + y[n3] - y[n4] - y[n1])
-            fxi = 0.5 * (fx[n1] + fx[n2] - fx[n3] - fx[n4])
-            fxj = 0.5 * (fx[n2] + fx[n3] - fx[n4] - fx[n1])
-            fyi = 0.5 * (fy[n1] + fy[n2] - fy[n3] - fy[n4])
-            fyj = 0.5 * (fy[n2] + fy[n3] - fy[n4] - fy[n1])
-            rarea = 1.0 / (xi * yj - xj * yi + PTINY)
-            dfxdx = rarea * (fxi * yj - fxj * yi)
-            dfydy = rarea * (fyj * xi - fyi * xj)
-            affine = (fy[n1] + fy[n2] + fy[n3] + fy[n4]) / (y[n1] + y[n2] + y[n3] + y[n4])
-            d = dfxdx + dfydy + affine
+            d = divergence(x, y, fx, fy, j * jp + i, jp)
         div[j, i] = d
 
 
