@@ -128,7 +128,9 @@ class _Renderer(FragmentOps, ControlOps):
         # None (not versioned: each group both ways under its predicate), "vector" or "scalar"
         self.version: str | None = None
         self.array_names: dict[int, str] = {}   # shared/local array op id -> its declared name
-        self.rows: dict[tuple, str] = {}     # (buffer id, leading index ids) -> row address reg
+        # (buffer id, leading index ids) -> row address reg; ("element", buffer id, leading
+        # ids, v id) -> element v's address, for the v + c elements of _element_addr
+        self.rows: dict[tuple, str] = {}
         # copies complete at every barrier, unless the kernel waits for them itself
         ops = [o.opcode for o in kernel.walk()]
         self.async_copies = "mma_copy" in ops and "mma_copy_wait" not in ops

@@ -342,9 +342,9 @@ def load(em, info, op, regs) -> str:
     return ",".join(out)
 
 
-#: int4 -> f16/bf16 pairs: (x ^ 8) | EXP is 2^p + x + 8 exactly (p = 10 for f16, 7 for bf16),
-#: so one fma with 1 and -(2^p + 8) gives x: (bits ORed into the exponent, fma constants)
-_INT4_PAIR = {"f16": (0x64086408, 0x3C003C00, 0xE408E408), "bf16": (0x43084308, 0x3F803F80, 0xC308C308)}
+#: int4 -> bf16 pairs: (x ^ 8) | EXP is 128 + x + 8 exactly (bf16's 7-bit fraction holds the
+#: nibble), so one fma with 1 and -136 gives x: (xor/or constant, the fma's 1, its addend)
+_INT4_BF16 = (0x43084308, 0x3F803F80, 0xC308C308)
 #: f16 in three instructions: prmt makes 0x64BB64BB (BB the byte), lop3 keeps nibble 0 in the low
 #: half and nibble 1 (16 x its value) in the high one, each XORed with 8: 1024 + (x ^ 8) and
 #: 1024 + 16 (x ^ 8); the fma scales the high half by 1/16 and takes off 1032 and 72
@@ -365,7 +365,7 @@ def _load_int4(em, info, op, regs, t) -> str:
     shared = bt.space == "shared" and bt.ndim == 2 and bt.static_shape is not None and not info.swizzle
     base = ptx_mem.address(em, info, bt.dtype, [r, c]) if shared else None
     f16 = t.dtype.name == "f16"
-    bias, one, neg = _INT4_F16 if f16 else _INT4_PAIR[t.dtype.name]
+    bias, one, neg = _INT4_F16 if f16 else _INT4_BF16
     k_one, k_neg, k_exp = em.tmp("r"), em.tmp("r"), em.tmp("r")
     em.ins(f"mov.b32 {k_one}, {one:#x}")
     em.ins(f"mov.b32 {k_neg}, {neg:#x}")

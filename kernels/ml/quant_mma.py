@@ -7,11 +7,14 @@
   ``kaio.mma.store(..., row_scale=sa, col_scale=sb)``: ``c = f32(acc) * sa[m] * sb[n]``, the
   same three f32 roundings as the scalar kernel.
 - W4A16 (:func:`w4a16_kernel`): f16/bf16 activations on ``m16n8k16`` fragments, a tiled GEMM
-  (tilings :data:`W4_TILES`, chosen per shape by kaio.autotune). Per K-step the block copies
-  its x tile with ``copy_tile`` (cp.async) and each thread loads its bytes of the packed weight
-  tile into registers; after the warps multiply the previous K-step, the threads write those
-  bytes' int4 values once into a shared f16/bf16 tile (-8..7: exact in either), and the warps
-  read it with ldmatrix as the GEMM reads B. The scale is applied outside the multiply: per
+  (tilings :data:`W4_TILES`, chosen per shape by kaio.autotune). The pipelined tilings
+  (``s3_*``/``s4_*``, first where they fill the GPU) stage the x tile and the *packed* weight
+  tile with ``copy_tile``, S - 1 K steps in flight, and unpack the weights as B fragments load
+  them (``kaio.mma.load_b_int4``). The others (within 48 KiB of static shared memory for
+  every tile: the LLVM nvptx path) copy x and load each thread's packed bytes into registers;
+  after the warps multiply the previous K-step, the threads write those bytes' int4 values
+  once into a shared f16/bf16 tile (-8..7: exact in either), read with ldmatrix as the GEMM
+  reads B. The scale is applied outside the multiply: per
   quantization group the warps accumulate ``tmp = x @ q`` in f32 (exact products), and where
   the group ends fold it in as ``acc += tmp * s[g, c]`` (one f32 fma) by element access
   (``kaio.mma.apply``): one matrix product per K-slice and exact weights. (A weight ``q * s``
@@ -413,9 +416,9 @@ def w4a16_tiles(m: int, n: int) -> list[str]:
     the staged bytes as fragments: 54.8 us against 84.2 for the best other tiling on the H200 at
     256 x 4096 x 4096), the largest block tile among them (the fewest reloads of x and the
     fewest dequantizations per multiply), the pipelined ones then more stages and columns, the
-    others more rows (each weight is dequantized once per BM rows of x: 128 x 64 issues 959 SASS
-    instructions per 128 HMMA in
-    its K loop, 64 x 128 1294), then the longer K step; on outputs too small to fill the GPU,
+    others more rows (each weight is dequantized once per BM rows of x: 128 x 64 issues 959
+    SASS instructions per 128 HMMA in its K loop, 64 x 128 1294), then the longer K step; on
+    outputs too small to fill the GPU,
     the most blocks first, then the tilings whose shared tiles fit every NVIDIA path's 48 KiB
     of static shared memory, the smallest tile."""
     def rank(name):
