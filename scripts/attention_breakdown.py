@@ -68,8 +68,11 @@ def main(argv=None) -> int:
     rows = []
     if fused is not None:
         qkv_bits = QP.bits(qkv)
-        rows.append((f"quantizing W8A8 projection [{s}, {3 * d}] ({fused.grid} x {fused.block})",
-                     lambda: fused(x, wqkv, sqkv, qkv_bits)))
+        for tile in QP.TILES:           # the library's tiling and the others
+            f = QP.launch(s, 3 * d, dm, tile)
+            rows.append((f"quantizing W8A8 projection [{s}, {3 * d}] tile {tile} ({f.grid} x "
+                         f"{f.block}){' (library)' if tile == QP.tile_for(s, 3 * d) else ''}",
+                         lambda f=f: f(x, wqkv, sqkv, qkv_bits)))
     rows += [("quantize rows (x -> int8; the two-launch form)", lambda: quantize(x, xq, sx)),
              (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block}; two-launch form)",
               lambda: project(xq, wqkv, sx, sqkv, qkv)),
@@ -79,6 +82,14 @@ def main(argv=None) -> int:
              (f"whole pipeline, {launches.launches} launches (device_pipeline, graph=False)",
               launches),
              (f"whole pipeline, graph replay (device_pipeline; {replay.launches} kernels)", replay)]
+    if fused is not None:               # the same with the two-launch projection
+        def two_launch_pipeline():
+            quantize(x, xq, sx)
+            project(xq, wqkv, sx, sqkv, qkv)
+            partial(qkv, qkv, qkv, part, ml, *fargs)
+            combine(part, ml, o, chunks, dp)
+        rows.append(("whole pipeline with the two-launch projection (4 kernels)",
+                     two_launch_pipeline))
     steps = -(-s // F.KS)                   # 64-key steps over all the keys
     for c2 in (c for c in (chunks // 2, chunks // 4) if c >= 1):    # fewer, longer chunks
         rows.append(_plan_row(qkv, o, s, d, dp, w, c2, -(-steps // c2), fargs))

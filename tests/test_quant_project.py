@@ -31,16 +31,17 @@ def _two_launches(x, b, sb):
     return quant.int8_matmul(xq, b, sx, sb)
 
 
+@pytest.mark.parametrize("tile", list(quant_project.TILES))
 @pytest.mark.parametrize("warp_size", [32, 64])
 @pytest.mark.parametrize("m,k,n", [(33, 37, 20), (70, 96, 136), (65, 136, 40)])
-def test_bit_for_bit_the_two_launches(reference, warp_size, m, k, n):
+def test_bit_for_bit_the_two_launches(reference, warp_size, m, k, n, tile):
     """Ragged M, N (edge tiles), K no multiple of the 32-deep slices or of the 8 threads of a
-    row (zero-padded panels), a zero row, and the attention's K = 512."""
+    row (zero-padded panels), a zero row, on every tiling."""
     x, b, sb = _inputs(m, k, n, seed=k)
     c = np.full((m, n), np.nan, np.float32)
     rb = ReferenceBackend(warp_size=warp_size, sanitize=True)
-    grid, block = quant_project.launch_config(m, n, warp_size)
-    rb.launch(rb.compile(quant_project.kernel(k, warp_size).specialize_ir({})), (*grid, 1),
+    grid, block = quant_project.launch_config(m, n, warp_size, tile)
+    rb.launch(rb.compile(quant_project.kernel(k, warp_size, tile).specialize_ir({})), (*grid, 1),
               (*block, 1), [x, b, sb, quant_project.bits(c)])
     np.testing.assert_array_equal(c, _two_launches(x, b, sb))
 
@@ -77,13 +78,27 @@ def test_ptx_assembles(arch):
     ptxas(ptx, arch)
 
 
+@pytest.mark.parametrize("tile", [t for t in quant_project.TILES if t != quant_project.DEFAULT_TILE])
+def test_wide_tilings_assemble(tile):
+    """The wide tilings at the attention's K = 512: one pass of 32 rows (64 values a thread),
+    the whole 32 x BN warp row's k32 slices (BN / 8 instruction tiles per slice)."""
+    bm, bn, wm, wn = quant_project.TILES[tile]
+    ptx = quant_project.kernel(512, 32, tile).emit("ptx", "sm_90")
+    assert ptx.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 16 * (wm // 16) * (wn // 8)
+    assert ptx.count("shfl.sync.bfly") == 3 * (bm // 32)
+    assert quant_project.fits(512, tile)
+    ptxas(ptx, "sm_90")
+
+
+@pytest.mark.parametrize("tile", list(quant_project.TILES))
 @pytest.mark.parametrize("k", [64, 72])
-def test_ptx_exact_in_the_simulator(reference, k):
+def test_ptx_exact_in_the_simulator(reference, k, tile):
     """K = 64: x's rows by 16-byte loads; K = 72: element loads, a zero-padded slice."""
-    x, b, sb = _inputs(20, k, 24, seed=2)
-    c = np.zeros((20, 24), np.float32)
-    grid, block = quant_project.launch_config(20, 24)
-    _sim(quant_project.kernel(k), [x, b, sb, quant_project.bits(c)], (*grid, 1), (*block, 1))
+    x, b, sb = _inputs(40, k, 200, seed=2)
+    c = np.zeros((40, 200), np.float32)
+    grid, block = quant_project.launch_config(40, 200, 32, tile)
+    _sim(quant_project.kernel(k, 32, tile), [x, b, sb, quant_project.bits(c)], (*grid, 1),
+         (*block, 1))
     np.testing.assert_array_equal(c, _two_launches(x, b, sb))
 
 
@@ -111,7 +126,7 @@ def test_projection_is_one_launch_and_the_same_as_two(reference, monkeypatch):
     p1 = attention.projection(x, *w, *sc, one)
     assert p1.launches == 1
     p1()
-    monkeypatch.setattr(quant_project, "launch", lambda m, n, k: None)   # e.g. the LLVM path
+    monkeypatch.setattr(quant_project, "launch", lambda m, n, k, tile=None: None)   # e.g. the LLVM path
     two = np.full((33, 24), np.nan, np.float32)
     p2 = attention.projection(x, *w, *sc, two)
     assert p2.launches == 2

@@ -48,7 +48,10 @@ from kaio.backends.runtime import DeviceArray
 from .quant import _warp_size, builds
 from .quant_mma import PAD, threads
 
-BM, BN, WM, WN = 64, 64, 32, 16     # block tile and warp tile (eight warps)
+#: tilings: name -> (BM, BN, WM, WN), block tile and warp tile (eight warps). A row is quantized
+#: once per column block, so wider blocks quantize less (N / BN times) and copy more weights
+TILES = {"64x64": (64, 64, 32, 16), "32x128": (32, 128, 32, 16), "32x192": (32, 192, 32, 24)}
+DEFAULT_TILE = "64x64"
 LPR = 8                             # threads per row in the quantization pass
 VW = 4                              # a thread's neighbouring columns (one 16-byte load)
 MAX_SHARED = 160 * 1024             # panels past this take the two launches
@@ -59,8 +62,9 @@ def padded_k(k: int) -> int:
     return -(-k // 32) * 32
 
 
-def shared_bytes(k: int) -> int:
+def shared_bytes(k: int, tile: str = DEFAULT_TILE) -> int:
     """Shared memory of the kernel for K = ``k``: the quantized row panel and the weight panel."""
+    BM, BN = TILES[tile][:2]
     kp = padded_k(k)
     return BM * (kp + PAD) + kp * (BN + PAD)
 
@@ -92,10 +96,11 @@ def _dequantized_bits(x, r, c, scales, sb, row0):
 
 
 @functools.lru_cache(maxsize=None)
-def kernel(k: int, warp_size: int = 32):
+def kernel(k: int, warp_size: int = 32, tile: str = DEFAULT_TILE):
     """c = diag(sx) (quantize(x) @ b) diag(sb) for activations of K = ``k`` columns (f32),
     sx the rows' quantization scales (arguments: x, b, sb, c_bits; ``c_bits`` is the f32
-    output's memory as i32: :func:`bits`)."""
+    output's memory as i32: :func:`bits`), on the tiling ``tile`` of :data:`TILES`."""
+    BM, BN, WM, WN = TILES[tile]
     kp = padded_k(k)
     nthreads = threads(BM, BN, WM, WN, warp_size)
     per_pass = nthreads // LPR                  # rows quantized together
@@ -104,27 +109,36 @@ def kernel(k: int, warp_size: int = 32):
     load = _at_row if k == kp else _at          # K whole k32 slices: no column past x
 
     @kaio.func
+    def quantize_row(As, Ss, x, row0, lr, sub):
+        """Row ``lr`` of the block's panel, by the LPR threads ``sub`` = 0 .. LPR - 1."""
+        r = row0 + lr
+        live = r < x.shape[0]
+        r = kaio.math.min(r, x.shape[0] - 1)    # the loads stay inside x
+        m = f32(0.0)
+        for u in kaio.static_range(NU):
+            c = VW * sub + (VW * LPR * (u // VW) + u % VW)
+            m = kaio.math.max(m, kaio.math.abs(load(x, r, c, live and c < k)))
+        for h in kaio.static_range(3):          # max over the row's LPR = 8 threads
+            m = kaio.math.max(m, kaio.shuffle_xor(m, 4 >> h))
+        s = f32(1.0)
+        if m > 0.0:
+            s = m / 127.0
+        for u in kaio.static_range(NU):
+            c = VW * sub + (VW * LPR * (u // VW) + u % VW)
+            As[lr, c] = kaio.i8(kaio.math.rint(load(x, r, c, live and c < k) / s))
+        if sub == 0:
+            Ss[lr] = s
+
+    @kaio.func
     def quantize_panel(As, Ss, x, row0):
         sub = kaio.thread_idx.x                 # this thread's columns: runs of VW from VW*sub
-        for p in kaio.static_range(BM // per_pass):
+        for p in kaio.static_range(max(1, BM // per_pass)):
             lr = p * per_pass + kaio.thread_idx.y   # the block's row this thread works on
-            r = row0 + lr
-            live = r < x.shape[0]
-            r = kaio.math.min(r, x.shape[0] - 1)    # the loads stay inside x
-            m = f32(0.0)
-            for u in kaio.static_range(NU):
-                c = VW * sub + (VW * LPR * (u // VW) + u % VW)
-                m = kaio.math.max(m, kaio.math.abs(load(x, r, c, live and c < k)))
-            for h in kaio.static_range(3):      # max over the row's LPR = 8 threads
-                m = kaio.math.max(m, kaio.shuffle_xor(m, 4 >> h))
-            s = f32(1.0)
-            if m > 0.0:
-                s = m / 127.0
-            for u in kaio.static_range(NU):
-                c = VW * sub + (VW * LPR * (u // VW) + u % VW)
-                As[lr, c] = kaio.i8(kaio.math.rint(load(x, r, c, live and c < k) / s))
-            if sub == 0:
-                Ss[lr] = s
+            if BM >= per_pass:                  # compile-time: only the taken branch is compiled
+                quantize_row(As, Ss, x, row0, lr, sub)
+            else:                               # more threads than rows (64-lane warps, BM 32)
+                if lr < BM:
+                    quantize_row(As, Ss, x, row0, lr, sub)
 
     @kaio.kernel(block=(LPR, per_pass))     # 2-d: x a row's threads, y the rows of a pass
     def matmul_w8a8_quantizing(x: kaio.In[f32, 2], b: kaio.In[kaio.i8, 2], sb: kaio.In[f32],
@@ -158,21 +172,28 @@ def bits(c):
     return DeviceArray(c.shape, np.int32, runtime=c.runtime, _ptr=c.ptr, _owner=c)
 
 
-def launch_config(m: int, n: int, warp_size: int = 32):
+def launch_config(m: int, n: int, warp_size: int = 32, tile: str = DEFAULT_TILE):
     """(grid, block) of :func:`kernel` for an [m, n] output."""
+    BM, BN, WM, WN = TILES[tile]
     return ((-(-n // BN), -(-m // BM)), (LPR, threads(BM, BN, WM, WN, warp_size) // LPR))
 
 
-def fits(k: int) -> bool:
+def fits(k: int, tile: str = DEFAULT_TILE) -> bool:
     """Whether K = ``k`` takes this kernel (its panels within :data:`MAX_SHARED`)."""
-    return k > 0 and shared_bytes(k) <= MAX_SHARED
+    return k > 0 and shared_bytes(k, tile) <= MAX_SHARED
 
 
-def launch(m: int, n: int, k: int):
+def launch(m: int, n: int, k: int, tile: str | None = None):
     """A launch ``f(x, b, sb, c_bits)`` for an [m, n] f32 output ``c`` over K = ``k``
-    (``c_bits = bits(c)``); None where K does not fit or the backend does not compile the kernel
-    (the caller then quantizes in a launch of its own)."""
+    (``c_bits = bits(c)``) on ``tile`` (default :func:`tile_for`); None where K does not fit or
+    the backend does not compile the kernel (the caller then quantizes in a launch of its own)."""
     w = _warp_size()
-    if not fits(k) or not builds(("w8a8_quantizing", k, w), lambda: kernel(k, w)):
+    tile = tile or tile_for(m, n)
+    if not fits(k, tile) or not builds(("w8a8_quantizing", k, w, tile), lambda: kernel(k, w, tile)):
         return None
-    return kernel(k, w)[launch_config(m, n, w)]
+    return kernel(k, w, tile)[launch_config(m, n, w, tile)]
+
+
+def tile_for(m: int, n: int) -> str:
+    """The tiling for an [m, n] output: the default (measured on the H200 below)."""
+    return DEFAULT_TILE
