@@ -8,11 +8,12 @@ computed bit for bit as the two launches do (the same quotient ``rint(x / s)``, 
 i32 sums and epilogue), for a K small enough that a block keeps its whole panel of quantized
 rows in shared memory (:func:`shared_bytes`; the quantized attention's projection: K = 512).
 
-Block ``(j, i)`` owns the ``BM x BN`` = 64 x 64 output tile at rows ``i*BM``, columns ``j*BN``
-(as quant_mma's small W8A8 tiling: 96 blocks for the attention's 1024 x 384), eight ``WM x WN``
-= 32 x 16 warp tiles (eight warps to share the quantization: two per scheduler, 128 of the
-block's values per thread at K = 512), in a 2-d block of ``LPR x 32`` threads (at 32-lane
-warps). It
+Block ``(j, i)`` owns the ``BM x BN`` output tile at rows ``i*BM``, columns ``j*BN`` of one of
+the :data:`TILES` (:func:`tile_for` picks: 32 x 128 where N is wider than 64, so a row is
+quantized N / 128 times; 64 x 64 otherwise), eight ``WM x WN`` warp tiles (eight warps to share
+the quantization: two per scheduler, 64 of a row's values per thread at K = 512), in a 2-d
+block of ``LPR x 32`` threads (at 32-lane warps; a 16-row tile leaves half of them out of the
+quantization). It
 
 1. issues the ``cp.async`` copy of its whole weight panel ``b[0:K, j*BN ...]`` (int8, zeros past
    K and N), which stays in flight through step 2;
@@ -29,13 +30,16 @@ warps). It
    does, whose scales must be global buffers), storing each f32 result's bits through an i32
    view of ``c`` (:func:`bits`; an i32 accumulator stores exactly).
 
-Each row is quantized once per column block (six times at N = 384 with 64-wide tiles): about
-as many divisions as the separate quantize kernel times N / BN, against a launch and a round
-trip of the int8 rows through memory saved. Shared memory is ``BM (K + 16) + K (BN + 16)``
-bytes (74,752 at K = 512): kaio's PTX path places it dynamically; the LLVM NVIDIA path (48 KiB
-static) and AMD (64 KiB of LDS) refuse it and the callers keep the two launches. ptxas (sm_90,
+Each row is quantized once per column block (three times at N = 384 with 128-wide tiles, six
+with 64-wide ones): as many divisions as the separate quantize kernel times N / BN, against a
+launch and a round trip of the int8 rows through memory saved. Shared memory is ``BM (K + 16)
++ K (BN + 16)`` bytes (90,624 at K = 512 for 32 x 128): kaio's PTX path places it
+dynamically; the LLVM NVIDIA path (48 KiB static) and AMD (64 KiB of LDS) refuse it and the
+callers keep the two launches. ptxas (sm_90,
 K = 512): 128 registers, no spills (one 256-thread block per SM, the 96 blocks one wave), 16
-16-byte loads of x per thread and pass. Not yet timed on a GPU (scripts/attention_breakdown.py has its row).
+16-byte loads of x per thread and pass. H200, 20 launches from one graph at [1024, 384]
+(scripts/attention_breakdown.py): 64x64 13.5 us, 32x128 10.6, 32x192 13.4; the two launches it
+replaces 3.9 + 7.9.
 """
 import functools
 
@@ -50,7 +54,8 @@ from .quant_mma import PAD, threads
 
 #: tilings: name -> (BM, BN, WM, WN), block tile and warp tile (eight warps). A row is quantized
 #: once per column block, so wider blocks quantize less (N / BN times) and copy more weights
-TILES = {"64x64": (64, 64, 32, 16), "32x128": (32, 128, 32, 16), "32x192": (32, 192, 32, 24)}
+TILES = {"64x64": (64, 64, 32, 16), "32x128": (32, 128, 32, 16), "32x192": (32, 192, 32, 24),
+         "16x128": (16, 128, 16, 16)}
 DEFAULT_TILE = "64x64"
 LPR = 8                             # threads per row in the quantization pass
 VW = 4                              # a thread's neighbouring columns (one 16-byte load)
@@ -195,5 +200,8 @@ def launch(m: int, n: int, k: int, tile: str | None = None):
 
 
 def tile_for(m: int, n: int) -> str:
-    """The tiling for an [m, n] output: the default (measured on the H200 below)."""
-    return DEFAULT_TILE
+    """The tiling for an [m, n] output: 32 x 128 blocks where N spans more than one 64-wide
+    block (each row quantized N / 128 times instead of N / 64), else 64 x 64. Measured on the
+    H200 at the attention's [1024, 384], K = 512, 20 launches from one graph: 64x64 13.5 us,
+    32x128 10.6, 32x192 13.4 (scripts/attention_breakdown.py, 2026-12-02)."""
+    return "32x128" if n > 64 else DEFAULT_TILE
