@@ -90,6 +90,19 @@ def main(argv=None) -> int:
             combine(part, ml, o, chunks, dp)
         rows.append(("whole pipeline with the two-launch projection (4 kernels)",
                      two_launch_pipeline))
+    for nw in (8,):                     # blocks of eight warps (K and V split at once)
+        c8, n8 = F.plan(s, s, w, nw)
+        p8 = F.kernel(dp, w, nw)[F.launch_config(s, w, c8, nw)]
+        part8, ml8 = F.partials(s, dp, c8, empty, nw)
+        comb8 = F.combine_launch(s, d, c8)
+        a8 = fargs[:5] + (n8,) + fargs[6:]
+
+        def both8(p8=p8, part8=part8, ml8=ml8, comb8=comb8, a8=a8, c8=c8):
+            p8(qkv, qkv, qkv, part8, ml8, *a8)
+            comb8(part8, ml8, o, c8, dp)
+        rows += [(f"attention partial, {nw} warps a block ({c8} chunks x {n8} steps)",
+                  lambda p8=p8, part8=part8, ml8=ml8, a8=a8: p8(qkv, qkv, qkv, part8, ml8, *a8)),
+                 (f"partial + combine, {nw} warps a block", both8)]
     steps = -(-s // F.KS)                   # 64-key steps over all the keys
     for c2 in (c for c in (chunks // 2, chunks // 4) if c >= 1):    # fewer, longer chunks
         rows.append(_plan_row(qkv, o, s, d, dp, w, c2, -(-steps // c2), fargs))

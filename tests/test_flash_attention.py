@@ -42,16 +42,17 @@ def _ref(q, k, v, causal):
     return (e / e.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
 
 
-def _run(q, k, v, causal, warp_size=32, plan=None):
+def _run(q, k, v, causal, warp_size=32, plan=None, nw=fa.NW):
     """The partial kernel at ``plan`` = (chunks, steps per chunk) (default fa.plan), then the
-    combine where there are several chunks; Q, K and V as separate arrays."""
+    combine where there are several chunks; Q, K and V as separate arrays; ``nw`` warps a
+    block."""
     s, d = q.shape
     dp = fa.padded_dim(d)
-    chunks, nsteps = plan or fa.plan(s, k.shape[0], warp_size)
+    chunks, nsteps = plan or fa.plan(s, k.shape[0], warp_size, nw)
     o = np.full((s, d), np.nan, np.float32)
-    part, ml = fa.partials(s, dp, chunks)
+    part, ml = fa.partials(s, dp, chunks, nw=nw)
     part[:] = np.nan                            # a chunk the mask hides leaves its part unwritten
-    kern = fa.kernel(dp, warp_size)[fa.launch_config(s, warp_size, chunks)]
+    kern = fa.kernel(dp, warp_size, nw)[fa.launch_config(s, warp_size, chunks, nw)]
     kern(q, k, v, o if chunks == 1 else part, ml, float(1 / np.sqrt(d)), d, 0, 0, 0, nsteps,
          causal)
     if chunks > 1:
@@ -74,6 +75,17 @@ def test_fused_matches_float64_at_ragged_shapes(width, s, d, causal, steps):
     np.testing.assert_allclose(o, _ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
     if causal:                          # row 0 sees key 0 only: softmax over one key is 1
         np.testing.assert_allclose(o[0], v[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("s,d,causal,steps", [(150, 128, True, None), (300, 40, False, 2)])
+def test_eight_warp_blocks(width, s, d, causal, steps):
+    """128-row blocks (eight warps), where K and V are split at once by the two halves of the
+    block into tiles of their own (d = 128 at 32 lanes; d = 40, padded to 48, at both widths)."""
+    q, k, v = _qkv(s, d, s + 7)
+    total = -(-s // fa.KS)
+    plan = (-(-total // steps), steps) if steps else None
+    o = _run(q, k, v, causal, width, plan, nw=8)
+    np.testing.assert_allclose(o, _ref(q, k, v, causal), rtol=1e-4, atol=1e-5)
 
 
 def test_plan_splits_the_keys_into_enough_blocks():
@@ -187,6 +199,12 @@ def test_ptx_assembles(arch):
     ptxas(ptx, arch)
     ptxas(fa.combine_kernel().emit("ptx", arch), arch)
     ptxas(fa.combine_kernel(16).emit("ptx", arch), arch)
+    # eight warps: K and V split at once, two barriers a step (four with one pair of tiles)
+    assert ptx.count("bar.sync") == 4
+    eight = fa.kernel(128, 32, 8).emit("ptx", arch, causal=True)
+    assert eight.count("bar.sync") == 2
+    assert eight.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 384
+    ptxas(eight, arch)
 
 
 def _sim_case(sim):

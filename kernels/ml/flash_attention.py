@@ -62,12 +62,12 @@ def padded_dim(d: int) -> int:
 
 
 @kaio.func
-def split_rows(hi, lo, src, row0, col0, rows, cols, d):
+def split_rows(hi, lo, src, row0, col0, rows, cols, d, tid, lanes):
     """hi + lo = src[row0:row0+rows, col0:col0+cols] (zeros past src's rows and past column
-    col0 + d), block-cooperative: thread t takes columns t, t + n, ... of every row (a 1-d block
-    of n threads; consecutive threads read consecutive addresses, UNROLL loads in flight);
-    ``rows`` is a multiple of UNROLL. Visible after the next barrier."""
-    for c in range(kaio.thread_idx.x, cols, kaio.block_dim.x):
+    col0 + d), by ``lanes`` threads: thread ``tid`` (0 .. lanes - 1) takes columns tid, tid +
+    lanes, ... of every row (consecutive threads read consecutive addresses, UNROLL loads in
+    flight); ``rows`` is a multiple of UNROLL. Visible after the next barrier."""
+    for c in range(tid, cols, lanes):
         for r0 in range(0, rows, UNROLL):
             for u in kaio.static_range(UNROLL):
                 r = r0 + u
@@ -156,14 +156,23 @@ def ml_pair(x, r, c, l):
 
 
 @functools.lru_cache(maxsize=None)
-def kernel(dp: int, warp_size: int = 32):
+def kernel(dp: int, warp_size: int = 32, nw: int = NW):
     """The partial kernel for a padded head dimension ``dp`` (:func:`padded_dim`; the same code
     at every warp width): block ``(j, i)`` writes the normalised attention of row tile ``i``
     over key chunk ``j`` into ``part[rows, j*dp ...]`` and the chunk's row max and sum into
     ``ml[rows, 8j]`` and ``ml[rows, 8j + 1]`` (arguments: q, k, v, part, ml, scale, d, the
-    column offsets of Q, K and V in their arrays, steps per chunk, causal)."""
+    column offsets of Q, K and V in their arrays, steps per chunk, causal). A block is ``nw``
+    warps of ``WR`` rows. Blocks of more than four warps with a thread per column for K and
+    another for V (``nw * warp_size >= 2 dp``: eight warps at dp = 128) split both at once
+    into tiles of their own (one split phase and two barriers a step fewer, 32 KiB more shared
+    memory); otherwise V is split into K's tiles once Q K^T has read them (four-warp blocks keep
+    the registers: on 64-lane AMD targets the paired form spills at d = 32)."""
+    ROWS = nw * WR
+    nthreads = nw * warp_size
+    half = nthreads // 2
+    paired = nw > NW and nthreads >= 2 * dp
 
-    @kaio.kernel(block=(NW * warp_size,))
+    @kaio.kernel(block=(nthreads,))
     def attention_partial(q: kaio.In[f32, 2], k: kaio.In[f32, 2], v: kaio.In[f32, 2],
                           part: kaio.Region[f32, 2, regions.warp_tiles((ROWS, dp), (WR, dp))],
                           ml: kaio.Raw[f32, 2], scale: f32, d: kaio.i32, qc: kaio.i32,
@@ -171,8 +180,14 @@ def kernel(dp: int, warp_size: int = 32):
                           causal: kaio.Const[bool]):
         Kf = kaio.shared_array(f32, (KS, dp))           # the step's K and V rows as copied
         Vf = kaio.shared_array(f32, (KS, dp))
-        Hi = kaio.shared_array(f16, (KS, dp + PAD))     # K split into hi + lo, then V
+        Hi = kaio.shared_array(f16, (KS, dp + PAD))     # K split into hi + lo (and V unpaired)
         Lo = kaio.shared_array(f16, (KS, dp + PAD))
+        if paired:      # compile-time: V's own tiles
+            Hv = kaio.shared_array(f16, (KS, dp + PAD))
+            Lv = kaio.shared_array(f16, (KS, dp + PAD))
+        else:
+            Hv = Hi
+            Lv = Lo
         w = kaio.thread_idx.x // kaio.warp_size
         chunk = kaio.block_idx.x
         row0 = kaio.block_idx.y * ROWS
@@ -192,7 +207,13 @@ def kernel(dp: int, warp_size: int = 32):
             kaio.mma.copy_tile(Kf, k, k0, kc, rows=KS, cols=dp)
             kaio.mma.copy_tile(Vf, v, k0, vc, rows=KS, cols=dp)
             kaio.sync()
-            split_rows(Hi, Lo, Kf, 0, 0, KS, dp, d)
+            if paired:
+                if kaio.thread_idx.x < half:
+                    split_rows(Hi, Lo, Kf, 0, 0, KS, dp, d, kaio.thread_idx.x, half)
+                else:
+                    split_rows(Hv, Lv, Vf, 0, 0, KS, dp, d, kaio.thread_idx.x - half, half)
+            else:
+                split_rows(Hi, Lo, Kf, 0, 0, KS, dp, d, kaio.thread_idx.x, nthreads)
             kaio.sync()
             s = kaio.mma.fill(f32, 0.0, m=WR, n=KS)
             for kk in kaio.static_range(dp // 16):
@@ -211,14 +232,15 @@ def kernel(dp: int, warp_size: int = 32):
             o = kaio.mma.apply(times, o, r0, 0, alpha)
             m = m_new
             pl = kaio.mma.apply(low_part, p, r0, k0)
-            kaio.sync()                                 # every warp is done with K's tiles
-            split_rows(Hi, Lo, Vf, 0, 0, KS, dp, d)
-            kaio.sync()
+            if not paired:
+                kaio.sync()                             # every warp is done with K's tiles
+                split_rows(Hi, Lo, Vf, 0, 0, KS, dp, d, kaio.thread_idx.x, nthreads)
+                kaio.sync()
             for kk in kaio.static_range(KS // 16):
                 ph = kaio.mma.to_a(p, f16, col0=kk * 16, k=16)
-                vh = kaio.mma.load_b(Hi, kk * 16, 0, k=16, n=dp)       # (V)
+                vh = kaio.mma.load_b(Hv, kk * 16, 0, k=16, n=dp)       # (V)
                 o = kaio.mma.mma(kaio.mma.to_a(pl, f16, col0=kk * 16, k=16), vh, o)
-                o = kaio.mma.mma(ph, kaio.mma.load_b(Lo, kk * 16, 0, k=16, n=dp), o)
+                o = kaio.mma.mma(ph, kaio.mma.load_b(Lv, kk * 16, 0, k=16, n=dp), o)
                 o = kaio.mma.mma(ph, vh, o)
         if steps > 0:
             o = kaio.mma.apply(times, o, r0, 0, kaio.mma.apply(reciprocal, l, r0, 0))
@@ -297,29 +319,30 @@ def combine_launch(s: int, d: int, chunks: int):
     return kern[(-(-(s * d) // 256),), (256,)]
 
 
-def plan(s: int, n_keys: int, warp_size: int = 32):
+def plan(s: int, n_keys: int, warp_size: int = 32, nw: int = NW):
     """(chunks, steps per chunk) for ``s`` query rows over ``n_keys`` keys: one step of ``KS``
     keys per block while the grid stays within :data:`TARGET_BLOCKS` (S = 1024: 16 chunks x 16
     row tiles = 256 blocks), more steps per chunk past it, so the partials stay within
     ~TARGET_BLOCKS * ROWS * dp floats. The tiles are the same at every warp width
     (``warp_size`` is accepted for the callers' symmetry)."""
     total = max(1, -(-n_keys // KS))
-    tiles = -(-s // ROWS)
+    tiles = -(-s // (nw * WR))
     chunks = min(total, max(1, TARGET_BLOCKS // tiles))
     nsteps = -(-total // chunks)
     return -(-total // nsteps), nsteps
 
 
-def launch_config(s: int, warp_size: int, chunks: int = 1):
-    """(grid, block) of the partial kernel for ``s`` query rows: a block per ``ROWS`` rows and
-    key chunk, four warps each."""
-    return (chunks, -(-s // ROWS)), (NW * warp_size,)
+def launch_config(s: int, warp_size: int, chunks: int = 1, nw: int = NW):
+    """(grid, block) of the partial kernel for ``s`` query rows: a block per ``nw * WR`` rows
+    and key chunk, ``nw`` warps each."""
+    return (chunks, -(-s // (nw * WR))), (nw * warp_size,)
 
 
-def partials(s: int, dp: int, chunks: int, alloc=np.empty):
+def partials(s: int, dp: int, chunks: int, alloc=np.empty, nw: int = NW):
     """(part, ml): the partial outputs [ROWS * row tiles, chunks * dp] and the row (max, sum)
-    tiles [ROWS * row tiles, 8 * chunks] (f32; (m_j, l_j) in columns 8j and 8j + 1)."""
-    rows = -(-s // ROWS) * ROWS
+    tiles [ROWS * row tiles, 8 * chunks] (f32; (m_j, l_j) in columns 8j and 8j + 1), ROWS =
+    ``nw * WR``."""
+    rows = -(-s // (nw * WR)) * nw * WR
     return alloc((rows, chunks * dp), np.float32), alloc((rows, ML_COLS * chunks), np.float32)
 
 
