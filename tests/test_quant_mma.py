@@ -74,22 +74,96 @@ def _w4a16_tiled(tile, m, k, n, group, name, warp_size=32):
     npdt = np.float16 if name == "f16" else kaio.bf16.storage_np
     x, packed, scales = _w4a16_inputs(m, k, n, group, npdt, seed=k)
     y = np.zeros((m, n), npdt)
-    be = ReferenceBackend(warp_size=warp_size)
+    be = ReferenceBackend(warp_size=warp_size, sanitize=False if tile in _SPLIT else None)
     kern = quant_mma.w4a16_kernel(name, warp_size, tile)
     grid, block = quant_mma.w4a16_launch_config(m, n, warp_size, tile)
     be.launch(be.compile(kern.specialize_ir({"group": group})), (*grid, 1), (*block, 1),
-              [x, packed, scales, y])
+              [x, packed, scales, y, *_workspace(tile, m, n)])
     return (x, packed, scales), y
+
+
+def _workspace(tile, m, n):
+    """The split-K tilings' f32 workspace argument (none for the others)."""
+    shape = quant_mma.w4a16_workspace(tile, m, n)
+    return [] if shape is None else [np.full(shape, np.nan, np.float32)]   # all written first
+
+
+#: the split-K tilings (two warps per warp tile, each half of every K step)
+_SPLIT = [t for t in quant_mma.W4_TILES if len(quant_mma.W4_TILES[t]) > 6]
 
 
 @pytest.mark.parametrize("tile", list(quant_mma.W4_TILES))
 @pytest.mark.parametrize("case", _RAGGED, ids=lambda c: "x".join(map(str, c)))
 def test_w4a16_every_tiling_is_exact_at_ragged_shapes(tile, case):
     """Within the exact-weight bound at edge shapes, and bit-identical to the default tiling:
-    every tiling accumulates in one order (16-deep slices per group, folded in group order)."""
+    every tiling accumulates in one order (16-deep slices per group, folded in group order) but
+    the split-K ones, which add two halves' sums (their order: :func:`_w4a16_split_model`)."""
     (x, packed, scales), y = _w4a16_tiled(tile, *case)
     assert _w4a16_within_exact_bound(x, packed, scales, case[3], y, case[4])
-    np.testing.assert_array_equal(y, _w4a16_tiled(quant_mma.W4_DEFAULT, *case)[1])
+    if tile not in _SPLIT:
+        np.testing.assert_array_equal(y, _w4a16_tiled(quant_mma.W4_DEFAULT, *case)[1])
+
+
+#: split-K cases (m, k, n, group, dtype): edge tiles both ways; K = 64 and 32 one K step (32:
+#: less than one, half 1's slices zero-filled); groups from one slice to four K steps, 128
+#: against 384 = 1.5 loop iterations (a group ends mid-iteration: tested at run time)
+_SPLIT_CASES = [(20, 64, 40, 64, "bf16"), (9, 32, 24, 16, "f16"), (70, 384, 136, 128, "f16"),
+                (33, 512, 72, 256, "bf16"), (65, 192, 130, 32, "bf16")]
+
+
+@pytest.mark.parametrize("tile", _SPLIT)
+@pytest.mark.parametrize("case", _SPLIT_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_w4a16_split_k_tilings_are_exact_at_ragged_shapes(tile, case):
+    """Each warp's half of the K steps folded where a group ends for its slices, the halves
+    added through the workspace: within the exact-weight bound."""
+    (x, packed, scales), y = _w4a16_tiled(tile, *case)
+    assert _w4a16_within_exact_bound(x, packed, scales, case[3], y, case[4])
+
+
+def test_w4a16_split_k_race_sanitizer_sees_only_the_exchange():
+    """The reference backend's sanitizer (no ordering of global memory within a launch)
+    reports the workspace exchange, the kernel's last accesses, and nothing before it: the
+    K loop's shared tiles are race-free (the static checker proves them too). On the GPUs the
+    block's barrier orders it (bar.sync; AMD: workgroup fences around s_barrier), and the
+    simulator runs it exactly (test_w4a16_split_k_ptx_is_exact_in_the_simulator)."""
+    from kaio.backends.reference import ReferenceBackend
+    tile, (m, k, n, group) = _SPLIT[0], (20, 128, 40, 32)
+    x, packed, scales = _w4a16_inputs(m, k, n, group, np.float16)
+    be = ReferenceBackend(sanitize=True)
+    grid, block = quant_mma.w4a16_launch_config(m, n, 32, tile)
+    with pytest.raises(kaio.RaceError, match="on 'work'"):
+        be.launch(be.compile(quant_mma.w4a16_kernel("f16", 32, tile).specialize_ir({"group": group})),
+                  (*grid, 1), (*block, 1), [x, packed, scales, np.zeros((m, n), np.float16),
+                                            *_workspace(tile, m, n)])
+
+
+def test_w4a16_split_k_is_within_the_bound_on_64_lane_warps():
+    case = (70, 96, 136, 32, "f16")
+    (x, packed, scales), y = _w4a16_tiled(_SPLIT[0], *case, warp_size=64)
+    assert _w4a16_within_exact_bound(x, packed, scales, 32, y, "f16")
+
+
+def test_w4a16_split_k_takes_groups_its_halves_fold_alike(reference, monkeypatch):
+    """A group the halves would fold at different slices (48: the fold would depend on the
+    warp) is refused by kaio (a fragment op under a warp-dependent branch), and the library
+    takes the unsplit tiling for it; the launcher passes the workspace itself. (Without the
+    sanitizer: with it the library leaves the split tilings out.)"""
+    from kaio.backends import get_backend
+    tile = _SPLIT[0]
+    assert not quant._w4a16_builds("f16", 32, tile, 128)
+    monkeypatch.setattr(get_backend(), "sanitize", False)
+    assert [g for g in (16, 32, 48, 64, 96, 128, 256) if quant_mma.w4a16_group_ok(g, tile)] == \
+        [16, 32, 64, 128, 256]
+    with pytest.raises(kaio.CompileError, match="depends on the thread"):
+        quant_mma.w4a16_kernel("f16", 32, tile).emit("ptx", "sm_90", group=48)
+    split = quant_mma.w4a16_kernel("f16", 32, tile)
+    assert quant.w4a16_launch("f16", 256, 4096, 128).kernel is split
+    assert quant.w4a16_launch("f16", 256, 4096, 48).kernel is quant_mma.w4a16_kernel(
+        "f16", 32, "s4_64x128x64_w64x32")
+    x, packed, scales = _w4a16_inputs(70, 128, 136, 64, kaio.bf16.storage_np)
+    y = np.zeros((70, 136), x.dtype)
+    quant.w4a16_launch("bf16", 70, 136, 64, tile)(x, packed, scales, y, 64)
+    assert _w4a16_within_exact_bound(x, packed, scales, 64, y, "bf16")
 
 
 @pytest.mark.parametrize("tile", ["64x64x32_w32x32", "64x64x64_w32x32"])
@@ -122,19 +196,25 @@ def test_w4a16_is_the_same_on_64_lane_warps(tile):
 
 def test_w4a16_tilings_fill_the_gpu_first():
     """At the bench shape the default tiling makes 128 blocks (132 SMs) with the largest tile,
-    more rows first (fewer dequantizations per multiply), 64-deep K steps; small outputs take
+    split-K there (one block per SM), more rows first (fewer dequantizations per multiply),
+    64-deep K steps; split-K tilings right after their twins on larger grids; small outputs take
     the most blocks, then tiles within 48 KiB of shared memory; the autotuner offers every
     tiling, the default first."""
     order = quant_mma.w4a16_tiles(256, 4096)
-    assert order[:3] == ["s4_64x128x64_w64x32", "s4_128x64x64_w64x32",     # pipelined first
+    assert order[:5] == ["s4_64x128x64_w64x32_k2", "s4_128x64x64_w64x32_k2",  # 128 blocks
+                         "s4_64x128x64_w64x32", "s4_128x64x64_w64x32",     # pipelined first
                          "s3_64x128x64_w64x32"]
     assert sorted(order) == sorted(quant_mma.W4_TILES)
     assert quant_mma.w4a16_tiles(20, 136)[:2] == ["s4_64x64x64_w32x32", "64x64x64_w32x32"]
     assert quant_mma.w4a16_tiles(8, 16)[:3] == ["s4_64x64x64_w32x32", "s3_64x128x64_w64x32",
                                                 "64x64x64_w32x32"]
-    assert quant_mma.w4a16_tiles(4096, 4096)[0] == "s4_64x128x64_w64x32"
+    assert quant_mma.w4a16_tiles(4096, 4096)[:2] == ["s4_64x128x64_w64x32",     # 2048 blocks
+                                                     "s4_64x128x64_w64x32_k2"]
     key = [[256, 4096], 4096, "f16", 128]
-    assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
+    from kaio.backends import get_backend
+    with pytest.MonkeyPatch.context() as mp:   # the sanitizer leaves the split tilings out
+        mp.setattr(get_backend(), "sanitize", False, raising=False)
+        assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
 
 
 @pytest.mark.parametrize("name", ["f16", "bf16"])
@@ -218,21 +298,28 @@ def test_w4a16_ptx_is_exact_in_the_simulator(reference):
     assert _w4a16_within_exact_bound(x, packed, scales, 16, ml.int4_matmul(x, packed, scales, 16), "f16")
 
 
-def _w4a16_mma_model(x, packed, scales, group):
+def _w4a16_mma_model(x, packed, scales, group, halves=1, bk=64):
     """The kernel's arithmetic as the simulator's m16n8k16 defines it (each instruction's sum
     exact, rounded once to f32): per group, tmp = x @ q over its 16-deep slices (q the exact
     int4 weights), then acc = fma(tmp, s, acc) in f32 (kaio.mma.apply's fold, one rounding);
-    y = f16(acc)."""
+    y = T(acc). The split-K tilings (``halves`` = 2): half h takes the slices of the h-th
+    half of every ``bk``-deep K step into its own tmp and acc, folding where a multiple of the
+    group lies between a slice's end and its next slice (the first group ending there), and
+    y = T(acc_0 + acc_1)."""
     q = quant.unpack_int4(packed).astype(np.float64)
     x64 = x.astype(np.float64)
-    acc = np.zeros((x.shape[0], q.shape[1]), np.float32)
-    for g0 in range(0, x.shape[1], group):
+    accs = []
+    for h in range(halves):
+        acc = np.zeros((x.shape[0], q.shape[1]), np.float32)
         tmp = np.zeros_like(acc)
-        for k0 in range(g0, g0 + group, 16):   # 17 terms of <= 22 bits: exact in f64
-            tmp = (tmp + x64[:, k0:k0 + 16] @ q[k0:k0 + 16]).astype(np.float32)
-        s = np.broadcast_to(scales[g0 // group].astype(np.float32), acc.shape)
-        acc = semantics.fma(kaio.f32, tmp, s, acc)
-    return acc.astype(np.float16)
+        starts = [k0 for k0 in range(0, x.shape[1], 16) if k0 % bk // (bk // halves) == h]
+        for k0, nxt in zip(starts, [*starts[1:], x.shape[1] + bk]):
+            tmp = (tmp + x64[:, k0:k0 + 16] @ q[k0:k0 + 16]).astype(np.float32)  # exact in f64
+            if nxt // group * group >= k0 + 16:
+                s = np.broadcast_to(scales[-(-(k0 + 16) // group) - 1].astype(np.float32), acc.shape)
+                acc, tmp = semantics.fma(kaio.f32, tmp, s, acc), np.zeros_like(acc)
+        accs.append(acc)
+    return functools.reduce(np.add, accs).astype(x.dtype)
 
 
 @pytest.mark.parametrize("tile", ["64x128x64_w32x32", "128x64x64_w32x32"])
@@ -279,12 +366,43 @@ def test_w4a16_pipelined_tiling_ptx_is_exact_in_the_simulator(tile, k, group):
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+def test_w4a16_split_k_builds_for_amd_where_its_stages_fit(target):
+    """64 x 128 builds at 64-lane wavefronts (its 54 KiB of stages within the 64 KiB of LDS);
+    128 x 64's x stages do not fit, nor does either tiling the LLVM nvptx path's 48 KiB of
+    static shared memory: a CompileError, so the library's build check leaves them out."""
+    report = quant_mma.w4a16_kernel("f16", 64, _SPLIT[0]).emit("report", target, group=128)
+    assert f"[{target}] ok:" in report.splitlines()[0], report
+    with pytest.raises(kaio.CompileError, match="64 KiB"):
+        quant_mma.w4a16_kernel("f16", 64, _SPLIT[1]).emit("llvm", target, group=128)
+    with pytest.raises(kaio.CompileError, match="48 KiB"):
+        quant_mma.w4a16_kernel("f16", 32, _SPLIT[0]).emit("ptx", "nvptx64-sm_90", group=128)
+
+
+@pytest.mark.parametrize("tile, k, group, name", [(_SPLIT[0], 128, 32, "f16"),
+                                                 (_SPLIT[1], 64, 64, "bf16")])
+def test_w4a16_split_k_ptx_is_exact_in_the_simulator(tile, k, group, name):
+    """The split-K tilings on kaio's PTX, bit for bit their arithmetic
+    (:func:`_w4a16_mma_model` with two halves): K = 128 two steps with a fold after every
+    half's second slice, K = 64 one step and one group; the workspace exchange through global
+    memory and a barrier; N no multiple of the tile."""
+    npdt = np.float16 if name == "f16" else kaio.bf16.storage_np
+    x, packed, scales = _w4a16_inputs(8, k, 72, group, npdt, seed=7)
+    want = _w4a16_mma_model(x, packed, scales, group, halves=2)
+    y = np.zeros_like(want)
+    grid, block = quant_mma.w4a16_launch_config(8, 72, 32, tile)
+    _sim(quant_mma.w4a16_kernel(name, 32, tile), [x, packed, scales, y, *_workspace(tile, 8, 72)],
+         (*grid, 1), (*block, 1), group=group)
+    np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_w4a16_pipelined_ptx_unpacks_staged_bytes(arch):
+@pytest.mark.parametrize("tile", ["s4_64x128x64_w64x32", *_SPLIT])
+def test_w4a16_pipelined_ptx_unpacks_staged_bytes(arch, tile):
     """No unpacking pass through shared memory: the only shared stores are copy_tile's
     element fallback (unaligned sources; the copies are cp.async), the loop loads bytes
     (ld.shared.u8) and converts them with lop3 + fma (no cvt)."""
-    ptx = quant_mma.w4a16_kernel("bf16", 32, "s4_64x128x64_w64x32").emit("ptx", arch, group=128)
+    ptx = quant_mma.w4a16_kernel("bf16", 32, tile).emit("ptx", arch, group=128)
     loop = ptx[ptx.index("bar.sync"):]
     for block in re.split(r"\n(?=\$L)", loop):
         assert "st.shared" not in block or block.startswith("$L_copy"), block[:200]

@@ -265,8 +265,38 @@ def w4a16_launch(dt: str, m: int, n: int, group: int, tile: str | None = None):
     if dt in ("f16", "bf16") and quant_mma.w4a16_group_ok(group):
         for t in [tile] if tile is not None else quant_mma.w4a16_tiles(m, n):
             if tile is not None or _w4a16_builds(dt, w, t, group):   # a named tile must build
-                return quant_mma.w4a16_kernel(dt, w, t)[quant_mma.w4a16_launch_config(m, n, w, t)]
+                launch = quant_mma.w4a16_kernel(dt, w, t)[quant_mma.w4a16_launch_config(m, n, w, t)]
+                shape = quant_mma.w4a16_workspace(t, m, n)
+                return launch if shape is None else _with_workspace(launch, shape)
     return w4a16_kernel(dt)[w4a16_launch_config(m, n)]
+
+
+#: (runtime, shape) -> the split-K W4A16 tilings' f32 workspace on a device runtime
+_WORKSPACES: dict = {}
+
+
+def _workspace(shape):
+    """The f32 workspace of a split-K W4A16 tiling (``quant_mma.w4a16_workspace``): numpy on
+    the reference backend; elsewhere one device array per runtime and shape, made once (a
+    launch must not allocate; a kernel leaves nothing in it that the next one reads). Launches
+    through :func:`w4a16_launch` go to the default stream, one after another."""
+    be = get_backend()
+    if be.name == "reference":
+        return np.empty(shape, np.float32)
+    key = (be.runtime, be.runtime.device, shape)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = kaio.device_array(shape, np.float32)
+    return _WORKSPACES[key]
+
+
+def _with_workspace(launch, shape):
+    """``launch`` of a split-K tiling as the others are called, (x, packed, scales, y, group):
+    the workspace (``work``, after y) added; the launch's attributes kept."""
+    def run(x, packed, scales, y, group):
+        launch(x, packed, scales, y, _workspace(shape), group)
+    for name in ("bound", "kernel", "grid", "block", "shared", "stream"):
+        setattr(run, name, getattr(launch, name))
+    return run
 
 
 #: (backend kind, target, CUDA code path, what) -> whether the kernel ``what`` names compiles
@@ -286,8 +316,14 @@ def builds(what: tuple, make, **consts) -> bool:
 
 
 def _w4a16_builds(dt: str, w: int, tile: str, group: int) -> bool:
-    """Whether the fragment kernel of ``tile`` compiles on the current backend (remembered)."""
-    return quant_mma.w4a16_group_ok(group) and builds(
+    """Whether the fragment kernel of ``tile`` compiles on the current backend (remembered).
+    Not the split-K tilings where the reference backend runs its race sanitizer: its model
+    orders no global memory within a launch, so their exchange through the workspace (ordered
+    by the block's barrier on the GPUs) reads as a race there."""
+    if quant_mma.w4a16_workspace(tile, 1, 1) is not None and getattr(get_backend(), "sanitize",
+                                                                      False):
+        return False
+    return quant_mma.w4a16_group_ok(group, tile) and builds(
         ("w4a16", dt, w, tile, group), lambda: quant_mma.w4a16_kernel(dt, w, tile), group=group)
 
 
@@ -296,7 +332,8 @@ def _w4a16_run(x, packed, scales, y, group, *, config):
 
 
 #: the W4A16 tiling per (m, n, k, dtype, group), timed on a GPU (every tiling computes the same
-#: bits: one accumulation order); the default is quant_mma.w4a16_tiles' first
+#: bits, one accumulation order, but the split-K ones: two partial sums added); the default is
+#: quant_mma.w4a16_tiles' first
 _w4a16_tuner = Autotuner(
     _w4a16_run, name="kaio.kernels.ml.quant.int4_matmul",
     configs=lambda key: [Config(t) for t in quant_mma.w4a16_tiles(*key[0])

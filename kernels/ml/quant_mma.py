@@ -10,7 +10,9 @@
   (tilings :data:`W4_TILES`, chosen per shape by kaio.autotune). The pipelined tilings
   (``s3_*``/``s4_*``, first where they fill the GPU) stage the x tile and the *packed* weight
   tile with ``copy_tile``, S - 1 K steps in flight, and unpack the weights as B fragments load
-  them (``kaio.mma.load_b_int4``). The others (within 48 KiB of static shared memory for
+  them (``kaio.mma.load_b_int4``); their split-K forms (``*_k2``) give each warp tile two
+  warps, each half of every K-step's slices, the halves' sums added through an f32
+  workspace at the end. The others (within 48 KiB of static shared memory for
   every tile: the LLVM nvptx path) copy x and load each thread's packed bytes into registers;
   after the warps multiply the previous K-step, the threads write those bytes' int4 values
   once into a shared f16/bf16 tile (-8..7: exact in either), read with ldmatrix as the GEMM
@@ -134,6 +136,12 @@ W4_TILES.update({
     "s4_64x64x64_w32x32": (64, 64, 64, 32, 32, 4),
     "s3_64x128x64_w64x32": (64, 128, 64, 64, 32, 3),
 })
+#: in-block split-K tilings (:func:`_w4a16_split`): (BM, BN, BK, WM, WN, S, KS), a pipelined
+#: tiling with KS = 2 warps per warp tile, each multiplying half of every K-step's slices
+W4_TILES.update({
+    "s4_64x128x64_w64x32_k2": (64, 128, 64, 64, 32, 4, 2),
+    "s4_128x64x64_w64x32_k2": (128, 64, 64, 64, 32, 4, 2),
+})
 W4_DEFAULT = "64x128x32_w32x32"
 #: bytes of row padding of the staged packed tiles (rows in distinct banks for the byte loads)
 PPAD = 16
@@ -220,6 +228,8 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     purpose: the copy's branches keep ptxas from sinking them below the mma (issued after the
     copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
+    if _splits(tile) > 1:
+        return _w4a16_split(T, warp_size, *W4_TILES[tile])
     if _pipelined(tile):
         return _w4a16_pipelined(T, warp_size, *W4_TILES[tile])
     BM_, BN_, BK_, WM_, WN_ = W4_TILES[tile]
@@ -306,40 +316,19 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     return matmul_w4a16_mma
 
 
-def _w4a16_pipelined(T, warp_size, BM_, BN_, BK_, WM_, WN_, S):
-    """The W4A16 kernel of a pipelined tiling: each stage holds a K-step's x tile (T) and its
-    packed weight tile (bytes, a quarter of the f16 tile's size), both staged by ``copy_tile``;
-    ``S - 1`` K-steps are in flight while the warps multiply the oldest, their B fragments
-    unpacked from the staged bytes as they are loaded (``kaio.mma.load_b_int4``). The scale is
-    folded in per quantization group as in :func:`w4a16_kernel`."""
-    nthreads = threads(BM_, BN_, WM_, WN_, warp_size)
-    origins = warp_origins(BM_, BN_, WM_, WN_)
+def _pipeline(T, BM_, BN_, BK_, S, nsl, slices):
+    """(buffers, k_loop), the @kaio.funcs of a pipelined W4A16 kernel. ``buffers()``: the S
+    stages' shared tiles, each a K-step's x tile (T) and its packed weight tile (bytes, a
+    quarter of the f16 tile's size); ``k_loop(Xs, Ps, x, packed, row0, col0, state, ctx)``:
+    S - 1 K-steps copied ahead (``copy_tile``), then per K-step ``slices(Xs, Ps, state, ctx,
+    kstep, s, lo, hi) -> state`` over the warp's ``nsl`` 16-deep slices of the oldest: its
+    first slice before the copy of the step S - 1 ahead (its loads go out right after the
+    barrier), the others after. ``state`` is the warp's fragments (a tuple), ``ctx`` what
+    ``slices`` reads besides the staged tiles."""
     x_tile, p_tile = (BM_, BK_ + QPAD), (BK_ // 2, BN_ + PPAD)
-    span = S * BK_
 
     @kaio.func
-    def stage(Xs, Ps, x, packed, row0, col0, k0):
-        kaio.mma.copy_tile(Xs, x, row0, k0, cols=BK_)
-        kaio.mma.copy_tile(Ps, packed, k0 // 2, col0, cols=BN_)
-
-    @kaio.func
-    def step(Xs, Ps, wm, wn, acc, tmp, k0, s, S_, r0, c0, group, lo, hi):
-        """Slices lo .. hi - 1 (16 deep) of the staged K-step ``s`` of its iteration into tmp,
-        folded into acc where a quantization group ends."""
-        for kk in kaio.static_range(lo, hi):
-            a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
-            b = kaio.mma.load_b_int4(Ps, kk * 8, wn, T, k=16, n=WN_)
-            tmp = kaio.mma.mma(a, b, tmp)
-            end = k0 + 16 * (kk + 1)
-            if _group_ends(end, s * BK_ + 16 * (kk + 1), group, span):
-                acc = kaio.mma.apply(_fold, acc, r0, c0, tmp, S_, _over(end, group) - 1)
-                tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
-        return acc, tmp
-
-    @kaio.kernel(block=(nthreads,))
-    def matmul_w4a16_pipelined(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2],
-                               scales: kaio.In[T, 2], y: kaio.Raw[T, 2],
-                               group: kaio.Const[int]):
+    def buffers():
         if S == 3:     # a compile-time choice: only the taken branch is compiled
             Xs = (kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile),
                   kaio.shared_array(T, x_tile))
@@ -350,9 +339,15 @@ def _w4a16_pipelined(T, warp_size, BM_, BN_, BK_, WM_, WN_, S):
                   kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile))
             Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
                   kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile))
-        wm, wn, row0, col0 = origins()
-        acc = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
-        tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        return Xs, Ps
+
+    @kaio.func
+    def stage(Xs, Ps, x, packed, row0, col0, k0):
+        kaio.mma.copy_tile(Xs, x, row0, k0, cols=BK_)
+        kaio.mma.copy_tile(Ps, packed, k0 // 2, col0, cols=BN_)
+
+    @kaio.func
+    def k_loop(Xs, Ps, x, packed, row0, col0, state, ctx):
         for s in kaio.static_range(S - 1):
             stage(Xs[s], Ps[s], x, packed, row0, col0, s * BK_)
         for k0 in range(0, x.shape[1], S * BK_):
@@ -363,15 +358,160 @@ def _w4a16_pipelined(T, warp_size, BM_, BN_, BK_, WM_, WN_, S):
                 kaio.mma.copy_wait(pending=2 * (S - 2))
                 kaio.sync()
                 nxt = (s + S - 1) % S
-                # the first slice before the copies: its loads go out right after the barrier
-                acc, tmp = step(Xs[s], Ps[s], wm, wn, acc, tmp, k0 + s * BK_, s, scales,
-                                row0 + wm, col0 + wn, group, 0, 1)
+                state = slices(Xs[s], Ps[s], state, ctx, k0 + s * BK_, s, 0, 1)
                 stage(Xs[nxt], Ps[nxt], x, packed, row0, col0, k0 + (s + S - 1) * BK_)
-                acc, tmp = step(Xs[s], Ps[s], wm, wn, acc, tmp, k0 + s * BK_, s, scales,
-                                row0 + wm, col0 + wn, group, 1, BK_ // 16)
+                state = slices(Xs[s], Ps[s], state, ctx, k0 + s * BK_, s, 1, nsl)
+        return state
+    return buffers, k_loop
+
+
+def _w4a16_pipelined(T, warp_size, BM_, BN_, BK_, WM_, WN_, S):
+    """The W4A16 kernel of a pipelined tiling (:func:`_pipeline`): ``S - 1`` K-steps in flight
+    while the warps multiply the oldest, their B fragments unpacked from the staged bytes as
+    they are loaded (``kaio.mma.load_b_int4``). The scale is folded in per quantization group
+    as in :func:`w4a16_kernel`."""
+    nthreads = threads(BM_, BN_, WM_, WN_, warp_size)
+    origins = warp_origins(BM_, BN_, WM_, WN_)
+    span = S * BK_
+
+    @kaio.func
+    def slices(Xs, Ps, state, ctx, k0, s, lo, hi):
+        """Slices lo .. hi - 1 (16 deep) of the staged K-step ``s`` of its iteration into tmp,
+        folded into acc where a quantization group ends."""
+        acc, tmp = state
+        wm, wn, S_, row0, col0, group = ctx
+        r0, c0 = row0 + wm, col0 + wn
+        for kk in kaio.static_range(lo, hi):
+            a = kaio.mma.load_a(Xs, wm, kk * 16, m=WM_, k=16)
+            b = kaio.mma.load_b_int4(Ps, kk * 8, wn, T, k=16, n=WN_)
+            tmp = kaio.mma.mma(a, b, tmp)
+            end = k0 + 16 * (kk + 1)
+            if _group_ends(end, s * BK_ + 16 * (kk + 1), group, span):
+                acc = kaio.mma.apply(_fold, acc, r0, c0, tmp, S_, _over(end, group) - 1)
+                tmp = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        return acc, tmp
+
+    buffers, k_loop = _pipeline(T, BM_, BN_, BK_, S, BK_ // 16, slices)
+
+    @kaio.kernel(block=(nthreads,))
+    def matmul_w4a16_pipelined(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2],
+                               scales: kaio.In[T, 2], y: kaio.Raw[T, 2],
+                               group: kaio.Const[int]):
+        Xs, Ps = buffers()
+        wm, wn, row0, col0 = origins()
+        zero = kaio.mma.fill(f32, 0.0, m=WM_, n=WN_)
+        acc = k_loop(Xs, Ps, x, packed, row0, col0, (zero, zero),
+                     (wm, wn, scales, row0, col0, group))[0]
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
 
     return matmul_w4a16_pipelined
+
+
+@kaio.func
+def _add(x, r, c, t):
+    """The accumulator element plus another accumulator's (one f32 addition)."""
+    return x + t
+
+
+def _w4a16_split(T, warp_size, BM_, BN_, BK_, WM_, WN_, S, KS):
+    """The pipelined kernel with each K-step split between KS = 2 warps per warp tile (twice
+    the warps, each with half the slices: where one block per SM leaves each scheduler a
+    single warp waiting on its own dependences, the other half's warp issues meanwhile).
+    Warp w + h * NW (NW warp tiles, h = 0, 1) multiplies slices ``h * nsl .. h * nsl + nsl - 1``
+    of every K-step into its own group products and accumulators, folded where a group ends
+    *for its slices* (:func:`folds`). Its WM x WN tile is two WM / 2-row accumulators: the
+    rows it stores (``rm``) and the other half's (``ro``). At the end each warp writes the
+    latter to the f32 workspace ``work`` (tile-padded: every element is written and read),
+    and after a barrier adds the other warp's sums of its rows and stores y: no branch on the
+    warp (kaio takes fragment ops under block-uniform control only; a warp-dependent branch is
+    refused), each warp half the epilogue. The barrier orders the block's global accesses on
+    the GPUs (PTX bar.sync; AMD: workgroup fences around s_barrier), not in the reference
+    backend's race sanitizer, whose model orders no global memory within a launch: it reports
+    the exchange (kaio.kernels.ml.quant leaves these tilings out where it runs). Slice offsets
+    depend on the half at run time (fixed per warp: base registers out of the loop)."""
+    nw, per_row = (BM_ // WM_) * (BN_ // WN_), BN_ // WN_
+    HM, KH = WM_ // 2, BK_ // KS            # rows of each accumulator, K of a half's slices
+    nsl, span = KH // 16, S * BK_
+
+    @kaio.func
+    def folds(end, nxt, j, kstep, s, group):
+        """Whether the warp folds after its slice j ending at K offset ``end``, its next slice
+        starting at ``nxt`` (the other half's slices lie between): where a multiple of the
+        group lies in [end, nxt]; the scale is that group's. Block-uniform for groups dividing
+        KH (they end at the same slices of either half) and multiples of BK_ (only at the
+        step's end, which both halves' last slices reach: :func:`_group_ends`); for other
+        groups the test depends on the half, and kaio refuses the fold under it (the library
+        takes another tiling: :func:`w4a16_group_ok`)."""
+        r = False
+        if KH % group == 0:
+            r = (16 * (j + 1)) % group == 0
+        elif group % BK_ == 0:
+            if j == nsl - 1:
+                r = _group_ends(kstep + BK_, s * BK_ + BK_, group, span)
+        else:
+            r = _over(nxt, group) * group >= end
+        return r
+
+    @kaio.func
+    def scale_row(end, kstep, j, h, group):
+        """The group :func:`folds` folds: the first ending at or after ``end``; from the
+        block-uniform kstep and the half h where :func:`folds` is uniform (a shift of the
+        warp-dependent end by 5 would read as a warp width)."""
+        g = _over(kstep + BK_, group) - 1
+        if KH % group == 0:
+            g = _over(kstep, group) + (KH // group) * h + (16 * (j + 1)) // group - 1
+        elif group % BK_ != 0:
+            g = _over(end + group - 1, group) - 1
+        return g
+
+    @kaio.func
+    def slices(Xs, Ps, state, ctx, kstep, s, lo, hi):
+        """The warp's slices lo .. hi - 1 of the staged K-step ``s`` (K offset ``kh`` in it,
+        packed row ``kh / 2``) into both row halves' group products, folded where
+        :func:`folds` says."""
+        am, tm, ao, to = state
+        rm, ro, wn, h, S_, r0m, r0o, c0, group = ctx
+        kh = KH * h
+        for j in kaio.static_range(lo, hi):
+            b = kaio.mma.load_b_int4(Ps, (KH // 2) * h + 8 * j, wn, T, k=16, n=WN_)
+            tm = kaio.mma.mma(kaio.mma.load_a(Xs, rm, kh + 16 * j, m=HM, k=16), b, tm)
+            to = kaio.mma.mma(kaio.mma.load_a(Xs, ro, kh + 16 * j, m=HM, k=16), b, to)
+            end = kstep + kh + 16 * (j + 1)
+            nxt = end
+            if j == nsl - 1:
+                nxt = kstep + BK_ + kh
+            if folds(end, nxt, j, kstep, s, group):
+                g = scale_row(end, kstep, j, h, group)
+                am = kaio.mma.apply(_fold, am, r0m, c0, tm, S_, g)
+                ao = kaio.mma.apply(_fold, ao, r0o, c0, to, S_, g)
+                tm = kaio.mma.fill(f32, 0.0, m=HM, n=WN_)
+                to = kaio.mma.fill(f32, 0.0, m=HM, n=WN_)
+        return am, tm, ao, to
+
+    buffers, k_loop = _pipeline(T, BM_, BN_, BK_, S, nsl, slices)
+
+    @kaio.kernel(block=(KS * nw * warp_size,))
+    def matmul_w4a16_split(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2],
+                           scales: kaio.In[T, 2], y: kaio.Raw[T, 2], work: kaio.Raw[f32, 2],
+                           group: kaio.Const[int]):
+        Xs, Ps = buffers()
+        warp = kaio.thread_idx.x // kaio.warp_size
+        h = _over(warp, nw)                         # the warp's half of each K-step
+        w = warp - h * nw                           # its warp tile
+        wm, wn = (w // per_row) * WM_, (w % per_row) * WN_
+        rm, ro = wm + HM * h, wm + HM - HM * h
+        row0, col0 = kaio.block_idx.y * BM_, kaio.block_idx.x * BN_
+        zero = kaio.mma.fill(f32, 0.0, m=HM, n=WN_)
+        am, _, ao, _ = k_loop(Xs, Ps, x, packed, row0, col0, (zero, zero, zero, zero),
+                              (rm, ro, wn, h, scales, row0 + rm, row0 + ro, col0 + wn,
+                               group))
+        kaio.mma.store(work, row0 + ro, col0 + wn, ao)
+        kaio.sync()
+        theirs = kaio.mma.load_acc(work, row0 + rm, col0 + wn, m=HM, n=WN_)
+        kaio.mma.store(y, row0 + rm, col0 + wn,
+                       kaio.mma.apply(_add, am, row0 + rm, col0 + wn, theirs))
+
+    return matmul_w4a16_split
 
 
 def w4a16_launch_config(m: int, n: int, warp_size: int = 32, tile: str = W4_DEFAULT):
@@ -380,12 +520,27 @@ def w4a16_launch_config(m: int, n: int, warp_size: int = 32, tile: str = W4_DEFA
     bm, bn, _, wm, wn = W4_TILES[tile][:5]
     grid = (-(-n // bn), -(-m // bm))
     if _pipelined(tile):
-        return grid, (threads(bm, bn, wm, wn, warp_size),)
+        return grid, (_splits(tile) * threads(bm, bn, wm, wn, warp_size),)
     return grid, (CW, w4a16_geometry(tile, warp_size)[1])
 
 
 def _pipelined(tile: str) -> bool:
-    return len(W4_TILES[tile]) == 6
+    return len(W4_TILES[tile]) >= 6
+
+
+def _splits(tile: str) -> int:
+    """Warps per warp tile (KS): 2 for the split-K tilings, else 1."""
+    return W4_TILES[tile][6] if len(W4_TILES[tile]) > 6 else 1
+
+
+def w4a16_workspace(tile: str, m: int, n: int):
+    """The shape of the f32 workspace (the kernel's ``work``, after ``y``) a split-K tiling
+    takes for an [m, n] output: m and n rounded up to whole block tiles (its warps exchange
+    whole fragments there); None for the other tilings (no such parameter)."""
+    if _splits(tile) == 1:
+        return None
+    bm, bn = W4_TILES[tile][:2]
+    return (-(-m // bm) * bm, -(-n // bn) * bn)
 
 
 #: bytes of static shared memory every NVIDIA code path allows
@@ -400,13 +555,23 @@ def w4a16_shared_bytes(tile: str) -> int:
     return 2 * (bm * (bk + QPAD) + bk * (bn + QPAD)) * 2
 
 
-def w4a16_group_ok(group: int) -> bool:
-    """Whether :func:`w4a16_kernel` takes quantization groups of ``group`` (K-slices of 16)."""
-    return group > 0 and group % 16 == 0
+def w4a16_group_ok(group: int, tile: str | None = None) -> bool:
+    """Whether :func:`w4a16_kernel` takes quantization groups of ``group`` (K-slices of 16);
+    with ``tile``, whether that tiling does: the split-K ones fold block-uniformly only groups
+    dividing a warp's half of the K step or multiples of the whole step (16, 32, 64, 128, ...
+    for 64-deep steps; :func:`_w4a16_split`)."""
+    ok = group > 0 and group % 16 == 0
+    if ok and tile is not None and _splits(tile) > 1:
+        bk = W4_TILES[tile][2]
+        ok = (bk // _splits(tile)) % group == 0 or group % bk == 0
+    return ok
 
 
 #: blocks that fill an H200 (132 SMs) to within a few percent
 FILL_BLOCKS = 120
+#: the H200's SMs: up to this many blocks, each SM runs one (its schedulers one warp each
+#: with 4-warp blocks), where the split-K tilings' second warp per tile has the most to hide
+SMS = 132
 
 
 def w4a16_tiles(m: int, n: int) -> list[str]:
@@ -420,14 +585,19 @@ def w4a16_tiles(m: int, n: int) -> list[str]:
     SASS instructions per 128 HMMA in its K loop, 64 x 128 1294), then the longer K step; on
     outputs too small to fill the GPU,
     the most blocks first, then the tilings whose shared tiles fit every NVIDIA path's 48 KiB
-    of static shared memory, the smallest tile."""
+    of static shared memory, the smallest tile. The split-K tilings rank first among the
+    pipelined ones where their grid is at most one block per SM (:data:`SMS`: 256 x 4096 with
+    64 x 128 tiles, 128 blocks; not yet timed on a GPU), elsewhere right after the tiling
+    they split."""
     def rank(name):
         bm, bn, bk = W4_TILES[name][:3]
         blocks = -(-m // bm) * -(-n // bn)
+        split = _splits(name) > 1
         if blocks >= FILL_BLOCKS:
             if _pipelined(name):    # H200, 256 x 4096 x 4096: 64 x 128 54.8 us, 128 x 64 59.2
-                return (True, True, bm * bn, W4_TILES[name][5], bn, bk)   # s3: 77.1 us
-            return (True, False, bm * bn, bm, bk)
+                return (True, True, split and blocks <= SMS, bm * bn, W4_TILES[name][5], bn,
+                        bk, not split)                                   # s3: 77.1 us
+            return (True, False, False, bm * bn, bm, bk)
         return (False, blocks, w4a16_shared_bytes(name) <= STATIC_SHARED, _pipelined(name),
-                -bm * bn, bk)
+                -bm * bn, bk, not split)
     return sorted(W4_TILES, key=rank, reverse=True)
