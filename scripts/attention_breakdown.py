@@ -58,9 +58,10 @@ def main(argv=None) -> int:
     fused = QP.launch(s, 3 * d, dm)
     w = kaio.get_backend().warp_size
     dp = F.padded_dim(d)
-    chunks, nsteps = F.plan(s, s, w)
-    partial = F.kernel(dp, w)[F.launch_config(s, w, chunks)]
-    part, ml = F.partials(s, dp, chunks, empty)
+    nw = F.warps(dp, w)[0]                  # the library's block (cuda: kaio's PTX)
+    chunks, nsteps = F.plan(s, s, w, nw)
+    partial = F.kernel(dp, w, nw)[F.launch_config(s, w, chunks, nw)]
+    part, ml = F.partials(s, dp, chunks, empty, nw)
     fargs = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(args.causal))
     combine = F.combine_launch(s, d, chunks)
     launches = A.device_pipeline(x, wq, wk, wv, sq, sk, sv, causal=args.causal, graph=False)
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     rows += [("quantize rows (x -> int8; the two-launch form)", lambda: quantize(x, xq, sx)),
              (f"W8A8 projection [{s}, {3 * d}] ({project.grid} x {project.block}; two-launch form)",
               lambda: project(xq, wqkv, sx, sqkv, qkv)),
-             (f"attention partial ({chunks} chunks x {nsteps} steps)",
+             (f"attention partial, {nw} warps a block ({chunks} chunks x {nsteps} steps)",
               lambda: partial(qkv, qkv, qkv, part, ml, *fargs)),
              (f"attention combine ({chunks} chunks)", lambda: combine(part, ml, o, chunks, dp)),
              (f"whole pipeline, {launches.launches} launches (device_pipeline, graph=False)",
@@ -90,22 +91,22 @@ def main(argv=None) -> int:
             combine(part, ml, o, chunks, dp)
         rows.append(("whole pipeline with the two-launch projection (4 kernels)",
                      two_launch_pipeline))
-    for nw in (8,):                     # blocks of eight warps (K and V split at once)
-        c8, n8 = F.plan(s, s, w, nw)
-        p8 = F.kernel(dp, w, nw)[F.launch_config(s, w, c8, nw)]
-        part8, ml8 = F.partials(s, dp, c8, empty, nw)
+    for nw4 in (F.NW,):                  # four-warp blocks (K and V split in turn)
+        c8, n8 = F.plan(s, s, w, nw4)
+        p8 = F.kernel(dp, w, nw4)[F.launch_config(s, w, c8, nw4)]
+        part8, ml8 = F.partials(s, dp, c8, empty, nw4)
         comb8 = F.combine_launch(s, d, c8)
         a8 = fargs[:5] + (n8,) + fargs[6:]
 
         def both8(p8=p8, part8=part8, ml8=ml8, comb8=comb8, a8=a8, c8=c8):
             p8(qkv, qkv, qkv, part8, ml8, *a8)
             comb8(part8, ml8, o, c8, dp)
-        rows += [(f"attention partial, {nw} warps a block ({c8} chunks x {n8} steps)",
+        rows += [(f"attention partial, {nw4} warps a block ({c8} chunks x {n8} steps)",
                   lambda p8=p8, part8=part8, ml8=ml8, a8=a8: p8(qkv, qkv, qkv, part8, ml8, *a8)),
-                 (f"partial + combine, {nw} warps a block", both8)]
+                 (f"partial + combine, {nw4} warps a block", both8)]
     steps = -(-s // F.KS)                   # 64-key steps over all the keys
     for c2 in (c for c in (chunks // 2, chunks // 4) if c >= 1):    # fewer, longer chunks
-        rows.append(_plan_row(qkv, o, s, d, dp, w, c2, -(-steps // c2), fargs))
+        rows.append(_plan_row(qkv, o, s, d, dp, w, c2, -(-steps // c2), fargs, nw))
     print(f"quantized attention S={s} Dm={dm} D={d}{' causal' if args.causal else ''}")
     print("| launch | us | us from a graph |")
     print("|---|---|---|")
@@ -136,12 +137,12 @@ def _captured(fn, n):
     return g
 
 
-def _plan_row(qkv, o, s, d, dp, w, chunks, nsteps, fargs):
+def _plan_row(qkv, o, s, d, dp, w, chunks, nsteps, fargs, nw):
     """(name, launch) of the partial kernel and the combine at another plan: ``chunks`` chunks
     of ``nsteps`` steps (what plan() trades: fewer blocks, each walking more keys, against
     a combine reading fewer partials)."""
-    partial = F.kernel(dp, w)[F.launch_config(s, w, chunks)]
-    part, ml = F.partials(s, dp, chunks, empty)
+    partial = F.kernel(dp, w, nw)[F.launch_config(s, w, chunks, nw)]
+    part, ml = F.partials(s, dp, chunks, empty, nw)
     combine = F.combine_launch(s, d, chunks)
     args = fargs[:5] + (nsteps,) + fargs[6:]
 
@@ -149,7 +150,7 @@ def _plan_row(qkv, o, s, d, dp, w, chunks, nsteps, fargs):
         partial(qkv, qkv, qkv, part, ml, *args)
         combine(part, ml, o, chunks, dp)
     return (f"partial + combine at {chunks} chunks x {nsteps} steps "
-            f"({chunks * -(-s // F.ROWS)} blocks)", both)
+            f"({chunks * -(-s // (nw * F.WR))} blocks)", both)
 
 
 if __name__ == "__main__":

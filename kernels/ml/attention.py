@@ -123,20 +123,23 @@ def fused_launcher(qkv, o, causal: bool, alloc=np.empty):
     if not flash_attention.supported(w):
         return None
     dp = flash_attention.padded_dim(d)
-    kern = flash_attention.kernel(dp, w)
-    if not _compiles(kern, causal=bool(causal)):
+    for nw in flash_attention.warps(dp, w):     # the first that compiles
+        kern = flash_attention.kernel(dp, w, nw)
+        if _compiles(kern, causal=bool(causal)):
+            break
+    else:
         return None
-    chunks, nsteps = flash_attention.plan(s, s, w)
-    bound = kern[flash_attention.launch_config(s, w, chunks)]
+    chunks, nsteps = flash_attention.plan(s, s, w, nw)
+    bound = kern[flash_attention.launch_config(s, w, chunks, nw)]
     args = (float(1.0 / np.sqrt(d)), d, 0, d, 2 * d, nsteps, bool(causal))
     if chunks == 1:
-        ml = flash_attention.partials(s, 0, 1, alloc)[1]
+        ml = flash_attention.partials(s, 0, 1, alloc, nw)[1]
 
         def one():
             bound(qkv, qkv, qkv, o, ml, *args)
         one.launches = 1
         return one
-    part, ml = flash_attention.partials(s, dp, chunks, alloc)
+    part, ml = flash_attention.partials(s, dp, chunks, alloc, nw)
     combine = flash_attention.combine_launch(s, d, chunks)
 
     def launch():

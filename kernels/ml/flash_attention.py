@@ -346,6 +346,17 @@ def partials(s: int, dp: int, chunks: int, alloc=np.empty, nw: int = NW):
     return alloc((rows, chunks * dp), np.float32), alloc((rows, ML_COLS * chunks), np.float32)
 
 
+def warps(dp: int, warp_size: int) -> tuple:
+    """Block sizes (warps) to try for the partial kernel, best first: eight warps where they
+    split K and V at once (32-lane warps, dp <= 128; H200, S = 1024, d = 128, from a graph:
+    13.5 us against 16.0 for four, scripts/attention_breakdown.py, 2026-12-02), then four
+    (48 KiB of static shared memory on the LLVM NVIDIA path and AMD's 64 KiB of LDS take
+    neither at d = 128). 64-lane targets keep four warps (unmeasured)."""
+    if warp_size == 32 and 2 * dp <= 8 * warp_size:
+        return (8, NW)
+    return (NW,)
+
+
 def supported(warp_size: int) -> bool:
     """Fragments lay out at any warp width kaio targets (32 and 64 lanes)."""
     return warp_size % 8 == 0
