@@ -182,8 +182,8 @@ def w4a16_tile_rows(reps, rounds, size=(256, 4096, 4096, 128)):
     for tile in quant_mma.W4_TILES:
         label = f"ml/int4_matmul_w4a16 {size} {tile}"
         try:
-            kern = quant_mma.w4a16_kernel("f16", 32, tile)
-            launch = kern[quant_mma.w4a16_launch_config(m, n, 32, tile)]
+            launch = quant.w4a16_launch("f16", m, n, group, tile)   # with its workspace
+            kern = launch.kernel
             launch(x, packed, scales, y, group)
             got = y.to_host().astype(np.float64)
             ok = bool((np.abs(got - ref) <= 1e-3 + 1e-3 * np.abs(ref)).all())
