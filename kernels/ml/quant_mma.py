@@ -569,11 +569,6 @@ def w4a16_group_ok(group: int, tile: str | None = None) -> bool:
 
 #: blocks that fill an H200 (132 SMs) to within a few percent
 FILL_BLOCKS = 120
-#: the H200's SMs: up to this many blocks, each SM runs one (its schedulers one warp each
-#: with 4-warp blocks), where the split-K tilings' second warp per tile has the most to hide
-SMS = 132
-
-
 def w4a16_tiles(m: int, n: int) -> list[str]:
     """The tilings of :data:`W4_TILES` in order of preference for an [m, n] output (the first
     is the default where it compiles; kaio.autotune times them all on a GPU): tilings that make
@@ -585,18 +580,18 @@ def w4a16_tiles(m: int, n: int) -> list[str]:
     SASS instructions per 128 HMMA in its K loop, 64 x 128 1294), then the longer K step; on
     outputs too small to fill the GPU,
     the most blocks first, then the tilings whose shared tiles fit every NVIDIA path's 48 KiB
-    of static shared memory, the smallest tile. The split-K tilings rank first among the
-    pipelined ones where their grid is at most one block per SM (:data:`SMS`: 256 x 4096 with
-    64 x 128 tiles, 128 blocks; not yet timed on a GPU), elsewhere right after the tiling
-    they split."""
+    of static shared memory, the smallest tile. The split-K tilings rank right after the tiling
+    they split: on the H200 at 256 x 4096 x 4096 (128 blocks, one per SM) the 64 x 128 one
+    took 59.3 us against 56.8 unsplit, 128 x 64 58.8 against 57.9 (2026-12-02, ``kaio bench
+    --gemm --w4a16-tiles``): a second warp per scheduler did not pay for each warp's copies
+    and folds (11.9 SASS instructions per HMMA against 8.75)."""
     def rank(name):
         bm, bn, bk = W4_TILES[name][:3]
         blocks = -(-m // bm) * -(-n // bn)
         split = _splits(name) > 1
         if blocks >= FILL_BLOCKS:
             if _pipelined(name):    # H200, 256 x 4096 x 4096: 64 x 128 54.8 us, 128 x 64 59.2
-                return (True, True, split and blocks <= SMS, bm * bn, W4_TILES[name][5], bn,
-                        bk, not split)                                   # s3: 77.1 us
+                return (True, True, bm * bn, W4_TILES[name][5], bn, bk, not split)  # s3: 77.1
             return (True, False, False, bm * bn, bm, bk)
         return (False, blocks, w4a16_shared_bytes(name) <= STATIC_SHARED, _pipelined(name),
                 -bm * bn, bk, not split)
