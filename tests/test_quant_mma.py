@@ -74,7 +74,7 @@ def _w4a16_tiled(tile, m, k, n, group, name, warp_size=32):
     npdt = np.float16 if name == "f16" else kaio.bf16.storage_np
     x, packed, scales = _w4a16_inputs(m, k, n, group, npdt, seed=k)
     y = np.zeros((m, n), npdt)
-    be = ReferenceBackend(warp_size=warp_size, sanitize=False if tile in _SPLIT else None)
+    be = ReferenceBackend(warp_size=warp_size, sanitize=True)
     kern = quant_mma.w4a16_kernel(name, warp_size, tile)
     grid, block = quant_mma.w4a16_launch_config(m, n, warp_size, tile)
     be.launch(be.compile(kern.specialize_ir({"group": group})), (*grid, 1), (*block, 1),
@@ -120,21 +120,21 @@ def test_w4a16_split_k_tilings_are_exact_at_ragged_shapes(tile, case):
     assert _w4a16_within_exact_bound(x, packed, scales, case[3], y, case[4])
 
 
-def test_w4a16_split_k_race_sanitizer_sees_only_the_exchange():
-    """The reference backend's sanitizer (no ordering of global memory within a launch)
-    reports the workspace exchange, the kernel's last accesses, and nothing before it: the
-    K loop's shared tiles are race-free (the static checker proves them too). On the GPUs the
-    block's barrier orders it (bar.sync; AMD: workgroup fences around s_barrier), and the
-    simulator runs it exactly (test_w4a16_split_k_ptx_is_exact_in_the_simulator)."""
+def test_w4a16_split_k_exchange_is_race_free_across_the_barrier():
+    """The workspace exchange is ordered by the block's barrier (bar.sync; AMD: workgroup
+    fences around s_barrier; the reference sanitizer fences a block's global accesses at its
+    barriers): clean under the sanitizer with ownership checks, as the K loop's shared tiles
+    (the static checker proves those too); the simulator runs it exactly
+    (test_w4a16_split_k_ptx_is_exact_in_the_simulator)."""
     from kaio.backends.reference import ReferenceBackend
     tile, (m, k, n, group) = _SPLIT[0], (20, 128, 40, 32)
     x, packed, scales = _w4a16_inputs(m, k, n, group, np.float16)
-    be = ReferenceBackend(sanitize=True)
+    be = ReferenceBackend(sanitize=True, check_ownership=True)
     grid, block = quant_mma.w4a16_launch_config(m, n, 32, tile)
-    with pytest.raises(kaio.RaceError, match="on 'work'"):
-        be.launch(be.compile(quant_mma.w4a16_kernel("f16", 32, tile).specialize_ir({"group": group})),
-                  (*grid, 1), (*block, 1), [x, packed, scales, np.zeros((m, n), np.float16),
-                                            *_workspace(tile, m, n)])
+    y = np.zeros((m, n), np.float16)
+    be.launch(be.compile(quant_mma.w4a16_kernel("f16", 32, tile).specialize_ir({"group": group})),
+              (*grid, 1), (*block, 1), [x, packed, scales, y, *_workspace(tile, m, n)])
+    assert _w4a16_within_exact_bound(x, packed, scales, group, y, "f16")
 
 
 def test_w4a16_split_k_is_within_the_bound_on_64_lane_warps():
@@ -143,21 +143,18 @@ def test_w4a16_split_k_is_within_the_bound_on_64_lane_warps():
     assert _w4a16_within_exact_bound(x, packed, scales, 32, y, "f16")
 
 
-def test_w4a16_split_k_takes_groups_its_halves_fold_alike(reference, monkeypatch):
+def test_w4a16_split_k_takes_groups_its_halves_fold_alike(reference):
     """A group the halves would fold at different slices (48: the fold would depend on the
     warp) is refused by kaio (a fragment op under a warp-dependent branch), and the library
-    takes the unsplit tiling for it; the launcher passes the workspace itself. (Without the
-    sanitizer: with it the library leaves the split tilings out.)"""
-    from kaio.backends import get_backend
+    takes the unsplit tiling for it; the launcher passes the workspace itself."""
     tile = _SPLIT[0]
-    assert not quant._w4a16_builds("f16", 32, tile, 128)
-    monkeypatch.setattr(get_backend(), "sanitize", False)
     assert [g for g in (16, 32, 48, 64, 96, 128, 256) if quant_mma.w4a16_group_ok(g, tile)] == \
         [16, 32, 64, 128, 256]
     with pytest.raises(kaio.CompileError, match="depends on the thread"):
         quant_mma.w4a16_kernel("f16", 32, tile).emit("ptx", "sm_90", group=48)
     split = quant_mma.w4a16_kernel("f16", 32, tile)
-    assert quant.w4a16_launch("f16", 256, 4096, 128).kernel is split
+    assert quant.w4a16_launch("f16", 256, 4096, 128, tile).kernel is split
+    assert quant._w4a16_builds("f16", 32, tile, 128) and not quant._w4a16_builds("f16", 32, tile, 48)
     assert quant.w4a16_launch("f16", 256, 4096, 48).kernel is quant_mma.w4a16_kernel(
         "f16", 32, "s4_64x128x64_w64x32")
     x, packed, scales = _w4a16_inputs(70, 128, 136, 64, kaio.bf16.storage_np)
@@ -211,10 +208,7 @@ def test_w4a16_tilings_fill_the_gpu_first():
     assert quant_mma.w4a16_tiles(4096, 4096)[:2] == ["s4_64x128x64_w64x32",     # 2048 blocks
                                                      "s4_64x128x64_w64x32_k2"]
     key = [[256, 4096], 4096, "f16", 128]
-    from kaio.backends import get_backend
-    with pytest.MonkeyPatch.context() as mp:   # the sanitizer leaves the split tilings out
-        mp.setattr(get_backend(), "sanitize", False, raising=False)
-        assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
+    assert [c.name for c in quant._w4a16_tuner.configs(key)] == order
 
 
 @pytest.mark.parametrize("name", ["f16", "bf16"])

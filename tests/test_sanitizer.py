@@ -8,6 +8,7 @@ from reference_kit import at, buf, build, gid_guard, guarded, run
 
 import kaio
 from kaio import dtypes as dt
+from kaio import f32, i32
 from kaio.backends.reference import ReferenceBackend
 
 
@@ -258,3 +259,55 @@ def test_ownership_check_accepts_owned_accesses():
     y = np.arange(1000, dtype=np.float32)
     be.launch(be.compile(b.finish()), 2, 64, [y])
     np.testing.assert_array_equal(y, 2 * np.arange(1000, dtype=np.float32))
+
+
+def _exchange_kernel(sync: bool):
+    """Thread g writes y[g], then (after kaio.sync() or not) reads y[partner] into out[g]:
+    partner is within its block (``local``) or the next thread of the grid."""
+
+    @kaio.kernel
+    def exchange(y: kaio.Raw[f32], out: kaio.Raw[f32], local: i32):
+        t = kaio.thread_idx.x
+        b0 = kaio.block_idx.x * kaio.block_dim.x
+        g = b0 + t
+        y[g] = f32(g)
+        if sync:                        # compile-time
+            kaio.sync()
+        p = (g + 1) % y.shape[0]
+        if local != 0:
+            p = b0 + (t + 1) % kaio.block_dim.x
+        out[g] = y[p]
+    return exchange
+
+
+def _run_exchange(sync, local, grid=2, block=32):
+    rb = ReferenceBackend(sanitize=True)
+    y = np.zeros(grid * block, np.float32)
+    out = np.full(grid * block, np.nan, np.float32)
+    rb.launch(rb.compile(_exchange_kernel(sync).specialize_ir({})), (grid, 1, 1), (block, 1, 1),
+              [y, out, np.int32(local)])
+    return out
+
+
+def test_a_barrier_orders_global_memory_within_its_block():
+    """Threads of one block exchange values through a global buffer across kaio.sync(), as
+    CUDA's __syncthreads allows: no race, and every thread reads its neighbour's value."""
+    out = _run_exchange(sync=True, local=1)
+    g = np.arange(64)
+    np.testing.assert_array_equal(out, (g // 32) * 32 + (g % 32 + 1) % 32)
+
+
+@pytest.mark.parametrize("sync,local", [(False, 1), (True, 0)])
+def test_global_exchange_without_a_barrier_or_across_blocks_races(sync, local):
+    """Without the barrier the neighbour's write and the read share an interval; across
+    blocks (thread 31 of block 0 reads block 1's element) no barrier orders them."""
+    with pytest.raises(kaio.RaceError) as ei:
+        _run_exchange(sync=sync, local=local)
+    assert ei.value.kind == "read/write" and ei.value.buffer == "y"
+
+
+def test_fenced_records_still_conflict_with_other_blocks_later():
+    """Block 0 writes y[g] and passes a barrier (its record fenced); block 1, in a later batch
+    of the reference run or the same one, reading y[31] (block 0's) still races."""
+    with pytest.raises(kaio.RaceError):
+        _run_exchange(sync=True, local=0, grid=4, block=32)

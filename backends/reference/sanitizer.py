@@ -4,8 +4,12 @@ each element, and a :class:`kaio.RaceError` on the first conflict between two th
 State is per buffer, one int64 array per role over the buffer's flat storage (-1: nobody):
 the writer (two distinct writers are already a race), the first two distinct readers and the
 first two distinct atomic users. Two suffice: any third access conflicts with at least one of
-them. Intervals: shared memory is reset per block at each barrier; global memory has no grid
-barrier, so its interval is the whole launch. Local arrays are private and not tracked.
+them. Intervals: shared memory is reset per block at each barrier. Global memory has no grid
+barrier, but a block's barrier orders its own threads' global accesses too (CUDA's
+``__syncthreads`` and an AMD workgroup barrier make them visible within the block): at a
+barrier the accesses its threads recorded move to *fenced* records, which conflict only with
+threads of other blocks (two kept per role, of two distinct blocks). Local arrays are private
+and not tracked.
 
 Conflicts: write/write (two plain writes, or a plain write and an atomic) and read/write (a
 plain read and a plain write or atomic). Atomics among themselves never conflict. A thread
@@ -62,6 +66,8 @@ class Sanitizer:
         self.check_uninit_shared = False   # see _check_written
         self._op_index: dict[int, int] = {}
         self._byte_trackers: dict[int, tuple] = {}   # id(dynamic shared bytes) -> (bytes, Tracker)
+        self._global: list = []                      # trackers of global buffers (fenced at barriers)
+        self._T = int(np.prod(block))                # threads a block: gtid // T is its block
 
     # --- bookkeeping --------------------------------------------------------------------
     def _opid(self, op) -> int:
@@ -76,6 +82,8 @@ class Sanitizer:
             raw = _dynamic_bytes(buf)
             if raw is None:
                 buf.tracker = Tracker(len(buf.flat))
+                if buf.space != "shared":
+                    self._global.append(buf.tracker)
             else:   # one byte-level record for every view of the allocation
                 buf.tracker = self._byte_trackers.setdefault(id(raw), (raw, Tracker(len(raw))))[1]
         return buf.tracker
@@ -117,6 +125,7 @@ class Sanitizer:
         pos = upos
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "read/write")
         self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "read/write")
+        self._check_fenced(buf, tr, pos, th, me, (("fw", "read/write"), ("fa", "read/write")))
         self._add_pair(tr, "r", pos, th, me)
 
     def write(self, interp, op, buf, pos, sel):
@@ -129,6 +138,8 @@ class Sanitizer:
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
         self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
         self._check(buf, pos, th, me, tr["a1"], tr["a1_op"], tr["a2"], tr["a2_op"], "write/write")
+        self._check_fenced(buf, tr, pos, th, me, (("fw", "write/write"), ("fr", "read/write"),
+                                                  ("fa", "write/write")))
         w, w_op = tr.ensure("w")
         w[pos] = th
         w_op[pos] = me
@@ -143,15 +154,70 @@ class Sanitizer:
         pos = upos
         self._check(buf, pos, th, me, tr["w"], tr["w_op"], None, None, "write/write")
         self._check(buf, pos, th, me, tr["r1"], tr["r1_op"], tr["r2"], tr["r2_op"], "read/write")
+        self._check_fenced(buf, tr, pos, th, me, (("fw", "write/write"), ("fr", "read/write")))
         self._add_pair(tr, "a", pos, th, me)
         self._mark_written(buf, tr, pos)
 
     def barrier(self, interp, blocks):
-        """Start a new interval for the shared memory of the blocks that passed a barrier."""
+        """Start a new interval for the shared memory of the blocks that passed a barrier, and
+        fence their threads' global accesses (see the module doc)."""
         for buf in interp._static.values():
             if buf.tracker is not None:
                 unit = buf.dtype.itemsize if _dynamic_bytes(buf) is not None else 1
                 buf.tracker.reset(blocks, buf.inst_stride * unit)
+        if self._global:
+            passed = interp.batch.first_block + np.nonzero(np.asarray(blocks))[0]
+            for tr in self._global:
+                self._fence(tr, passed)
+
+    def _fence(self, tr, passed):
+        """Move the records of threads of the ``passed`` blocks into the fenced roles."""
+        for role, fenced in (("w", "fw"), ("r1", "fr"), ("r2", "fr"), ("a1", "fa"), ("a2", "fa")):
+            arr = tr[role]
+            if arr is None:
+                continue
+            hit = arr != -1
+            if not hit.any():
+                continue
+            hit &= np.isin(arr // self._T, passed)
+            pos = np.nonzero(hit)[0]
+            if not len(pos):
+                continue
+            th, op = arr[pos], tr[role + "_op"][pos]
+            if fenced == "fw":   # a second block's write would have raised: one slot
+                w, w_op = tr.ensure("fw")
+                w[pos], w_op[pos] = th, op
+            else:
+                self._add_fenced_pair(tr, fenced, pos, th, op)
+            arr[pos] = -1
+            tr[role + "_op"][pos] = -1
+
+    def _add_fenced_pair(self, tr, role, pos, th, op):
+        """Keep ``th`` among the first two threads of distinct blocks of a fenced role."""
+        one, one_op = tr.ensure(role + "1")
+        two, two_op = tr.ensure(role + "2")
+        a = one[pos]
+        set_one = a == -1
+        set_two = ~set_one & (a // self._T != th // self._T) & (two[pos] == -1)
+        one[pos] = np.where(set_one, th, a)
+        one_op[pos] = np.where(set_one, op, one_op[pos])
+        two[pos[set_two]] = th[set_two]
+        two_op[pos[set_two]] = op[set_two]
+
+    def _check_fenced(self, buf, tr, pos, th, me, roles):
+        """Conflicts with fenced records: threads of other blocks only."""
+        for role, kind in roles:
+            pairs = [role] if role == "fw" else [role + "1", role + "2"]
+            for r in pairs:
+                rec = tr[r]
+                if rec is None:
+                    continue
+                f = rec[pos]
+                bad = (f != -1) & (f // self._T != th // self._T)
+                if bad.any():
+                    k = int(np.argmax(bad))
+                    self._raise(buf, int(pos[k]), int(f[k]), int(th[k]),
+                                int(tr[r + "_op"][pos[k]]), me, kind)
 
     # --- checks -------------------------------------------------------------------------
     @staticmethod
@@ -303,8 +369,9 @@ class Sanitizer:
         lines.append("hint: " + (
             "separate the two accesses with kaio.sync(), or let each thread touch only its own "
             "elements between barriers" if shared else
-            "a thread may only touch elements no other thread writes in the same launch: use a "
-            "Region buffer with a partition, separate input and output buffers, or atomics"))
+            "a thread may only touch elements a thread of another block writes in the same "
+            "launch (threads of one block may, separated by kaio.sync()): use a Region buffer "
+            "with a partition, separate input and output buffers, or atomics"))
         raise RaceError("\n".join(lines), kernel=self.kernel.name, buffer=buf.name, index=idx,
                         threads=(t1, t2), lines=(l1, l2), kind=kind)
 

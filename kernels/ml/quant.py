@@ -316,13 +316,7 @@ def builds(what: tuple, make, **consts) -> bool:
 
 
 def _w4a16_builds(dt: str, w: int, tile: str, group: int) -> bool:
-    """Whether the fragment kernel of ``tile`` compiles on the current backend (remembered).
-    Not the split-K tilings where the reference backend runs its race sanitizer: its model
-    orders no global memory within a launch, so their exchange through the workspace (ordered
-    by the block's barrier on the GPUs) reads as a race there."""
-    if quant_mma.w4a16_workspace(tile, 1, 1) is not None and getattr(get_backend(), "sanitize",
-                                                                      False):
-        return False
+    """Whether the fragment kernel of ``tile`` compiles on the current backend (remembered)."""
     return quant_mma.w4a16_group_ok(group, tile) and builds(
         ("w4a16", dt, w, tile, group), lambda: quant_mma.w4a16_kernel(dt, w, tile), group=group)
 

@@ -425,9 +425,8 @@ def _w4a16_split(T, warp_size, BM_, BN_, BK_, WM_, WN_, S, KS):
     and after a barrier adds the other warp's sums of its rows and stores y: no branch on the
     warp (kaio takes fragment ops under block-uniform control only; a warp-dependent branch is
     refused), each warp half the epilogue. The barrier orders the block's global accesses on
-    the GPUs (PTX bar.sync; AMD: workgroup fences around s_barrier), not in the reference
-    backend's race sanitizer, whose model orders no global memory within a launch: it reports
-    the exchange (kaio.kernels.ml.quant leaves these tilings out where it runs). Slice offsets
+    the GPUs (PTX bar.sync; AMD: workgroup fences around s_barrier) and in the reference
+    backend's race sanitizer (a barrier fences its block's global accesses). Slice offsets
     depend on the half at run time (fixed per warp: base registers out of the loop)."""
     nw, per_row = (BM_ // WM_) * (BN_ // WN_), BN_ // WN_
     HM, KH = WM_ // 2, BK_ // KS            # rows of each accumulator, K of a half's slices
