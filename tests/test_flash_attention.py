@@ -142,7 +142,7 @@ def test_the_launcher_combines_chunks(reference, monkeypatch):
     qkv = np.ascontiguousarray(np.concatenate([q, k, v], axis=1))
     direct = np.full(q.shape, np.nan, np.float32)
     attention.fused_launcher(qkv, direct, False)()
-    monkeypatch.setattr(fa, "plan", lambda s, n, w: (2, 1))
+    monkeypatch.setattr(fa, "plan", lambda s, n, w, nw=fa.NW: (2, 1))
     shapes = []
 
     def alloc(shape, dtype):
@@ -150,7 +150,8 @@ def test_the_launcher_combines_chunks(reference, monkeypatch):
         return np.full(shape, np.nan, dtype)
     o = np.full(q.shape, np.nan, np.float32)
     attention.fused_launcher(qkv, o, False, alloc)()
-    assert (64, 2 * 32) in shapes and (64, 16) in shapes      # part [rows, 2 dp], ml [rows, 16]
+    rows = fa.warps(32, 32)[0] * fa.WR                        # the library's block: 128 rows
+    assert (rows, 2 * 32) in shapes and (rows, 16) in shapes  # part [rows, 2 dp], ml [rows, 16]
     np.testing.assert_allclose(o, direct, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(o, _ref(q, k, v, False), rtol=1e-4, atol=1e-5)
 

@@ -49,6 +49,8 @@ TILES = {
     # (measured and dropped on the H200: 192x256 s4 0.58x, 256x128 s4 0.62x, 128x128 s6 0.54x)
     "wg128x256x64_s4": (128, 256, 64, 16, 256, 4),
     "wg128x128x64_s5": (128, 128, 64, 16, 128, 5),
+    # one warp group a block: 128 blocks at M = 256, N = 4096 (the others make 32-64)
+    "wg64x128x64_s4": (64, 128, 64, 16, 128, 4),
 }
 DEFAULT_TILE = "128x128x32_w64x32"
 BM, BN, BK, WM, WN, _ = TILES[DEFAULT_TILE]
