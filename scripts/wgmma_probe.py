@@ -206,33 +206,43 @@ def main():
                         sys.exit(1)
 
 
-def versus_library():
-    """cuBLAS, this probe (N-major B, S=4) and the library's warp-group GEMM, interleaved three
-    times per size (clocks drift under a sustained tensor load: the same kernel measured apart
-    differs by up to 14% on this machine)."""
+def versus_library(dtype: str = "f16", sizes=(4096, 8192)):
+    """cuBLAS, this probe (N-major B, S=4; f16 only) and the library's warp-group GEMM (its two
+    tilings launched directly, and ``kaio.kernels.ml.gemm.gemm`` as users call it: the
+    autotuner's pick), interleaved three times per size (clocks drift under a sustained tensor
+    load: the same kernel measured apart differs by up to 14% on this machine)."""
     from kaio.kernels.ml import gemm as G
     torch.zeros(1, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
-    src, smem, T, BM = ptx(BN=256, S=4, lbo_b=64 * 128, sbo_b=1024)
-    fn = build(src)
-    chk(cu.cuFuncSetAttribute(
-        fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
-    for n in (4096, 8192):
-        A = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        B = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    tdt = torch.float16 if dtype == "f16" else torch.bfloat16
+    if dtype == "f16":
+        src, smem, T, BM = ptx(BN=256, S=4, lbo_b=64 * 128, sbo_b=1024)
+        fn = build(src)
+        chk(cu.cuFuncSetAttribute(
+            fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
+    for n in sizes:
+        A = torch.randn(n, n, device="cuda", dtype=tdt)
+        B = torch.randn(n, n, device="cuda", dtype=tdt)
         C = torch.empty(n, n, device="cuda", dtype=torch.float32)
         lib = {}
         for tile in ("wg128x256x64_s4", "wg128x128x64_s5"):
-            kern = G.gemm_kernel("f16", "f32", False, False, tile)
+            kern = G.gemm_kernel(dtype, "f32", False, False, tile)
             grid, block = G.launch_config(n, n, tile)
             lib[tile] = kern[grid, block, 0, torch.cuda.current_stream()]
-        cases = {"cuBLAS": lambda A=A, B=B: torch.matmul(A, B),
-                 "probe": lambda A=A, B=B, C=C, n=n: launch(fn, smem, T, BM, 256, A, B, C, n, n,
-                                                            n, stream),
-                 "kaio": lambda A=A, B=B, C=C, f=lib["wg128x256x64_s4"]: f(A, B, C, 1.0, 0.0),
-                 "kaio_s5": lambda A=A, B=B, C=C, f=lib["wg128x128x64_s5"]: f(A, B, C, 1.0, 0.0)}
-        for f in cases.values():
-            f()
+        cases = {"cuBLAS": lambda A=A, B=B: torch.matmul(A, B)}
+        if dtype == "f16":
+            cases["probe"] = lambda A=A, B=B, C=C, n=n: launch(fn, smem, T, BM, 256, A, B, C, n,
+                                                              n, n, stream)
+        cases.update({
+            "kaio": lambda A=A, B=B, C=C, f=lib["wg128x256x64_s4"]: f(A, B, C, 1.0, 0.0),
+            "kaio_s5": lambda A=A, B=B, C=C, f=lib["wg128x128x64_s5"]: f(A, B, C, 1.0, 0.0),
+            "library": lambda A=A, B=B, C=C: G.gemm(A, B, C)})
+        for name in list(cases):        # warm up (the library call autotunes here)
+            try:
+                cases[name]()
+            except Exception as e:      # one case failing must not hide the others
+                print(f"{dtype} n={n} {name}: {type(e).__name__}: {e}", flush=True)
+                del cases[name]
         torch.cuda.synchronize()
         for rnd in range(3):
             for name, f in cases.items():
@@ -243,12 +253,12 @@ def versus_library():
                 e1.record()
                 torch.cuda.synchronize()
                 t = e0.elapsed_time(e1) / 20
-                print(f"n={n} round {rnd} {name:7s} {t * 1e3:8.1f} us {2.0 * n ** 3 / t / 1e9:6.1f} "
-                      "TFLOP/s", flush=True)
+                print(f"{dtype} n={n} round {rnd} {name:7s} {t * 1e3:8.1f} us "
+                      f"{2.0 * n ** 3 / t / 1e9:6.1f} TFLOP/s", flush=True)
 
 
 if __name__ == "__main__":
     if "--vs-library" in sys.argv:
-        versus_library()
+        versus_library("bf16" if "--bf16" in sys.argv else "f16")
     else:
         main()
