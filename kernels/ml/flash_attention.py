@@ -2,10 +2,11 @@
 blocks (flash-decoding): ``O = softmax(Q K^T * scale [+ causal mask]) V`` (f32 in and out)
 without writing the S x S scores to memory.
 
-Block ``(j, i)`` of the partial kernel (:func:`kernel`) owns ``ROWS = 64`` query rows (tile
-``i``), four warps of ``WR = 16`` rows each, and key chunk ``j``: ``nsteps`` steps of ``KS = 64``
-keys. Each warp keeps everything about its rows in fragments (FlashAttention-2's arrangement):
-per step
+Block ``(j, i)`` of the partial kernel (:func:`kernel`) owns ``nw * WR`` query rows (tile
+``i``), ``nw`` warps of ``WR = 16`` rows each (four, or eight where :func:`warps` says: then
+the block's halves split K and V at once into tiles of their own), and key chunk ``j``:
+``nsteps`` steps of ``KS = 64`` keys. Each warp keeps everything about its rows in fragments
+(FlashAttention-2's arrangement): per step
 
 1. the block copies the step's K and V rows into f32 shared tiles (``kaio.mma.copy_tile``:
    ``cp.async``, all in flight at once) and splits K into f16 hi + lo tiles;
@@ -170,7 +171,7 @@ def kernel(dp: int, warp_size: int = 32, nw: int = NW):
     ROWS = nw * WR
     nthreads = nw * warp_size
     half = nthreads // 2
-    paired = nw > NW and nthreads >= 2 * dp
+    paired = _paired(dp, warp_size, nw)
 
     @kaio.kernel(block=(nthreads,))
     def attention_partial(q: kaio.In[f32, 2], k: kaio.In[f32, 2], v: kaio.In[f32, 2],
@@ -346,13 +347,20 @@ def partials(s: int, dp: int, chunks: int, alloc=np.empty, nw: int = NW):
     return alloc((rows, chunks * dp), np.float32), alloc((rows, ML_COLS * chunks), np.float32)
 
 
+def _paired(dp: int, warp_size: int, nw: int) -> bool:
+    """Whether a block of ``nw`` warps splits K and V at once: more than four warps, with a
+    thread per column for each (four-warp blocks keep the registers: on 64-lane AMD targets the
+    paired form spills at d = 32)."""
+    return nw > NW and nw * warp_size >= 2 * dp
+
+
 def warps(dp: int, warp_size: int) -> tuple:
     """Block sizes (warps) to try for the partial kernel, best first: eight warps where they
     split K and V at once (32-lane warps, dp <= 128; H200, S = 1024, d = 128, from a graph:
     13.5 us against 16.0 for four, scripts/attention_breakdown.py, 2026-12-02), then four
     (48 KiB of static shared memory on the LLVM NVIDIA path and AMD's 64 KiB of LDS take
     neither at d = 128). 64-lane targets keep four warps (unmeasured)."""
-    if warp_size == 32 and 2 * dp <= 8 * warp_size:
+    if warp_size == 32 and _paired(dp, warp_size, 8):
         return (8, NW)
     return (NW,)
 
