@@ -406,7 +406,8 @@ class MmaEmitter(CopyEmitter):
 
     def _load_int4(self, op, t) -> str:
         """``mma_load`` with ``int4``: element (k, n) of B is nibble k % 2 of the byte at
-        (row0 + k // 2, col0 + n), sign-extended and converted (exact in f16/bf16)."""
+        (row0 + k // 2, col0 + n), sign-extended and converted (exact in f16/bf16); an A
+        fragment (``trans``) is the transposed weights: its element (r, c) is B's (c, r)."""
         scheme = self._scheme(op)
         buf = op.operands[0]
         n_idx = 3 if buf.type.ndim == 1 else 2
@@ -415,6 +416,8 @@ class MmaEmitter(CopyEmitter):
         vty, ety = self.vty(t), _ELEM_TY[t.dtype.name]
         vec = "poison"
         for e, (r, c, valid) in enumerate(element_coords(scheme, t, self._lane(), lanes)):
+            if t.role == "a":       # A[r, c] = B[c, r]: k runs along A's columns
+                r, c = c, r
             half = lanes._once(("khalf", r), f"lshr i32 {r}, 1")
             shift = lanes._once(("kshift", r), f"shl i32 {lanes._once(('kodd', r), f'and i32 {r}, 1')}, 2")
             rr = lanes._once(("prow", r), f"add i32 {row0}, {half}")
@@ -677,7 +680,8 @@ class MmaEmitter(CopyEmitter):
             alpha, beta = (self.v(x) for x in op.operands[-3:-1])
             read_old = self.ins(f"fcmp une float {beta}, 0.0")
         rc: list = []
-        for e, (ptr, pty, index, valid) in enumerate(self._elements(op, acc.type, rc=rc)):
+        trans = bool(op.attrs.get("trans"))       # element (i, j) to buf[row0 + j, col0 + i]
+        for e, (ptr, pty, index, valid) in enumerate(self._elements(op, acc.type, trans, rc)):
             ok = self._inside(buf, index)
             if valid is not None:
                 ok = self.ins(f"and i1 {ok}, {valid}")

@@ -351,11 +351,18 @@ _INT4_BF16 = (0x43084308, 0x3F803F80, 0xC308C308)
 _INT4_F16 = (0x00800008, 0x2C003C00, 0xD480E408)
 
 
+#: (packed row, column) offsets of the bytes behind an int4 tile's registers, from the lane's
+#: byte (t, g): B (16 x 8): register k holds rows 2t + 8k, 2t + 8k + 1 of column g; A of the
+#: transposed weights (16 x 16, A[r, c] = B[c, r]): registers (g, 2t), (g + 8, 2t), (g, 2t + 8),
+#: (g + 8, 2t + 8), each element pair one byte
+_INT4_BYTES = {"b": ((0, 0), (4, 0)), "a": ((0, 0), (0, 8), (4, 0), (4, 8))}
+
+
 def _load_int4(em, info, op, regs, t) -> str:
-    """``mma_load`` with ``int4``: mma.sync's B register k of a tile holds rows 2t + 8k and
-    2t + 8k + 1 of column g, i.e. both nibbles of byte (row0 + t + 4k, col0 + g): one byte load
-    per register, its nibbles spread into the two halves' fractions and the bias taken off by
-    one exact fma (3 instructions per two f16 elements, 4 for bf16; no conversion unit)."""
+    """``mma_load`` with ``int4``: each register of the fragment holds two elements adjacent
+    in K, both nibbles of one byte (:data:`_INT4_BYTES`): one byte load per register, its
+    nibbles spread into the two halves' fractions and the bias taken off by one exact fma (3
+    instructions per two f16 elements, 4 for bf16; no conversion unit)."""
     syms = _lane_syms(em)
     bt = op.operands[0].type
     row0, col0 = regs[0], regs[1]
@@ -373,14 +380,16 @@ def _load_int4(em, info, op, regs, t) -> str:
         em.ins(f"mov.b32 {k_exp}, 0x64646464")
     out = []
     for _, ro, co in _tiles(t):
-        for half in (0, 4):
-            kb = ro // 2 + half
+        if t.role == "a":       # the tile's k (packed rows) runs along its columns
+            ro, co = co, ro
+        for dk, dn in _INT4_BYTES[t.role]:
+            kb, cn = ro // 2 + dk, co + dn
             if shared:
-                addr = f"{base}+{kb * bt.static_shape[1] + co}"
+                addr = f"{base}+{kb * bt.static_shape[1] + cn}"
             else:
                 rr, cc = em.tmp("r"), em.tmp("r")
                 em.ins(f"add.s32 {rr}, {r}, {kb}")
-                em.ins(f"add.s32 {cc}, {c}, {co}")
+                em.ins(f"add.s32 {cc}, {c}, {cn}")
                 idx = [rr, cc]
                 if bt.ndim == 1:
                     lin = em.tmp("r")
@@ -477,13 +486,14 @@ def store(em, info, op, regs, acc: str, scale=None) -> None:
         read_old = em.tmp("p")
         em.ins(f"setp.ne.f32 {read_old}, {scale[1]}, 0f00000000")
     done = None
-    if info.space == "global" and len(regs) == 2 and len(info.extents) == 2 and \
+    trans = bool(op.attrs.get("trans"))     # element (i, j) to buf[row0 + j, col0 + i]
+    if info.space == "global" and len(regs) == 2 and len(info.extents) == 2 and not trans and \
             ftype.dtype.is_float and t.name in ("f32", "f16", "bf16"):
         done = em.label("store_done")
         _store_pairs(em, info, regs, vals, ftype, t, scale, read_old, done)
     for k, ro, co in _tiles(ftype):
         inside: list = []
-        addrs = _element_addrs(em, info, op, regs, ftype, False, syms, ro, co, inside)
+        addrs = _element_addrs(em, info, op, regs, ftype, trans, syms, ro, co, inside)
         for e, (a, p) in enumerate(zip(addrs, inside)):
             v = vals[k * 4 + e]
             if scale is not None:

@@ -62,31 +62,36 @@ class Plan:
         block = kernel.attrs.get("block")     # whole warp groups only: a declared block
         if block is None or (block[0] * block[1] * block[2]) % 128:
             return
+        self.a_regs: set[int] = set()          # value ids of register A operands issued
         for op in ops:
             if op.opcode == "mma" and op.attrs.get("group") and self._fits(op, uses):
                 la, lb = op.operands[0].owner, op.operands[1].owner
+                if not _tile_load(la, op.operands[0], uses):
+                    la = None                  # A from registers: its load emits as usual
                 self.lowered[id(op)] = (la, lb)
-                self.skip |= {id(la), id(lb)}
+                self.skip |= {id(x) for x in (la, lb) if x is not None}
         self.uses = uses
 
     @staticmethod
     def _fits(op, uses) -> bool:
+        """Whether a group mma lowers to wgmma: B (and A, unless A is a fragment in registers:
+        the register-A form) a load used once of a swizzled shared tile, the origins constants
+        on the swizzle's grid, the accumulator one wgmma can hold."""
         a, b, acc = op.operands[:3]
-        loads = (a.owner, b.owner)
-        if any(getattr(ld, "opcode", None) != "mma_load" or uses[v.id] != 1
-               for ld, v in zip(loads, (a, b))):
+        la, lb = a.owner, b.owner
+        if not _tile_load(lb, b, uses):
             return False
-        for ld in loads:
-            arr = ld.operands[0].owner
-            if getattr(arr, "opcode", None) != "shared_array" or not arr.attrs.get("swizzle"):
-                return False
+        reg_a = not _tile_load(la, a, uses)
+        if reg_a and not (a.type.dims[0] == 16 and a.type.dtype.name in ("f16", "bf16")):
+            return False
         n = acc.type.dims[1]
-        ta, tb = (bool(ld.attrs.get("trans")) for ld in loads)
+        ta = not reg_a and bool(la.attrs.get("trans"))
+        tb = bool(lb.attrs.get("trans"))
         # a descriptor starts on the swizzle's grid: the origins must be constants that keep it
         # (MN-major operands whole 64-wide slabs, K-major ones whole 8-row groups, k whole
         # k16 steps); other group mmas take each warp's path, which reads any origin
-        grid = ((op.operands[3], 64 if ta else 8), (op.operands[4], 8 if tb else 64),
-                (op.operands[5], 16))
+        grid = ((op.operands[3], 1 if reg_a else 64 if ta else 8),
+                (op.operands[4], 8 if tb else 64), (op.operands[5], 16))
         if not all(_const(v) is not None and _const(v) % m == 0 for v, m in grid):
             return False
         return n % 8 == 0 and n <= 256 and (tb or n % 64 == 0)
@@ -100,13 +105,14 @@ class Plan:
         return bool(self.groups) or self.batch is not None
 
     def reads(self, op) -> set:
-        la, lb = self.lowered[id(op)]
-        return {_array(la.operands[0]), _array(lb.operands[0])}
+        return {_array(ld.operands[0]) for ld in self.lowered[id(op)] if ld is not None}
 
     # --- the in-flight state ---------------------------------------------------------------
     def issued(self, op) -> None:
         self.batch = (self.batch or set()) | self.reads(op)
         self.inflight.add(op.result.id)
+        if self.lowered[id(op)][0] is None:    # wgmma reads A's registers until it completes
+            self.a_regs.add(op.operands[0].id)
 
     def _commit(self, em) -> None:
         if self.batch is not None:
@@ -143,9 +149,10 @@ class Plan:
         if not self.active:
             return
         own = id(op) in self.lowered
-        if self.pending and any(v.id in self.inflight for i, v in enumerate(op.operands)
-                                if not (own and i == 2)):     # a chain's accumulator runs on
-            self.wait(em)
+        if self.pending and (any(v.id in self.inflight for i, v in enumerate(op.operands)
+                                 if not (own and i == 2))     # a chain's accumulator runs on
+                             or any(v.id in self.a_regs for v in op.results)):
+            self.wait(em)     # (a loop's next trip redefines a register A still being read)
         if not own and id(op) not in self.skip and any(
                 isinstance(v.type, FragType) for v in (*op.operands, *op.results)):
             self.fenced = False
@@ -202,6 +209,15 @@ class Plan:
         """Whether ``block`` (or a region inside it) holds a lowered group mma."""
         return self.active and any(id(o) in self.lowered for op in block.ops
                                    for o in _walk(op))
+
+
+def _tile_load(ld, v, uses) -> bool:
+    """Whether ``ld`` (making value v) is a load used once of a swizzled shared tile: an
+    operand wgmma reads through a descriptor."""
+    if getattr(ld, "opcode", None) != "mma_load" or uses[v.id] != 1 or ld.attrs.get("int4"):
+        return False
+    arr = ld.operands[0].owner
+    return getattr(arr, "opcode", None) == "shared_array" and bool(arr.attrs.get("swizzle"))
 
 
 def _const(v):
@@ -295,9 +311,12 @@ def emit(r, op) -> None:
             em.ins(f"mov.b32 {d}, {s}")
         plan.fenced = False
     em.define(op.result, regs)
-    ta, tb = bool(la.attrs.get("trans")), bool(lb.attrs.get("trans"))
-    abuf, bbuf = r._buf(la.operands[0]), r._buf(lb.operands[0])
-    ra, rb = abuf.extents[0], bbuf.extents[0]
+    reg_a = la is None
+    ta, tb = not reg_a and bool(la.attrs.get("trans")), bool(lb.attrs.get("trans"))
+    abuf = None if reg_a else r._buf(la.operands[0])
+    bbuf = r._buf(lb.operands[0])
+    ra, rb = (0 if reg_a else abuf.extents[0]), bbuf.extents[0]
+    a_tiles = r.v(a).split(",") if reg_a else None     # 4 registers per k16 step
     lin, _ = r._linear_thread()
     grow = em.tmp("r")                         # the warp group's first row: row0 + 64 (w / 4)
     em.ins(f"shr.u32 {grow}, {lin}, 7")
@@ -310,7 +329,9 @@ def emit(r, op) -> None:
         if kk:
             k = em.tmp("r")
             em.ins(f"add.u32 {k}, {r.v(k0)}, {16 * kk}")
-        if ta:      # A held k x m: MN-major (the leading offset: one 64-wide slab)
+        if reg_a:   # this warp's 16 x 16 slice of the group's 64 x 16 A, mma.sync's layout
+            da = "{" + ", ".join(a_tiles[4 * kk:4 * kk + 4]) + "}"
+        elif ta:    # A held k x m: MN-major (the leading offset: one 64-wide slab)
             da = _desc(em, _start(em, abuf.base, ra, k, grow, False), ra * 128)
         else:
             da = _desc(em, _start(em, abuf.base, ra, grow, k, True), 16)
@@ -321,6 +342,7 @@ def emit(r, op) -> None:
         if not plan.fenced:
             em.ins("wgmma.fence.sync.aligned")
             plan.fenced = True
+        trans = f"{int(not tb)}" if reg_a else f"{int(ta)}, {int(not tb)}"
         em.ins(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{regs}}}, {da}, "
-               f"{db}, {p}, 1, 1, {int(ta)}, {int(not tb)}")
+               f"{db}, {p}, 1, 1, {trans}")
     plan.issued(op)

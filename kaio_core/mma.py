@@ -45,6 +45,12 @@ load_b_int4 = Intrinsic("mma.load_b_int4", "load_b_int4(packed, row0, col0, dtyp
                                            "nibble: even k) as dtype (f16 or bf16, exact): "
                                            "B[k, n] = nibble k % 2 of packed[row0 + k // 2, "
                                            "col0 + n] (row0 counts packed rows).")
+load_a_int4 = Intrinsic("mma.load_a_int4", "load_a_int4(packed, row0, col0, dtype, m=16, k=16, "
+                                           "ld=None): the A tile of the transposed int4 "
+                                           "weights (the W4A16 layout packed[K/2, N] read as "
+                                           "W^T, dtype f16 or bf16, exact): A[r, c] = nibble "
+                                           "c % 2 of packed[row0 + c // 2, col0 + r]; the "
+                                           "register operand of group_mma(a, x_tile, ...).")
 load_acc = Intrinsic("mma.load_acc", "load_acc(buf, row0, col0, ld=None, shape=None): the "
                                      "accumulator tile buf[row0:row0+m, col0:col0+n].")
 mma = Intrinsic("mma.mma", "mma(a, b, c) -> c + a @ b (products exact; f32 accumulation, or i32 "
@@ -54,7 +60,8 @@ store = Intrinsic("mma.store", "store(buf, row0, col0, acc, ld=None, alpha=None,
                                "buf[row0:row0+m, col0:col0+n] (rounded to buf's dtype; "
                                "alpha*acc + beta*buf when given; an i32 accumulator into an f32 "
                                "buf as f32(acc) * row_scale[r] * col_scale[c]; elements outside "
-                               "buf are skipped).")
+                               "buf are skipped; trans=True: element (i, j) to "
+                               "buf[row0 + j, col0 + i], into a Raw buffer).")
 copy_tile = Intrinsic("mma.copy_tile", "copy_tile(dst, src, row0, col0, rows=None, cols=None): "
                                        "block-collective: shared dst[0:rows, 0:cols] = "
                                        "src[row0:row0+rows, col0:col0+cols], zeros outside src; "
@@ -94,9 +101,13 @@ group_mma = Intrinsic("mma.group_mma", "group_mma(a_buf, b_buf, acc, row0, col0,
                                        "k0:k0+k] @ B[k0:k0+k, col0:col0+n] (A, B the shared "
                                        "tiles, transposed when asked; acc 16 x n, f32). row0, "
                                        "col0, k0 are the same in every thread; on sm_90 four "
-                                       "warps issue one wgmma from kaio.mma.shared_tile arrays.")
+                                       "warps issue one wgmma from kaio.mma.shared_tile "
+                                       "arrays. group_mma(a, b_buf, acc, col0, k0=0, "
+                                       "trans_b=False) with an A fragment a (16 x k): each "
+                                       "warp's acc + a @ B[k0:k0+k, col0:col0+n] (sm_90: A "
+                                       "from registers).")
 
-FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_b_int4, load_acc, mma, store, copy_tile,
-                                     copy_wait, apply, to_a, row_max, row_sum, shared_tile,
-                                     group_mma)}
+FUNCTIONS = {o.name[4:]: o for o in (fill, load_a, load_b, load_a_int4, load_b_int4, load_acc,
+                                     mma, store, copy_tile, copy_wait, apply, to_a, row_max,
+                                     row_sum, shared_tile, group_mma)}
 __all__ = [*FUNCTIONS, "m16n8k16", "m16n8k32", "m16n8k8"]

@@ -143,21 +143,32 @@ class MmaMixin:
     def intr_mma_load_b(self, name, args, kwargs, node):
         return self._mma_load("load_b", "b", args, kwargs, node)
 
-    def intr_mma_load_b_int4(self, name, args, kwargs, node):
-        label = "kaio.mma.load_b_int4"
-        kw = self._mma_kw("load_b_int4", args, kwargs, node, ["buf", "row0", "col0", "dtype"],
-                          ["ld", "k", "n"])
-        buf, idx = self._mma_tile("load_b_int4", kw, node, write=False)
+    def _mma_load_int4(self, role, args, kwargs, node):
+        """load_a_int4 / load_b_int4: f16/bf16 fragments of signed int4 weights packed two per
+        byte along K in a u8/i8 buffer (the W4A16 layout packed[K/2, N]); A reads it
+        transposed (A = W^T: the register operand of a warp-group multiply)."""
+        name = f"load_{role}_int4"
+        label = f"kaio.mma.{name}"
+        kw = self._mma_kw(name, args, kwargs, node, ["buf", "row0", "col0", "dtype"],
+                          ["ld", *(k for k, _ in self._DIM_KW[role])])
+        buf, idx = self._mma_tile(name, kw, node, write=False)
         if buf.type.dtype.name not in ("u8", "i8"):
             raise self.err(node, f"{label} unpacks bytes (two int4 per u8/i8 element), but "
                                  f"'{buf.name}' holds {buf.type.dtype.name}",
                            hint="pack the weights as uint8: low nibble k even, high nibble k + 1")
         t = self.const_dtype(kw["dtype"], node)
         if t.name not in ("f16", "bf16"):
-            raise self.err(node, f"{label} makes f16 or bf16 B fragments (int4 is exact in "
-                                 f"either), not {t.name}")
-        ftype = self._mma_frag("b", "m16n8k16", t, kw, node, label)
-        return self.b._one("mma_load", [buf, *idx], ftype, attrs={"int4": True})
+            raise self.err(node, f"{label} makes f16 or bf16 {role.upper()} fragments (int4 is "
+                                 f"exact in either), not {t.name}")
+        ftype = self._mma_frag(role, "m16n8k16", t, kw, node, label)
+        attrs = {"int4": True, **({"trans": True} if role == "a" else {})}
+        return self.b._one("mma_load", [buf, *idx], ftype, attrs=attrs)
+
+    def intr_mma_load_b_int4(self, name, args, kwargs, node):
+        return self._mma_load_int4("b", args, kwargs, node)
+
+    def intr_mma_load_a_int4(self, name, args, kwargs, node):
+        return self._mma_load_int4("a", args, kwargs, node)
 
     def intr_mma_load_acc(self, name, args, kwargs, node):
         return self._mma_load("load_acc", "acc", args, kwargs, node, transposable=False)
@@ -213,30 +224,18 @@ class MmaMixin:
         return self.b.shared_array(t, shape, swizzle=True)
 
     def intr_mma_group_mma(self, name, args, kwargs, node):
-        """acc + A @ B from two shared tiles, the block's warps splitting A's rows by 16."""
+        """acc + A @ B from two shared tiles, the block's warps splitting A's rows by 16; or,
+        with an A fragment first, acc + a @ B (each warp its own A, one B tile)."""
+        if args and getattr(getattr(args[0], "type", None), "role", None) == "a":
+            return self._group_mma_fragment(args, kwargs, node)
         if len(args) == 6 and "k0" not in kwargs:        # k0 may come positionally
             args, kwargs = args[:5], {**kwargs, "k0": (args[5], node)}
         kw = self._mma_kw("group_mma", args, kwargs, node, ["a_buf", "b_buf", "acc", "row0", "col0"],
                           ["k0", "k", "trans_a", "trans_b"])
         label = "kaio.mma.group_mma"
         acc = kw["acc"]
-        at = getattr(acc, "type", None)
-        if getattr(at, "role", None) != "acc" or at.dtype is not dt.f32 or at.shape != "m16n8k16" \
-                or at.dims[0] != 16:
-            raise self.err(node, f"the third argument of {label} must be a 16-row f32 "
-                                 f"accumulator, got {describe(acc)}",
-                           hint="kaio.mma.fill(kaio.f32, 0.0, m=16, n=N): each warp holds its "
-                                "16 rows of the product")
-        bufs = []
-        for key in ("a_buf", "b_buf"):
-            b = kw[key]
-            if not (is_buffer(b) and b.type.space == "shared" and b.type.ndim == 2
-                    and b.type.dtype.name in ("f16", "bf16")):
-                raise self.err(node, f"{label}: {key} must be a 2-d f16 or bf16 shared array, got "
-                                     f"{describe(b)}",
-                               hint="stage the tiles with kaio.mma.copy_tile into "
-                                    "kaio.mma.shared_tile arrays")
-            bufs.append(b)
+        at = self._group_mma_acc(acc, node, label)
+        bufs = [self._group_b_tile(kw[key], key, node, label) for key in ("a_buf", "b_buf")]
         if bufs[0].type.dtype is not bufs[1].type.dtype:
             raise self.err(node, f"{label}: A holds {bufs[0].type.dtype.name}, B "
                                  f"{bufs[1].type.dtype.name}", hint="stage both in one dtype")
@@ -266,13 +265,64 @@ class MmaMixin:
                      tr if tb else None)
         return b_._one("mma", [a, bv, acc, row0, col0, k0], at, attrs={"group": True})
 
+    def _group_mma_acc(self, acc, node, label):
+        at = getattr(acc, "type", None)
+        if getattr(at, "role", None) != "acc" or at.dtype is not dt.f32 or at.shape != "m16n8k16" \
+                or at.dims[0] != 16:
+            raise self.err(node, f"the third argument of {label} must be a 16-row f32 "
+                                 f"accumulator, got {describe(acc)}",
+                           hint="kaio.mma.fill(kaio.f32, 0.0, m=16, n=N): each warp holds its "
+                                "16 rows of the product")
+        return at
+
+    def _group_b_tile(self, b, key, node, label):
+        if not (is_buffer(b) and b.type.space == "shared" and b.type.ndim == 2
+                and b.type.dtype.name in ("f16", "bf16")):
+            raise self.err(node, f"{label}: {key} must be a 2-d f16 or bf16 shared array, got "
+                                 f"{describe(b)}",
+                           hint="stage the tiles with kaio.mma.copy_tile into "
+                                "kaio.mma.shared_tile arrays")
+        return b
+
+    def _group_mma_fragment(self, args, kwargs, node):
+        """``group_mma(a, b_buf, acc, col0, k0=0, trans_b=False)``: each warp's acc + a @
+        B[k0:k0+k, col0:col0+n], one B tile for the block (col0, k0 block-uniform); on sm_90 a
+        register-A wgmma per four warps (A made in registers, e.g. unpacked int4 weights)."""
+        label = "kaio.mma.group_mma"
+        if len(args) == 5 and "k0" not in kwargs:
+            args, kwargs = args[:4], {**kwargs, "k0": (args[4], node)}
+        kw = self._mma_kw("group_mma", args, kwargs, node, ["a", "b_buf", "acc", "col0"],
+                          ["k0", "trans_b"])
+        a, acc = kw["a"], kw["acc"]
+        at = self._group_mma_acc(acc, node, label)
+        ta = a.type
+        if ta.shape != "m16n8k16" or ta.dims[0] != 16 or ta.dtype.name not in ("f16", "bf16"):
+            raise self.err(node, f"{label}: a must be a 16-row f16 or bf16 A fragment, got "
+                                 f"{describe(a)}",
+                           hint="kaio.mma.load_a(..., m=16, k=16) or load_a_int4(..., m=16)")
+        bbuf = self._group_b_tile(kw["b_buf"], "b_buf", node, label)
+        if bbuf.type.dtype is not ta.dtype:
+            raise self.err(node, f"{label}: a holds {ta.dtype.name}, b_buf "
+                                 f"{bbuf.type.dtype.name}", hint="stage B in A's dtype")
+        tb = self._mma_flag(kw.get("trans_b"), node, "trans_b")
+        col0 = self.index_value(kw["col0"], node)
+        k0 = self.index_value(Lit(0) if kw.get("k0") is None else kw["k0"], node)
+        b_ = self.b
+        fb = frag_of_dims("b", "m16n8k16", ta.dtype, ta.dims[1], at.dims[1])
+        bv = b_._one("mma_load", [bbuf, col0, k0] if tb else [bbuf, k0, col0], fb,
+                     {"trans": True} if tb else None)
+        zero = b_.const(0, dt.i32)
+        return b_._one("mma", [a, bv, acc, zero, col0, k0], at, attrs={"group": True})
+
     def intr_mma_store(self, name, args, kwargs, node):
         kw = self._mma_kw("store", args, kwargs, node, ["buf", "row0", "col0", "acc"],
-                          ["ld", "alpha", "beta", "row_scale", "col_scale"])
+                          ["ld", "alpha", "beta", "row_scale", "col_scale", "trans"])
         acc = kw["acc"]
         if getattr(getattr(acc, "type", None), "role", None) != "acc":
             raise self.err(node, f"kaio.mma.store stores an accumulator, got {describe(acc)}")
         buf, idx = self._mma_tile("store", kw, node, write=True)
+        if self._mma_flag(kw.get("trans"), node, "trans"):
+            return self._mma_store_trans(kw, buf, idx, acc, node)
         scaled = kw.get("alpha") is not None or kw.get("beta") is not None
         if acc.type.dtype is dt.i32:      # integer accumulators: stored exactly, or scaled to f32
             return self._mma_store_int(kw, buf, idx, acc, scaled, node)
@@ -294,6 +344,28 @@ class MmaMixin:
         scale = [self.convert(Lit(d) if kw.get(k) is None else kw[k], dt.f32, node, f"{k}=")
                  for k, d in (("alpha", 1.0), ("beta", 0.0))]
         self.b.op("mma_store", [buf, *idx, *scale, acc], attrs={"scaled": True})
+        return Lit(None)
+
+    def _mma_store_trans(self, kw, buf, idx, acc, node):
+        """``trans=True``: element (i, j) of the accumulator to buf[row0 + j, col0 + i] (the
+        product of a transposed multiply, e.g. W^T x^T of a warp-group W4A16), rounded to the
+        buffer's dtype; into Raw buffers (a transposed tile is not a warp_tiles Region's)."""
+        label = "kaio.mma.store(..., trans=True)"
+        if buf.type.intent != "raw":
+            raise self.err(node, f"{label} into '{buf.name}', a {buf.type.intent} buffer: a "
+                                 "transposed tile is not a warp's own Region tile",
+                           hint=f"declare '{buf.name}' kaio.Raw[...]")
+        extra = [k for k in ("alpha", "beta", "row_scale", "col_scale") if kw.get(k) is not None]
+        if extra:
+            raise self.err(node, f"{label} takes no {'/'.join(k + '=' for k in extra)}",
+                           hint="scale the accumulator first with kaio.mma.apply")
+        bt = buf.type.dtype
+        ok = bt in (dt.f32, dt.f16, dt.bf16) if acc.type.dtype is dt.f32 else bt is dt.i32
+        if not ok:
+            raise self.err(node, f"{label} of a {acc.type.dtype.name} accumulator into "
+                                 f"'{buf.name}', a {bt.name} buffer",
+                           hint="f32 accumulators into f32/f16/bf16 buffers, i32 into i32")
+        self.b.op("mma_store", [buf, *idx, acc], attrs={"trans": True})
         return Lit(None)
 
     def _mma_store_int(self, kw, buf, idx, acc, scaled, node):

@@ -108,12 +108,15 @@ SPECS.update(_specs("mma", ["mma_fill"], True))
 #: target may issue one warp-group instruction (wgmma) per four warps from the shared arrays
 SPECS.update(_specs("mma", ["mma"], True, attrs={"group": Flag()}, required=()))
 #: mma_load ``int4``: a B fragment (f16/bf16) of the signed int4 values packed two per byte along
-#: K in a u8/i8 buffer: element (k, n) is nibble k % 2 (low: even k) of buf[row0 + k // 2, col0 + n]
+#: K in a u8/i8 buffer: element (k, n) is nibble k % 2 (low: even k) of buf[row0 + k // 2, col0 + n];
+#: with ``trans`` an A fragment of the transposed weights: A[r, c] = the B element (c, r)
+#: mma ``group`` whose a is no load of a shared array: A from registers (row0 is 0)
 SPECS.update(_specs("mma", ["mma_load"], False, attrs={"trans": Flag(), "int4": Flag()}, required=()))
 #: mma_store: ``scaled``: operands [buf, idx..., alpha, beta, acc], storing alpha*acc + beta*buf;
 #: ``int_scaled``: [buf, idx..., row_scale, col_scale, acc], an i32 acc stored as
 #: f32(acc) * row_scale[r] * col_scale[c]
-SPECS.update(_specs("mma", ["mma_store"], False, attrs={"scaled": Flag(), "int_scaled": Flag()},
+SPECS.update(_specs("mma", ["mma_store"], False, attrs={"scaled": Flag(), "int_scaled": Flag(),
+                                                      "trans": Flag()},
                     required=()))
 #: mma_copy: block-collective [dst (shared, 2-d), src (global, 2-d), row0, col0]: dst[0:rows,
 #: 0:cols] = src[row0.., col0..] with zeros outside src, visible after the next barrier

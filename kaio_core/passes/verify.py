@@ -391,10 +391,12 @@ class _Verifier:
             self.counts(op, 1 + n_idx)
             t = op.results[0].type
             if op.attrs.get("int4"):
-                if not (isinstance(t, FragType) and t.role == "b" and t.shape == "m16n8k16"
-                        and bt.dtype.name in ("u8", "i8") and not op.attrs.get("trans")):
-                    self.fail(op, f"unpacks int4 from a u8/i8 buffer into an untransposed "
-                                  f"m16n8k16 B fragment, got {_tn(t)} from {bt.dtype.name}")
+                role = "a" if op.attrs.get("trans") else "b"
+                if not (isinstance(t, FragType) and t.role == role and t.shape == "m16n8k16"
+                        and bt.dtype.name in ("u8", "i8")):
+                    self.fail(op, f"unpacks int4 from a u8/i8 buffer into an m16n8k16 B "
+                                  f"fragment (or, transposed, an A fragment), got {_tn(t)} from "
+                                  f"{bt.dtype.name}")
                 return
             if not isinstance(t, FragType) or t.dtype is not bt.dtype:
                 self.fail(op, f"loads a fragment of the buffer's dtype {bt.dtype.name}, got {_tn(t)}")
