@@ -158,7 +158,7 @@ def _own_gemm_row(x, w, t_cublas, reps, rounds):
             "ratio": t_cublas / t, "torch_op": "cuBLAS f16", "rel_err": err, "ok": err < 1e-2}
 
 
-def w4a16_tile_rows(reps, rounds, size=(256, 4096, 4096, 128)):
+def w4a16_tile_rows(reps, rounds, size=(256, 4096, 4096, 128), tiles=None):
     """int4_matmul_w4a16 at the issue's shape per tiling of quant_mma.W4_TILES (the library's
     default for the shape marked), each checked against the float64 reference first (the
     registry's atol = rtol = 1e-3), against cuBLAS f16 on dequantized weights."""
@@ -179,7 +179,7 @@ def w4a16_tile_rows(reps, rounds, size=(256, 4096, 4096, 128)):
     t_cublas = _time(lambda: torch.matmul(xt, wt), reps, rounds)
     default = quant.w4a16_launch("f16", m, n, group).kernel
     rows = []
-    for tile in quant_mma.W4_TILES:
+    for tile in tiles or quant_mma.W4_TILES:
         label = f"ml/int4_matmul_w4a16 {size} {tile}"
         try:
             launch = quant.w4a16_launch("f16", m, n, group, tile)   # with its workspace
@@ -216,6 +216,8 @@ def parse_args(argv=None):
     ap.add_argument("--w4a16-tiles", action="store_true",
                     help="only int4_matmul_w4a16 at 256x4096x4096, group 128, per tiling of "
                          "quant_mma.W4_TILES (each compiled cold takes tens of seconds)")
+    ap.add_argument("--tiles", default=None,
+                    help="with --w4a16-tiles: only these tilings (comma-separated)")
     return ap.parse_args(argv)
 
 
@@ -231,7 +233,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("KAIO_BACKEND", "cuda")
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.w4a16_tiles:
-        rows = w4a16_tile_rows(args.reps, args.rounds)
+        rows = w4a16_tile_rows(args.reps, args.rounds,
+                               tiles=args.tiles.split(",") if args.tiles else None)
     else:
         rows = gemm_rows(sizes, args.dtypes.split(","), args.reps, args.rounds)
         if not args.no_quant:

@@ -65,10 +65,14 @@ def check(kernel, walk) -> None:
             continue
         for v, what in zip(op.operands[3:], ("row0", "col0", "k0")):
             if not walk.uniform(v):
+                shared_a = getattr(op.operands[0].owner, "opcode", None) == "mma_load" and \
+                    op.operands[0].owner.operands[0].type.space == "shared"
+                why = ("the block's warps multiply one A tile and one B tile together (warp w "
+                       "takes A's rows row0 + 16 w)" if shared_a else
+                       "the block's warps multiply their A fragments by one B tile together")
                 err = CompileError.at(
-                    op.loc, f"kaio.mma.group_mma's {what} depends on the thread: the block's "
-                            "warps multiply one A tile and one B tile together (warp w takes A's "
-                            "rows row0 + 16 w)", kernel=kernel.name,
+                    op.loc, f"kaio.mma.group_mma's {what} depends on the thread: {why}",
+                    kernel=kernel.name,
                     hint=f"pass the block's tile origin as {what} (block ids, params, shapes, "
                          "constants and loop counters over them); each warp's rows follow "
                          "from its index")

@@ -226,8 +226,14 @@ class MmaMixin:
     def intr_mma_group_mma(self, name, args, kwargs, node):
         """acc + A @ B from two shared tiles, the block's warps splitting A's rows by 16; or,
         with an A fragment first, acc + a @ B (each warp its own A, one B tile)."""
-        if args and getattr(getattr(args[0], "type", None), "role", None) == "a":
+        role = getattr(getattr(args[0], "type", None), "role", None) if args else None
+        if role == "a":
             return self._group_mma_fragment(args, kwargs, node)
+        if role is not None:
+            raise self.err(node, f"the first argument of kaio.mma.group_mma is A: a shared "
+                                 f"array or an A fragment, got {describe(args[0])}",
+                           hint="group_mma(a_buf, b_buf, acc, row0, col0) or group_mma(a, b_buf, "
+                                "acc, col0) with a from load_a / load_a_int4")
         if len(args) == 6 and "k0" not in kwargs:        # k0 may come positionally
             args, kwargs = args[:5], {**kwargs, "k0": (args[5], node)}
         kw = self._mma_kw("group_mma", args, kwargs, node, ["a_buf", "b_buf", "acc", "row0", "col0"],

@@ -142,6 +142,10 @@ W4_TILES.update({
     "s4_64x128x64_w64x32_k2": (64, 128, 64, 64, 32, 4, 2),
     "s4_128x64x64_w64x32_k2": (128, 64, 64, 64, 32, 4, 2),
 })
+#: warp-group tilings (:mod:`.quant_group`: y^T = W^T x^T, the unpacked weights wgmma's register
+#: A operand on sm_90): (BM, BN, BK, BM, 16, S), each warp all BM rows of y by 16 columns
+W4_TILES.update({f"wg{bm}x{bn}x{bk}_s{s}": (bm, bn, bk, bm, 16, s) for bm, bn, bk, s in (
+    (64, 128, 64, 4), (128, 64, 64, 4), (64, 64, 64, 4), (64, 128, 128, 4), (128, 128, 64, 4))})
 W4_DEFAULT = "64x128x32_w32x32"
 #: bytes of row padding of the staged packed tiles (rows in distinct banks for the byte loads)
 PPAD = 16
@@ -228,6 +232,9 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     purpose: the copy's branches keep ptxas from sinking them below the mma (issued after the
     copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
+    if _group(tile):
+        from . import quant_group  # it builds on this module's pieces
+        return quant_group.kernel(T, warp_size, tile)
     if _splits(tile) > 1:
         return _w4a16_split(T, warp_size, *W4_TILES[tile])
     if _pipelined(tile):
@@ -527,6 +534,11 @@ def _pipelined(tile: str) -> bool:
     return len(W4_TILES[tile]) >= 6
 
 
+def _group(tile: str) -> bool:
+    """Whether a tiling is a warp-group one (:mod:`.quant_group`)."""
+    return tile.startswith("wg")
+
+
 def _splits(tile: str) -> int:
     """Warps per warp tile (KS): 2 for the split-K tilings, else 1."""
     return W4_TILES[tile][6] if len(W4_TILES[tile]) > 6 else 1
@@ -549,6 +561,8 @@ STATIC_SHARED = 48 * 1024
 def w4a16_shared_bytes(tile: str) -> int:
     """Shared memory of a W4A16 tiling: two stages of the x tile and the weight tile."""
     bm, bn, bk = W4_TILES[tile][:3]
+    if _group(tile):        # swizzled x tiles: no padding
+        return W4_TILES[tile][5] * (bm * bk * 2 + bk // 2 * (bn + PPAD))
     if _pipelined(tile):
         return W4_TILES[tile][5] * (bm * (bk + QPAD) * 2 + bk // 2 * (bn + PPAD))
     return 2 * (bm * (bk + QPAD) + bk * (bn + QPAD)) * 2
