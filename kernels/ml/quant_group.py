@@ -47,6 +47,19 @@ def _fold_rows(x, r, c, t, scales, g):
     return kaio.math.fma(t, s, x)
 
 
+@kaio.func
+def _scale_at(x, r, c, scales, g):
+    """s[g, r] as f32, indices clamped as in :func:`_fold_rows` (an m x 8 fragment of a
+    group's scales, loaded before the products it scales so its latency hides behind them;
+    g is -1 in a step before the first group ends, where nothing folds)."""
+    return f32(scales[max(min(g, scales.shape[0] - 1), 0), min(r, scales.shape[1] - 1)])
+
+
+@kaio.func
+def _fold_scaled(x, r, c, t, s):
+    return kaio.math.fma(t, s, x)
+
+
 @functools.lru_cache(maxsize=None)
 def kernel(T, warp_size: int, tile: str):
     """The W4A16 kernel of one tiling of :data:`TILES` for activations of dtype T."""
@@ -85,11 +98,18 @@ def kernel(T, warp_size: int, tile: str):
     @kaio.func
     def step(Xs, Ps, acc, tmp, wn, kstep, s, S_, r0, c0, group):
         """One staged K-step: the warp's A fragments unpacked, one group mma per 16-deep slice
-        (the whole step at once where groups end only at step ends)."""
+        (the whole step at once where groups end only at step ends: then the scales of the
+        group a fold would close are loaded first, so the fold after wgmma's wait does not
+        wait on global memory too)."""
         if group % BK == 0:
+            end = kstep + BK
+            sc = kaio.mma.apply(_scale_at, kaio.mma.fill(f32, 0.0, m=16, n=8), r0, 0, S_,
+                                _over(end, group) - 1)
             a = kaio.mma.load_a_int4(Ps, 0, wn, T, m=16, k=BK)
             tmp = kaio.mma.group_mma(a, Xs, tmp, 0, 0, trans_b=True)
-            acc, tmp = fold(acc, tmp, kstep + BK, s * BK + BK, S_, r0, c0, group)
+            if _group_ends(end, s * BK + BK, group, span):
+                acc = kaio.mma.apply(_fold_scaled, acc, r0, c0, tmp, sc)
+                tmp = kaio.mma.fill(f32, 0.0, m=16, n=BM)
         else:
             for kk in kaio.static_range(BK // 16):
                 a = kaio.mma.load_a_int4(Ps, kk * 8, wn, T, m=16, k=16)

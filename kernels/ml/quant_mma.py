@@ -145,7 +145,8 @@ W4_TILES.update({
 #: warp-group tilings (:mod:`.quant_group`: y^T = W^T x^T, the unpacked weights wgmma's register
 #: A operand on sm_90): (BM, BN, BK, BM, 16, S), each warp all BM rows of y by 16 columns
 W4_TILES.update({f"wg{bm}x{bn}x{bk}_s{s}": (bm, bn, bk, bm, 16, s) for bm, bn, bk, s in (
-    (64, 128, 64, 4), (128, 64, 64, 4), (64, 64, 64, 4), (64, 128, 128, 4), (128, 128, 64, 4))})
+    (64, 128, 128, 4), (64, 128, 128, 3), (64, 64, 128, 4), (128, 64, 128, 4), (64, 128, 64, 4),
+    (128, 64, 64, 4), (64, 64, 64, 4))})
 W4_DEFAULT = "64x128x32_w32x32"
 #: bytes of row padding of the staged packed tiles (rows in distinct banks for the byte loads)
 PPAD = 16
