@@ -63,6 +63,7 @@ class Plan:
         if block is None or (block[0] * block[1] * block[2]) % 128:
             return
         self.a_regs: set[int] = set()          # value ids of register A operands issued
+        self.zero_fill: set[int] = set()       # id(mma op) whose accumulator is a fill of 0
         for op in ops:
             if op.opcode == "mma" and op.attrs.get("group") and self._fits(op, uses):
                 la, lb = op.operands[0].owner, op.operands[1].owner
@@ -70,6 +71,11 @@ class Plan:
                     la = None                  # A from registers: its load emits as usual
                 self.lowered[id(op)] = (la, lb)
                 self.skip |= {id(x) for x in (la, lb) if x is not None}
+                fill = op.operands[2].owner
+                if getattr(fill, "opcode", None) == "mma_fill" and uses[op.operands[2].id] == 1 \
+                        and _const(fill.operands[0]) == 0:
+                    self.zero_fill.add(id(op))  # its first wgmma overwrites (scale-d false)
+                    self.skip.add(id(fill))
         self.uses = uses
 
     @staticmethod
@@ -301,7 +307,9 @@ def emit(r, op) -> None:
     la, lb = plan.lowered[id(op)]
     a, b, acc, row0, col0, k0 = op.operands
     t = acc.type
-    if plan.uses[acc.id] == 1:
+    if id(op) in plan.zero_fill:
+        regs = em.reg(t)         # fresh registers: the first wgmma writes them (scale-d false)
+    elif plan.uses[acc.id] == 1:
         regs = r.v(acc)          # its last use: wgmma accumulates into its registers
     else:
         if acc.id in plan.inflight:
@@ -324,6 +332,10 @@ def emit(r, op) -> None:
     n, dtype = t.dims[1], a.type.dtype.name
     p = em.tmp("p")
     em.ins(f"setp.eq.u32 {p}, {lin}, {lin}")   # scale-d: accumulate
+    first = p
+    if id(op) in plan.zero_fill:                # ... but the first overwrites
+        first = em.tmp("p")
+        em.ins(f"setp.ne.u32 {first}, {lin}, {lin}")
     for kk in range(a.type.dims[1] // 16):
         k = r.v(k0)
         if kk:
@@ -344,5 +356,5 @@ def emit(r, op) -> None:
             plan.fenced = True
         trans = f"{int(not tb)}" if reg_a else f"{int(ta)}, {int(not tb)}"
         em.ins(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{regs}}}, {da}, "
-               f"{db}, {p}, 1, 1, {trans}")
+               f"{db}, {first if kk == 0 else p}, 1, 1, {trans}")
     plan.issued(op)
