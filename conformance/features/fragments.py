@@ -357,9 +357,51 @@ def _int4_case():
                                "small integers, bitwise")
 
 
+@kaio.kernel(block=THREADS)
+def fragment_group_register_a(X: kaio.In[f16, 2], P: kaio.In[kaio.u8, 2], C: kaio.Raw[f32, 2]):
+    """The warp-group W4A16 pattern (kernels/ml/quant_group.py): C = X @ W as (W^T X^T)^T, each
+    warp's A fragment the transposed int4 weights of its 16 columns (kaio.mma.load_a_int4 from
+    a copy_tile-staged byte tile), B the swizzled x tile held transposed, one register-A wgmma
+    per four warps on sm_90; the accumulator stored transposed."""
+    Xs = kaio.mma.shared_tile(f16, (64, 64))
+    Ps = kaio.shared_array(kaio.u8, (32, 80))
+    kaio.mma.copy_tile(Xs, X, 0, 0)
+    kaio.mma.copy_tile(Ps, P, 0, 0, cols=64)
+    kaio.sync()
+    wn = 16 * (kaio.thread_idx.x // kaio.warp_size)
+    acc = kaio.mma.fill(f32, 0.0, m=16, n=64)
+    for kk in kaio.static_range(4):
+        a = kaio.mma.load_a_int4(Ps, kk * 8, wn, f16, m=16, k=16)
+        acc = kaio.mma.group_mma(a, Xs, acc, 0, kk * 16, trans_b=True)
+    kaio.mma.store(C, 0, wn, acc, trans=True)
+
+
+def _register_a_case():
+    g = np.random.default_rng(23)
+    q = g.integers(-8, 8, (64, 64))
+    inp = {"x": g.integers(-4, 5, (60, 64)).astype(np.float16),     # ragged M: zero-filled
+           "p": ((q[0::2] & 15) | ((q[1::2] & 15) << 4)).astype(np.uint8), "q": q}
+
+    def run(i):
+        c = np.full((60, 64), -1.0, np.float32)
+        fragment_group_register_a[1, THREADS](i["x"], i["p"], c)
+        return {"c": c}
+
+    def expected(i, warp):
+        c = (i["x"].astype(np.float64) @ i["q"].astype(np.float64)).astype(np.float32)
+        c[:, 16 * (THREADS // warp):] = -1.0           # columns past the block's warps
+        return {"c": c}
+    return feature("fragment_group_register_a", lambda: inp, run, expected, vs_numpy=BITWISE,
+                   rule=BITWISE, width_dependent=True,
+                   description="kaio.mma.group_mma with A fragments in registers (int4 weights "
+                               "unpacked transposed by load_a_int4; a register-A wgmma per four "
+                               "warps on sm_90), B a swizzled x tile, stored transposed; small "
+                               "integers, bitwise")
+
+
 def cases():
     out = [_gemm_case("f16"), _gemm_case("bf16"), _gemm_case("f32"), _tile_case(), _exact_case(),
-           _apply_case(), _rows_case(), _group_case(), _int4_case()]
+           _apply_case(), _rows_case(), _group_case(), _int4_case(), _register_a_case()]
     for c in out[:4]:
         c.order_dependent = ORDER
     return out
