@@ -336,6 +336,7 @@ def emit(r, op) -> None:
     if id(op) in plan.zero_fill:                # ... but the first overwrites
         first = em.tmp("p")
         em.ins(f"setp.ne.u32 {first}, {lin}, {lin}")
+    b_base: dict = {}
     for kk in range(a.type.dims[1] // 16):
         k = r.v(k0)
         if kk:
@@ -347,10 +348,20 @@ def emit(r, op) -> None:
             da = _desc(em, _start(em, abuf.base, ra, k, grow, False), ra * 128)
         else:
             da = _desc(em, _start(em, abuf.base, ra, grow, k, True), 16)
+        # B's origin is constant (the grid check): one descriptor of the tile's base per
+        # op, each k16 step's an add of its constant offset (a descriptor's address field is
+        # (address & 0x3FFFF) >> 4 and shared addresses stay below 2^18)
+        kc, cc = _const(k0) + 16 * kk, _const(col0)
         if tb:      # B held n x k: K-major
-            db = _desc(em, _start(em, bbuf.base, rb, r.v(col0), k, True), 16)
+            off, lbo = (kc // 64) * rb * 128 + cc * 128 + (kc % 64) * 2, 16
         else:
-            db = _desc(em, _start(em, bbuf.base, rb, k, r.v(col0), False), rb * 128)
+            off, lbo = (cc // 64) * rb * 128 + kc * 128, rb * 128
+        if lbo not in b_base:
+            b_base[lbo] = _desc(em, bbuf.base, lbo)
+        db = b_base[lbo]
+        if off:
+            db = em.tmp("rd")
+            em.ins(f"add.s64 {db}, {b_base[lbo]}, {off >> 4}")
         if not plan.fenced:
             em.ins("wgmma.fence.sync.aligned")
             plan.fenced = True

@@ -84,7 +84,7 @@ def kernel(T, warp_size: int, tile: str):
     @kaio.func
     def stage(Xs, Ps, x, packed, m0, n0, k0):
         kaio.mma.copy_tile(Xs, x, m0, k0, cols=BK)
-        kaio.mma.copy_tile(Ps, packed, k0 // 2, n0, cols=BN)
+        kaio.mma.copy_tile(Ps, packed, k0 >> 1, n0, cols=BN)   # // 2 is a signed division
 
     @kaio.func
     def fold(acc, tmp, end, at, S_, r0, c0, group):

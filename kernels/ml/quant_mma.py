@@ -146,7 +146,7 @@ W4_TILES.update({
 #: A operand on sm_90): (BM, BN, BK, BM, 16, S), each warp all BM rows of y by 16 columns
 W4_TILES.update({f"wg{bm}x{bn}x{bk}_s{s}": (bm, bn, bk, bm, 16, s) for bm, bn, bk, s in (
     (64, 128, 128, 4), (64, 128, 128, 3), (64, 64, 128, 4), (128, 64, 128, 4), (64, 128, 64, 4),
-    (128, 64, 64, 4), (64, 64, 64, 4))})
+    (128, 64, 64, 4), (64, 64, 64, 4), (32, 128, 128, 4), (32, 64, 128, 4))})
 W4_DEFAULT = "64x128x32_w32x32"
 #: bytes of row padding of the staged packed tiles (rows in distinct banks for the byte loads)
 PPAD = 16
@@ -352,7 +352,7 @@ def _pipeline(T, BM_, BN_, BK_, S, nsl, slices):
     @kaio.func
     def stage(Xs, Ps, x, packed, row0, col0, k0):
         kaio.mma.copy_tile(Xs, x, row0, k0, cols=BK_)
-        kaio.mma.copy_tile(Ps, packed, k0 // 2, col0, cols=BN_)
+        kaio.mma.copy_tile(Ps, packed, k0 >> 1, col0, cols=BN_)   # // 2: a signed division
 
     @kaio.func
     def k_loop(Xs, Ps, x, packed, row0, col0, state, ctx):
