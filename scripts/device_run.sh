@@ -136,7 +136,7 @@ for step in "$@"; do
                   -k regex:gemm python3 scripts/profile_gemm.py 256x128x64_w64x64_s3 128x256x32_w64x64_s3 ;;
     gemm) run bench_gemm 300 python3 -m kaio.cli bench --gemm --out "$OUT" ;;
     w4a16-wg) run bench_w4a16_wg 300 python3 -m kaio.cli bench --gemm --w4a16-tiles --out "$OUT/w4a16_wg" \
-                  --tiles "${W4_TILES:-s4_64x128x64_w64x32,wg64x128x128_s4,wg64x128x128_s3,wg64x64x128_s4,wg128x64x128_s4,wg64x128x64_s4,wg128x64x64_s4,wg64x64x64_s4}" ;;
+                  --tiles "${W4_TILES:-s4_64x128x64_w64x32,wg64x128x128_s4,wg64x64x128_s4,wg32x128x128_s4,wg32x64x128_s4,wg64x128x128_s3,wg128x64x128_s4}" ;;
     wg-tests) run wg_tests 300 python3 -m pytest -q -rf -p no:cacheprovider -k "cuda or gpu" \
                   tests/test_mma_register_a.py tests/test_group_mma.py tests/test_quant_mma.py ;;
     w4a16-ncu) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
