@@ -28,7 +28,7 @@ import functools
 import kaio
 from kaio import f32
 
-from .quant_mma import PPAD, W4_TILES, _group_ends, _over, threads
+from .quant_mma import W4_TILES, _group_ends, _over, stages, threads
 
 
 def tiling(tile: str) -> tuple:
@@ -65,26 +65,7 @@ def kernel(T, warp_size: int, tile: str):
     """The W4A16 kernel of one tiling of :data:`TILES` for activations of dtype T."""
     BM, BN, BK, S = tiling(tile)
     span = S * BK
-    x_tile, p_tile = (BM, BK), (BK // 2, BN + PPAD)
-
-    @kaio.func
-    def buffers():
-        if S == 3:     # a compile-time choice: only the taken branch is compiled
-            Xs = (kaio.mma.shared_tile(T, x_tile), kaio.mma.shared_tile(T, x_tile),
-                  kaio.mma.shared_tile(T, x_tile))
-            Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
-                  kaio.shared_array(kaio.u8, p_tile))
-        else:
-            Xs = (kaio.mma.shared_tile(T, x_tile), kaio.mma.shared_tile(T, x_tile),
-                  kaio.mma.shared_tile(T, x_tile), kaio.mma.shared_tile(T, x_tile))
-            Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
-                  kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile))
-        return Xs, Ps
-
-    @kaio.func
-    def stage(Xs, Ps, x, packed, m0, n0, k0):
-        kaio.mma.copy_tile(Xs, x, m0, k0, cols=BK)
-        kaio.mma.copy_tile(Ps, packed, k0 >> 1, n0, cols=BN)   # // 2 is a signed division
+    buffers, stage = stages(T, BM, BN, BK, S, swizzled=True)
 
     @kaio.func
     def fold(acc, tmp, end, at, S_, r0, c0, group):

@@ -324,27 +324,31 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     return matmul_w4a16_mma
 
 
-def _pipeline(T, BM_, BN_, BK_, S, nsl, slices):
-    """(buffers, k_loop), the @kaio.funcs of a pipelined W4A16 kernel. ``buffers()``: the S
-    stages' shared tiles, each a K-step's x tile (T) and its packed weight tile (bytes, a
-    quarter of the f16 tile's size); ``k_loop(Xs, Ps, x, packed, row0, col0, state, ctx)``:
-    S - 1 K-steps copied ahead (``copy_tile``), then per K-step ``slices(Xs, Ps, state, ctx,
-    kstep, s, lo, hi) -> state`` over the warp's ``nsl`` 16-deep slices of the oldest: its
-    first slice before the copy of the step S - 1 ahead (its loads go out right after the
-    barrier), the others after. ``state`` is the warp's fragments (a tuple), ``ctx`` what
-    ``slices`` reads besides the staged tiles."""
-    x_tile, p_tile = (BM_, BK_ + QPAD), (BK_ // 2, BN_ + PPAD)
+def stages(T, BM_, BN_, BK_, S, swizzled=False):
+    """(buffers, stage), the @kaio.funcs of a pipelined W4A16 kernel's S shared stages:
+    ``buffers() -> (Xs, Ps)``, each stage a K-step's x tile (T; ``swizzled``: a
+    ``kaio.mma.shared_tile``, else rows padded by QPAD) and its packed weight tile (bytes, a
+    quarter of the f16 tile's size); ``stage(Xs, Ps, x, packed, row0, col0, k0)`` copies one
+    K-step into a stage (``copy_tile``)."""
+    x_tile = (BM_, BK_) if swizzled else (BM_, BK_ + QPAD)
+    p_tile = (BK_ // 2, BN_ + PPAD)
+
+    @kaio.func
+    def x_buf():
+        if swizzled:     # a compile-time choice: only the taken branch is compiled
+            b = kaio.mma.shared_tile(T, x_tile)
+        else:
+            b = kaio.shared_array(T, x_tile)
+        return b
 
     @kaio.func
     def buffers():
-        if S == 3:     # a compile-time choice: only the taken branch is compiled
-            Xs = (kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile),
-                  kaio.shared_array(T, x_tile))
+        if S == 3:
+            Xs = (x_buf(), x_buf(), x_buf())
             Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
                   kaio.shared_array(kaio.u8, p_tile))
         else:
-            Xs = (kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile),
-                  kaio.shared_array(T, x_tile), kaio.shared_array(T, x_tile))
+            Xs = (x_buf(), x_buf(), x_buf(), x_buf())
             Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
                   kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile))
         return Xs, Ps
@@ -353,6 +357,18 @@ def _pipeline(T, BM_, BN_, BK_, S, nsl, slices):
     def stage(Xs, Ps, x, packed, row0, col0, k0):
         kaio.mma.copy_tile(Xs, x, row0, k0, cols=BK_)
         kaio.mma.copy_tile(Ps, packed, k0 >> 1, col0, cols=BN_)   # // 2: a signed division
+    return buffers, stage
+
+
+def _pipeline(T, BM_, BN_, BK_, S, nsl, slices):
+    """(buffers, k_loop), the @kaio.funcs of a pipelined W4A16 kernel. ``buffers()``: the S
+    stages' shared tiles (:func:`stages`); ``k_loop(Xs, Ps, x, packed, row0, col0, state, ctx)``:
+    S - 1 K-steps copied ahead (``copy_tile``), then per K-step ``slices(Xs, Ps, state, ctx,
+    kstep, s, lo, hi) -> state`` over the warp's ``nsl`` 16-deep slices of the oldest: its
+    first slice before the copy of the step S - 1 ahead (its loads go out right after the
+    barrier), the others after. ``state`` is the warp's fragments (a tuple), ``ctx`` what
+    ``slices`` reads besides the staged tiles."""
+    buffers, stage = stages(T, BM_, BN_, BK_, S)
 
     @kaio.func
     def k_loop(Xs, Ps, x, packed, row0, col0, state, ctx):
