@@ -156,7 +156,7 @@ def test_w4a16_split_k_takes_groups_its_halves_fold_alike(reference):
     assert quant.w4a16_launch("f16", 256, 4096, 128, tile).kernel is split
     assert quant._w4a16_builds("f16", 32, tile, 128) and not quant._w4a16_builds("f16", 32, tile, 48)
     assert quant.w4a16_launch("f16", 256, 4096, 48).kernel is quant_mma.w4a16_kernel(
-        "f16", 32, "s4_64x128x64_w64x32")
+        "f16", 32, quant_mma.w4a16_tiles(256, 4096)[0])     # the default, not the split one
     x, packed, scales = _w4a16_inputs(70, 128, 136, 64, kaio.bf16.storage_np)
     y = np.zeros((70, 136), x.dtype)
     quant.w4a16_launch("bf16", 70, 136, 64, tile)(x, packed, scales, y, 64)

@@ -19,24 +19,16 @@ next barrier (backends/ptx_wgmma.py) until a fold reads them. Elsewhere each war
 ``mma.sync`` path computes the same products (the reference backend, sm_80, the LLVM paths
 and AMD's MFMA run it too).
 
-Tilings (``quant_mma.W4_TILES``' ``wg*`` entries, ``wg<BM>x<BN>x<BK>_s<S>`` in y's
-coordinates): a block computes a BM x BN tile of y with BN / 16 warps, warp w the columns
-16 w .. 16 w + 15 for all BM rows (its warp tile BM x 16).
+Tilings (``quant_mma.W4_TILES``' ``wg*`` entries, in y's coordinates): a block computes a
+BM x BN tile of y with BN / 16 warps, warp w the columns 16 w .. 16 w + 15 for all BM rows
+(its warp tile BM x 16).
 """
 import functools
 
 import kaio
 from kaio import f32
 
-from .quant_mma import W4_TILES, _group_ends, _over, stages, threads
-
-
-def tiling(tile: str) -> tuple:
-    """(BM, BN, BK, S) of a warp-group tiling of ``quant_mma.W4_TILES``: the block's rows of y
-    (wgmma's n: a multiple of 8 up to 256), columns (16 per warp), K step (a multiple of 64:
-    whole swizzle rows) and stages."""
-    bm, bn, bk, _, _, s = W4_TILES[tile]
-    return bm, bn, bk, s
+from .quant_stages import group_ends, over, stages
 
 
 @kaio.func
@@ -61,9 +53,10 @@ def _fold_scaled(x, r, c, t, s):
 
 
 @functools.lru_cache(maxsize=None)
-def kernel(T, warp_size: int, tile: str):
-    """The W4A16 kernel of one tiling of :data:`TILES` for activations of dtype T."""
-    BM, BN, BK, S = tiling(tile)
+def kernel(T, warp_size: int, BM: int, BN: int, BK: int, S: int):
+    """The W4A16 kernel for activations of dtype T of one warp-group tiling: the block's BM
+    rows of y (wgmma's n: a multiple of 8 up to 256), BN columns (16 per warp), K step BK (a
+    multiple of 64: whole swizzle rows) and S stages."""
     span = S * BK
     buffers, stage = stages(T, BM, BN, BK, S, swizzled=True)
 
@@ -71,8 +64,8 @@ def kernel(T, warp_size: int, tile: str):
     def fold(acc, tmp, end, at, S_, r0, c0, group):
         """Where a group ends at K offset ``end`` (``at`` into the loop iteration), acc takes
         its scaled products and tmp starts over."""
-        if _group_ends(end, at, group, span):
-            acc = kaio.mma.apply(_fold_rows, acc, r0, c0, tmp, S_, _over(end, group) - 1)
+        if group_ends(end, at, group, span):
+            acc = kaio.mma.apply(_fold_rows, acc, r0, c0, tmp, S_, over(end, group) - 1)
             tmp = kaio.mma.fill(f32, 0.0, m=16, n=BM)
         return acc, tmp
 
@@ -85,10 +78,10 @@ def kernel(T, warp_size: int, tile: str):
         if group % BK == 0:
             end = kstep + BK
             sc = kaio.mma.apply(_scale_at, kaio.mma.fill(f32, 0.0, m=16, n=8), r0, 0, S_,
-                                _over(end, group) - 1)
+                                over(end, group) - 1)
             a = kaio.mma.load_a_int4(Ps, 0, wn, T, m=16, k=BK)
             tmp = kaio.mma.group_mma(a, Xs, tmp, 0, 0, trans_b=True)
-            if _group_ends(end, s * BK + BK, group, span):
+            if group_ends(end, s * BK + BK, group, span):
                 acc = kaio.mma.apply(_fold_scaled, acc, r0, c0, tmp, sc)
                 tmp = kaio.mma.fill(f32, 0.0, m=16, n=BM)
         else:
@@ -99,7 +92,7 @@ def kernel(T, warp_size: int, tile: str):
                                 r0, c0, group)
         return acc, tmp
 
-    @kaio.kernel(block=(threads(BM, BN, BM, 16, warp_size),))
+    @kaio.kernel(block=(BN // 16 * warp_size,))
     def matmul_w4a16_group(x: kaio.In[T, 2], packed: kaio.In[kaio.u8, 2],
                            scales: kaio.In[T, 2], y: kaio.Raw[T, 2], group: kaio.Const[int]):
         Xs, Ps = buffers()

@@ -34,8 +34,12 @@ int8 MFMA lowering) and for f32 activations.
 import functools
 
 import kaio
+import kaio.kernels.ml.quant_group as quant_group  # not `from . import`: the package __getattr__
 from kaio import f32, i32
 
+from .quant_stages import PPAD, QPAD, stages
+from .quant_stages import group_ends as _group_ends
+from .quant_stages import over as _over
 from .tiled import double_buffered, warp_origins
 
 
@@ -143,17 +147,14 @@ W4_TILES.update({
     "s4_128x64x64_w64x32_k2": (128, 64, 64, 64, 32, 4, 2),
 })
 #: warp-group tilings (:mod:`.quant_group`: y^T = W^T x^T, the unpacked weights wgmma's register
-#: A operand on sm_90): (BM, BN, BK, BM, 16, S), each warp all BM rows of y by 16 columns
+#: A operand on sm_90): (BM, BN, BK, BM, 16, S), each warp all BM rows of y by 16 columns,
+#: named wg<BM>x<BN>x<BK>_s<S>
 W4_TILES.update({f"wg{bm}x{bn}x{bk}_s{s}": (bm, bn, bk, bm, 16, s) for bm, bn, bk, s in (
     (64, 128, 128, 4), (64, 128, 128, 3), (64, 64, 128, 4), (128, 64, 128, 4), (64, 128, 64, 4),
     (128, 64, 64, 4), (64, 64, 64, 4), (32, 128, 128, 4), (32, 64, 128, 4))})
 W4_DEFAULT = "64x128x32_w32x32"
-#: bytes of row padding of the staged packed tiles (rows in distinct banks for the byte loads)
-PPAD = 16
 #: most packed bytes a thread holds per K-step (fetch's tuples); threads per packed row
 MAXNB, CW = 16, 32
-#: elements of row padding of the f16/bf16 shared tiles (16 bytes: ldmatrix rows in distinct banks)
-QPAD = 8
 
 
 def w4a16_geometry(tile: str, warp_size: int = 32):
@@ -191,35 +192,6 @@ def _fold(x, r, c, t, scales, g):
     return kaio.math.fma(t, s, x)
 
 
-@kaio.func
-def _group_ends(end, at, group, span):
-    """Whether a quantization group ends at K offset ``end``, where ``at`` (compile-time) is
-    end's offset inside the loop iteration's ``span`` of K (two K-steps; iterations start at
-    multiples of span): decided at compile time where groups divide the span (at fixed
-    offsets) and where no multiple of the group can fall at this offset (groups spanning whole
-    iterations end only at their ends), else tested (uniform across the block)."""
-    r = False
-    if span % group == 0:
-        r = at % group == 0
-    elif group % span != 0 or at == span:
-        r = _over(end, group) * group == end
-    return r
-
-
-@kaio.func
-def _over(k, d):
-    """k // d for k >= 0 and a compile-time d: a shift when d is a power of two (kaio's //
-    is a signed division, which ptxas does not reduce to a shift; and a literal // 32 of a
-    thread id would read as a warp width)."""
-    r = k
-    if d & (d - 1) != 0:
-        r = k // d
-    for p in kaio.static_range(1, 16):
-        if d == 1 << p:
-            r = k >> p
-    return r
-
-
 @functools.lru_cache(maxsize=None)
 def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     """y = x @ dequant(w) on f16/bf16 fragments (``dt``) for one tiling of :data:`W4_TILES`;
@@ -234,8 +206,8 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
     copy, they were scheduled after the step's HMMAs, their latency exposed)."""
     T = {"f16": kaio.f16, "bf16": kaio.bf16}[dt]
     if _group(tile):
-        from . import quant_group  # it builds on this module's pieces
-        return quant_group.kernel(T, warp_size, tile)
+        bm, bn, bk, _, _, s = W4_TILES[tile]
+        return quant_group.kernel(T, warp_size, bm, bn, bk, s)
     if _splits(tile) > 1:
         return _w4a16_split(T, warp_size, *W4_TILES[tile])
     if _pipelined(tile):
@@ -322,42 +294,6 @@ def w4a16_kernel(dt: str, warp_size: int = 32, tile: str = W4_DEFAULT):
         kaio.mma.store(y, row0 + wm, col0 + wn, acc)
 
     return matmul_w4a16_mma
-
-
-def stages(T, BM_, BN_, BK_, S, swizzled=False):
-    """(buffers, stage), the @kaio.funcs of a pipelined W4A16 kernel's S shared stages:
-    ``buffers() -> (Xs, Ps)``, each stage a K-step's x tile (T; ``swizzled``: a
-    ``kaio.mma.shared_tile``, else rows padded by QPAD) and its packed weight tile (bytes, a
-    quarter of the f16 tile's size); ``stage(Xs, Ps, x, packed, row0, col0, k0)`` copies one
-    K-step into a stage (``copy_tile``)."""
-    x_tile = (BM_, BK_) if swizzled else (BM_, BK_ + QPAD)
-    p_tile = (BK_ // 2, BN_ + PPAD)
-
-    @kaio.func
-    def x_buf():
-        if swizzled:     # a compile-time choice: only the taken branch is compiled
-            b = kaio.mma.shared_tile(T, x_tile)
-        else:
-            b = kaio.shared_array(T, x_tile)
-        return b
-
-    @kaio.func
-    def buffers():
-        if S == 3:
-            Xs = (x_buf(), x_buf(), x_buf())
-            Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
-                  kaio.shared_array(kaio.u8, p_tile))
-        else:
-            Xs = (x_buf(), x_buf(), x_buf(), x_buf())
-            Ps = (kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile),
-                  kaio.shared_array(kaio.u8, p_tile), kaio.shared_array(kaio.u8, p_tile))
-        return Xs, Ps
-
-    @kaio.func
-    def stage(Xs, Ps, x, packed, row0, col0, k0):
-        kaio.mma.copy_tile(Xs, x, row0, k0, cols=BK_)
-        kaio.mma.copy_tile(Ps, packed, k0 >> 1, col0, cols=BN_)   # // 2: a signed division
-    return buffers, stage
 
 
 def _pipeline(T, BM_, BN_, BK_, S, nsl, slices):
@@ -624,10 +560,11 @@ def w4a16_tiles(m: int, n: int) -> list[str]:
         split = _splits(name) > 1
         if blocks >= FILL_BLOCKS:
             if _group(name):        # H200, 256 x 4096 x 4096: 36.6-50.5 us (BK = 128 first)
-                return (True, 2, bk, W4_TILES[name][5], -bm, bn)
+                return (True, 2, bk, W4_TILES[name][5], bm >= 64, -bm, bn)
             if _pipelined(name):    # H200, 256 x 4096 x 4096: 64 x 128 54.8 us, 128 x 64 59.2
                 return (True, 1, bm * bn, W4_TILES[name][5], bn, bk, not split)  # s3: 77.1
             return (True, 0, bm * bn, bm, bk)
         return (False, blocks, w4a16_shared_bytes(name) <= STATIC_SHARED,     # warp-group
                 _pipelined(name) + (not _group(name)), -bm * bn, bk, not split)  # unmeasured
     return sorted(W4_TILES, key=rank, reverse=True)
+
