@@ -43,7 +43,7 @@
 #   gemm      kaio bench --gemm (the library GEMM on the tensor cores vs cuBLAS; quantized rows)
 #   w4a16-wg    the same for the warp-group tilings (W4_TILES=comma list) and the best mma.sync one
 #   wg-tests    the GPU tests of register-A group_mma, the warp-group GEMM and the quantized matmuls
-#   w4a16-ncu   Nsight Compute on one W4A16 tiling (W4_NCU, default wg64x128x128_s4)
+#   w4a16-ncu   Nsight Compute on one W4A16 tiling (W4_NCU, default wg64x64x128_s4)
 #   w4a16-stalls  its warp stall reasons and instruction count
 #   gemm-w4a16  kaio bench --gemm --w4a16-tiles: int4_matmul_w4a16 at 256x4096x4096 per tiling
 #             (each checked against numpy first) vs cuBLAS f16; bench_gemm.md under w4a16/
@@ -136,16 +136,16 @@ for step in "$@"; do
                   -k regex:gemm python3 scripts/profile_gemm.py 256x128x64_w64x64_s3 128x256x32_w64x64_s3 ;;
     gemm) run bench_gemm 300 python3 -m kaio.cli bench --gemm --out "$OUT" ;;
     w4a16-wg) run bench_w4a16_wg 300 python3 -m kaio.cli bench --gemm --w4a16-tiles --out "$OUT/w4a16_wg" \
-                  --tiles "${W4_TILES:-s4_64x128x64_w64x32,wg64x128x128_s4,wg64x64x128_s4,wg32x128x128_s4,wg32x64x128_s4,wg64x128x128_s3,wg128x64x128_s4}" ;;
+                  --tiles "${W4_TILES:-s4_64x128x64_w64x32,wg64x64x128_s4,wg64x128x128_s4,wg64x128x128_s3,wg128x64x128_s4}" ;;
     wg-tests) run wg_tests 300 python3 -m pytest -q -rf -p no:cacheprovider -k "cuda or gpu" \
                   tests/test_mma_register_a.py tests/test_group_mma.py tests/test_quant_mma.py ;;
     w4a16-ncu) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
               run w4a16_ncu 200 "$NCU" --section SpeedOfLight --section WarpStateStats --section Occupancy \
                   --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum.per_second \
-                  -k regex:matmul_w4a16 --launch-skip 2 --launch-count 1 python3 scripts/profile_w4a16.py ${W4_NCU:-wg64x128x128_s4} ;;
+                  -k regex:matmul_w4a16 --launch-skip 2 --launch-count 1 python3 scripts/profile_w4a16.py ${W4_NCU:-wg64x64x128_s4} ;;
     w4a16-stalls) NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
               run w4a16_stalls 200 "$NCU" --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_misc_per_issue_active.ratio,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__cycles_elapsed.avg \
-                  -k regex:matmul_w4a16 --launch-skip 2 --launch-count 1 python3 scripts/profile_w4a16.py ${W4_NCU:-wg64x128x128_s4} ;;
+                  -k regex:matmul_w4a16 --launch-skip 2 --launch-count 1 python3 scripts/profile_w4a16.py ${W4_NCU:-wg64x64x128_s4} ;;
     gemm-w4a16) run bench_w4a16 420 python3 -m kaio.cli bench --gemm --w4a16-tiles --out "$OUT/w4a16" ;;
     attention) run attention_gpu 240 python3 -m pytest -q -rf -p no:cacheprovider -m gpu tests/test_flash_attention.py \
                    tests/test_kernels_ml.py -k "attention" ;;
